@@ -1,0 +1,1 @@
+"""ooblab: command-line entry point of the resilient-training testbed."""

@@ -1,0 +1,1 @@
+"""Policies: pure functions from (cluster view, event, plan) to a typed decision."""
