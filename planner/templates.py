@@ -1,0 +1,365 @@
+"""Pipeline templates: the exact fastest pipeline for each node count (DESIGN 3.3).
+
+A template for n nodes of g GPUs is a sequence of stages, each a contiguous layer range on
+d GPUs (d a power of two) of one node; a node may hold several consecutive stages by
+splitting its GPUs, and every GPU serves exactly one stage. Templates are ranked by T of
+`costmodel` with N_b = 4 S microbatches.
+
+The search is exact. With N_b = 4S and the bottleneck weight beta = w_k*, T splits into a
+sum over stages: w_i + 4 beta for each stage before k* (which must have w_i <= beta),
+4 beta for the bottleneck itself (w = beta), 2 w_i + 3 beta for each stage after it (which
+must be strictly faster, k* being the rightmost maximum). For a fixed beta the best layout
+is therefore a shortest path over states (first uncovered layer, GPUs left), built from the
+last layer backwards so that one pass serves every node count at once (the answer for n
+nodes is the state (layer 0, n g GPUs)). Every candidate beta is a stage weight; they are
+tried in increasing order, and a node count stops once the lower bound
+T >= sum of cheapest layer weights + 3 n beta exceeds its best T. The Oobleck paper's
+divide-and-conquer keeps one best sub-plan per sub-problem and is not always optimal; this
+search is checked against brute force in tests/planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from .costmodel import INF, CostTables, bottleneck_index, pipeline_time_s
+from .errors import InfeasibleError, PlannerError
+from .hardware import ClusterSpec
+from .profile import ModelProfile
+
+# Relative slack on pruning bounds: they are proven for exact arithmetic; the slack keeps a
+# rounding error in the last bits from pruning an optimal beta.
+_BOUND_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a template: layers [first_layer, end_layer) on `num_gpus` GPUs
+    starting at GPU `gpu_offset` of the template's node `node_index`."""
+
+    first_layer: int
+    end_layer: int
+    num_gpus: int
+    node_index: int
+    gpu_offset: int
+    forward_s: float
+    backward_s: float
+    weight_s: float
+    memory_bytes: float  # per GPU, with the planner's in-flight bound
+
+    @property
+    def layers(self) -> range:
+        return range(self.first_layer, self.end_layer)
+
+
+@dataclass(frozen=True)
+class PipelineTemplate:
+    """The fastest pipeline the planner found for `num_nodes` nodes."""
+
+    num_nodes: int
+    gpus_per_node: int
+    stages: tuple[Stage, ...]
+    iteration_time_s: float  # T with N_b = 4 S (the ranking value)
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        return tuple(stage.weight_s for stage in self.stages)
+
+    @property
+    def kstar(self) -> int:
+        return bottleneck_index(self.weights)
+
+    @property
+    def bottleneck_s(self) -> float:
+        return self.stages[self.kstar].weight_s
+
+    def iteration_time(self, num_microbatches: int) -> float:
+        """T for this pipeline running `num_microbatches` microbatches."""
+        return pipeline_time_s(self.weights, num_microbatches)
+
+    def node_layers(self, node_index: int) -> tuple[int, ...]:
+        """The layers node `node_index` of the pipeline holds (a shard of each when d > 1)."""
+        return tuple(
+            layer for stage in self.stages if stage.node_index == node_index for layer in stage.layers
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "num_nodes": self.num_nodes,
+            "num_stages": self.num_stages,
+            "iteration_time_s": self.iteration_time_s,
+            "stages": [
+                {
+                    "layers": [s.first_layer, s.end_layer],
+                    "num_gpus": s.num_gpus,
+                    "node_index": s.node_index,
+                    "gpu_offset": s.gpu_offset,
+                    "weight_s": s.weight_s,
+                    "memory_bytes": s.memory_bytes,
+                }
+                for s in self.stages
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class TemplateSet:
+    """All templates of a job: one per node count in [n0, max(2 n0 - 1, N - f n0)]."""
+
+    model: str
+    num_layers: int
+    gpus_per_node: int
+    min_nodes: int  # n0
+    stage_gpu_counts: tuple[int, ...]
+    templates: tuple[PipelineTemplate, ...]
+
+    def node_counts(self) -> tuple[int, ...]:
+        return tuple(t.num_nodes for t in self.templates)
+
+    def for_nodes(self, num_nodes: int) -> PipelineTemplate | None:
+        for template in self.templates:
+            if template.num_nodes == num_nodes:
+                return template
+        return None
+
+    @property
+    def max_nodes(self) -> int:
+        return max(t.num_nodes for t in self.templates)
+
+
+def template_node_range(n0: int, num_nodes: int, fault_tolerance: int) -> range:
+    """DESIGN 3.3: [n0, max(2 n0 - 1, N - f n0)], capped at N."""
+    upper = min(num_nodes, max(2 * n0 - 1, num_nodes - fault_tolerance * n0))
+    return range(n0, upper + 1)
+
+
+class TemplateSearch:
+    """The exact search of the module docstring, over one profile and GPU count per node."""
+
+    def __init__(self, tables: CostTables):
+        self.tables = tables
+        self.g = tables.gpus_per_node
+        self.num_layers = tables.num_layers
+        self.widths = tables.widths
+        # For every stage end b and width d: the feasible starts a (contiguous: memory grows
+        # with the range), their weights and in-flight capacities.
+        self._columns: dict[tuple[int, int], tuple[int, np.ndarray, np.ndarray]] = {}
+        for d in self.widths:
+            w = tables.weight_matrix(d)
+            k = tables.max_inflight_matrix(d)
+            for b in range(1, self.num_layers + 1):
+                fits = np.nonzero(k[:b, b] >= 1)[0]
+                if fits.size:
+                    lo = int(fits[0])
+                    self._columns[(b, d)] = (lo, w[lo:b, b].copy(), k[lo:b, b].copy())
+
+    # -- the dynamic programme ----------------------------------------------------------
+    def _node_ok(self, d: int, size: int) -> np.ndarray:
+        u = np.arange(size)
+        return (u % self.g) + d <= self.g
+
+    def _run(self, beta: float | None, max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+        """Shortest paths for one beta (None: feasibility only, every stage allowed at 0 cost).
+
+        Returns (after, done): cost of covering layers [a, L) with the last u GPUs, before
+        and after the bottleneck has been placed (feasibility: both hold 0 where reachable).
+        """
+        n_layers, width = self.num_layers, max_gpus + 1
+        after = np.full((n_layers + 1, width), INF)
+        done = np.full((n_layers + 1, width), INF)
+        after[n_layers, 0] = 0.0
+        u_index = np.arange(width)
+        for b in range(n_layers, 0, -1):
+            src_after, src_done = after[b], done[b]
+            has_after = np.isfinite(src_after).any()
+            has_done = np.isfinite(src_done).any()
+            if not (has_after or has_done):
+                continue
+            for d in self.widths:
+                column = self._columns.get((b, d))
+                if column is None or d > max_gpus:
+                    continue
+                lo, w, kmax = column
+                size = width - d
+                penalty = np.where(
+                    self._node_ok(d, size)[None, :] & (u_index[None, :size] < kmax[:, None]), 0.0, INF
+                )
+                rows = slice(lo, b)
+                if beta is None:
+                    reach = np.minimum(src_after[None, :size], src_done[None, :size]) + penalty
+                    np.minimum(after[rows, d:], reach, out=after[rows, d:])
+                    continue
+                if has_after:
+                    base = src_after[None, :size] + penalty
+                    cost_after = np.where(w < beta, 2 * w + 3 * beta, INF)
+                    np.minimum(after[rows, d:], base + cost_after[:, None], out=after[rows, d:])
+                    cost_neck = np.where(w == beta, 4 * beta, INF)
+                    np.minimum(done[rows, d:], base + cost_neck[:, None], out=done[rows, d:])
+                if has_done:
+                    cost_before = np.where(w <= beta, w + 4 * beta, INF)
+                    np.minimum(done[rows, d:], (src_done[None, :size] + penalty) + cost_before[:, None], out=done[rows, d:])
+        return after, done
+
+    def feasible_node_counts(self, max_nodes: int) -> list[int]:
+        """Node counts n <= max_nodes for which some layout uses every GPU and fits memory."""
+        after, _ = self._run(None, max_nodes * self.g)
+        return [n for n in range(1, max_nodes + 1) if after[0, n * self.g] == 0.0]
+
+    def _candidates(self) -> np.ndarray:
+        values = [column[1] for column in self._columns.values()]
+        return np.unique(np.concatenate(values)) if values else np.array([])
+
+    def best(self, node_counts: Iterable[int]) -> dict[int, PipelineTemplate]:
+        """The optimal template for each of `node_counts` (all must be feasible)."""
+        counts = sorted(set(node_counts))
+        if not counts:
+            return {}
+        w_min = self.tables.min_total_weight_s() * (1 - _BOUND_SLACK)
+        layer_floor = self.tables.min_layer_weight_s() * (1 - _BOUND_SLACK)
+        best_t = {n: INF for n in counts}
+        best_beta: dict[int, float] = {}
+        active = list(counts)
+        for beta in self._candidates():
+            if beta < layer_floor:
+                continue
+            lower = {n: max(w_min + 3 * n * beta, (3 * n + 1) * beta) * (1 - _BOUND_SLACK) for n in active}
+            active = [n for n in active if lower[n] < best_t[n]]
+            if not active:
+                break
+            # beta must at least reach the average weight over all the GPUs of n nodes
+            useful = [n for n in active if beta * n * self.g >= w_min]
+            if not useful:
+                continue
+            _, done = self._run(float(beta), max(useful) * self.g)
+            for n in useful:
+                value = done[0, n * self.g]
+                if value < best_t[n]:
+                    best_t[n] = float(value)
+                    best_beta[n] = float(beta)
+        missing = [n for n in counts if n not in best_beta]
+        if missing:
+            raise InfeasibleError(f"no feasible pipeline on {missing} nodes")
+        templates = {}
+        by_beta: dict[float, list[int]] = {}
+        for n in counts:
+            by_beta.setdefault(best_beta[n], []).append(n)
+        for beta, ns in by_beta.items():
+            after, done = self._run(beta, max(ns) * self.g)
+            for n in ns:
+                templates[n] = self._trace_back(beta, after, done, n)
+        return templates
+
+    def _trace_back(self, beta: float, after: np.ndarray, done: np.ndarray, num_nodes: int) -> PipelineTemplate:
+        """Follow exact-cost transitions from (layer 0, all GPUs) back to the end."""
+        g, tables = self.g, self.tables
+        layer, gpus, phase = 0, num_nodes * g, "done"
+        picks: list[tuple[int, int, int]] = []  # (first, end, d, gpus left after stage)
+        while layer < self.num_layers:
+            here = (done if phase == "done" else after)[layer, gpus]
+            step = None
+            for end in range(layer + 1, self.num_layers + 1):
+                for d in self.widths:
+                    column = self._columns.get((end, d))
+                    if column is None or d > gpus or layer < column[0]:
+                        continue
+                    lo, w_col, k_col = column
+                    w, kmax = w_col[layer - lo], k_col[layer - lo]
+                    rest = gpus - d
+                    if (rest % g) + d > g or not rest < kmax:
+                        continue
+                    options = []
+                    if phase == "done":
+                        if w <= beta:
+                            options.append(("done", done[end, rest] + (w + 4 * beta)))
+                        if w == beta:
+                            options.append(("after", after[end, rest] + 4 * beta))
+                    elif w < beta:
+                        options.append(("after", after[end, rest] + (2 * w + 3 * beta)))
+                    for previous, value in options:
+                        if value == here:
+                            step = (end, d, previous, rest)
+                            break
+                    if step:
+                        break
+                if step:
+                    break
+            if step is None:  # pragma: no cover - would mean the DP and this walk disagree
+                raise PlannerError(f"internal error: cannot trace the template for {num_nodes} nodes")
+            end, d, phase, rest = step
+            picks.append((layer, end, d, rest))
+            layer, gpus = end, rest
+        return build_template(tables, num_nodes, [(a, b, d) for a, b, d, _ in picks])
+
+
+def build_template(tables: CostTables, num_nodes: int, layout: list[tuple[int, int, int]]) -> PipelineTemplate:
+    """A template from a layout [(first, end, d), ...] in pipeline order (also used by the
+    brute-force checker, so both score layouts identically)."""
+    g = tables.gpus_per_node
+    stages = []
+    offset = 0
+    total = num_nodes * g
+    for first, end, d in layout:
+        gpus_after = total - offset - d
+        stages.append(
+            Stage(
+                first_layer=first,
+                end_layer=end,
+                num_gpus=d,
+                node_index=offset // g,
+                gpu_offset=offset % g,
+                forward_s=tables.forward_s(first, end, d),
+                backward_s=tables.backward_s(first, end, d),
+                weight_s=tables.weight_s(first, end, d),
+                memory_bytes=tables.memory_bytes(first, end, d, 1 + gpus_after),
+            )
+        )
+        offset += d
+    if offset != total:
+        raise PlannerError(f"layout uses {offset} GPUs, the template has {total}")
+    weights = [s.weight_s for s in stages]
+    return PipelineTemplate(num_nodes, g, tuple(stages), pipeline_time_s(weights, 4 * len(stages)))
+
+
+def generate_templates(profile: ModelProfile, cluster: ClusterSpec, fault_tolerance: int) -> TemplateSet:
+    """Templates for a job on `cluster.num_nodes` nodes tolerating `fault_tolerance` failures."""
+    if fault_tolerance < 0:
+        raise PlannerError(f"fault tolerance f must be >= 0, got {fault_tolerance}")
+    tables = CostTables(profile, cluster)
+    search = TemplateSearch(tables)
+    num_nodes = cluster.num_nodes
+    feasible = search.feasible_node_counts(num_nodes)
+    if not feasible:
+        raise InfeasibleError(
+            f"{profile.name} does not fit on {num_nodes} node(s) of {cluster.gpus_per_node} x {cluster.gpu.name}: "
+            f"model state is {profile.state_bytes / 2**30:.1f} GiB, the cluster has "
+            f"{num_nodes * cluster.gpus_per_node * cluster.usable_memory_bytes / 2**30:.1f} GiB usable"
+        )
+    n0 = feasible[0]
+    wanted = template_node_range(n0, num_nodes, fault_tolerance)
+    needed = (fault_tolerance + 1) * n0
+    if num_nodes < needed:
+        raise InfeasibleError(
+            f"f = {fault_tolerance} needs at least (f + 1) x n0 = {needed} nodes "
+            f"(one replica needs n0 = {n0}), the cluster has {num_nodes}"
+        )
+    counts = [n for n in wanted if n in set(feasible)]
+    gaps = [n for n in wanted if n not in set(feasible)]
+    if gaps and min(gaps) < 2 * n0:
+        # Without n0 consecutive sizes some node counts could not be used without idling.
+        raise InfeasibleError(f"no feasible pipeline for {gaps} nodes (n0 = {n0}); the template set would leave gaps")
+    templates = search.best(counts)
+    return TemplateSet(
+        model=profile.name,
+        num_layers=profile.num_layers,
+        gpus_per_node=cluster.gpus_per_node,
+        min_nodes=n0,
+        stage_gpu_counts=tables.widths,
+        templates=tuple(templates[n] for n in counts),
+    )
