@@ -27,8 +27,6 @@ import numpy as np
 
 from .costmodel import INF, CostTables, bottleneck_index, pipeline_time_s
 from .errors import InfeasibleError, PlannerError
-from .hardware import ClusterSpec
-from .profile import ModelProfile
 
 # Relative slack on pruning bounds: they are proven for exact arithmetic; the slack keeps a
 # rounding error in the last bits from pruning an optimal beta.
@@ -159,23 +157,35 @@ class TemplateSearch:
                 if fits.size:
                     lo = int(fits[0])
                     self._columns[(b, d)] = (lo, w[lo:b, b].copy(), k[lo:b, b].copy())
+        self._penalties: dict[tuple[int, int], np.ndarray] = {}
+        self._penalty_width = 0
+
+    def _penalty(self, b: int, d: int, size: int) -> np.ndarray:
+        """0 where a stage ending at b on d GPUs may sit with u GPUs after it (same node,
+        memory for 1 + u in-flight microbatches), inf elsewhere; rows are its starts."""
+        if size > self._penalty_width:
+            self._penalties.clear()
+            self._penalty_width = size
+        key = (b, d)
+        if key not in self._penalties:
+            _, _, kmax = self._columns[key]
+            u = np.arange(self._penalty_width)
+            ok = (((u % self.g) + d) <= self.g)[None, :] & (u[None, :] < kmax[:, None])
+            self._penalties[key] = np.where(ok, 0.0, INF)
+        return self._penalties[key][:, :size]
 
     # -- the dynamic programme ----------------------------------------------------------
-    def _node_ok(self, d: int, size: int) -> np.ndarray:
-        u = np.arange(size)
-        return (u % self.g) + d <= self.g
-
     def _run(self, beta: float | None, max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
-        """Shortest paths for one beta (None: feasibility only, every stage allowed at 0 cost).
+        """Shortest paths for one beta (None: the smallest possible bottleneck instead).
 
         Returns (after, done): cost of covering layers [a, L) with the last u GPUs, before
-        and after the bottleneck has been placed (feasibility: both hold 0 where reachable).
+        and after the bottleneck has been placed. With beta None, `after` holds the least
+        achievable largest stage weight of such a cover (a min-max path) and `done` is unused.
         """
         n_layers, width = self.num_layers, max_gpus + 1
         after = np.full((n_layers + 1, width), INF)
         done = np.full((n_layers + 1, width), INF)
-        after[n_layers, 0] = 0.0
-        u_index = np.arange(width)
+        after[n_layers, 0] = 0.0  # stage weights are > 0, so max(0, w) = w in min-max mode
         for b in range(n_layers, 0, -1):
             src_after, src_done = after[b], done[b]
             has_after = np.isfinite(src_after).any()
@@ -186,15 +196,13 @@ class TemplateSearch:
                 column = self._columns.get((b, d))
                 if column is None or d > max_gpus:
                     continue
-                lo, w, kmax = column
+                lo, w, _ = column
                 size = width - d
-                penalty = np.where(
-                    self._node_ok(d, size)[None, :] & (u_index[None, :size] < kmax[:, None]), 0.0, INF
-                )
+                penalty = self._penalty(b, d, size)
                 rows = slice(lo, b)
                 if beta is None:
-                    reach = np.minimum(src_after[None, :size], src_done[None, :size]) + penalty
-                    np.minimum(after[rows, d:], reach, out=after[rows, d:])
+                    worst = np.maximum(src_after[None, :size], w[:, None]) + penalty
+                    np.minimum(after[rows, d:], worst, out=after[rows, d:])
                     continue
                 if has_after:
                     base = src_after[None, :size] + penalty
@@ -207,10 +215,17 @@ class TemplateSearch:
                     np.minimum(done[rows, d:], (src_done[None, :size] + penalty) + cost_before[:, None], out=done[rows, d:])
         return after, done
 
+    def min_bottlenecks(self, max_nodes: int) -> dict[int, float]:
+        """For each feasible n <= max_nodes (a layout uses every GPU and fits memory): the
+        smallest largest-stage weight any layout can have. No template on n nodes has a
+        bottleneck below it, so smaller betas need not be tried for n."""
+        after, _ = self._run(None, max_nodes * self.g)
+        values = {n: float(after[0, n * self.g]) for n in range(1, max_nodes + 1)}
+        return {n: v for n, v in values.items() if v < INF}
+
     def feasible_node_counts(self, max_nodes: int) -> list[int]:
         """Node counts n <= max_nodes for which some layout uses every GPU and fits memory."""
-        after, _ = self._run(None, max_nodes * self.g)
-        return [n for n in range(1, max_nodes + 1) if after[0, n * self.g] == 0.0]
+        return sorted(self.min_bottlenecks(max_nodes))
 
     def _candidates(self) -> np.ndarray:
         values = [column[1] for column in self._columns.values()]
@@ -222,19 +237,16 @@ class TemplateSearch:
         if not counts:
             return {}
         w_min = self.tables.min_total_weight_s() * (1 - _BOUND_SLACK)
-        layer_floor = self.tables.min_layer_weight_s() * (1 - _BOUND_SLACK)
+        floor = self.min_bottlenecks(max(counts))
         best_t = {n: INF for n in counts}
         best_beta: dict[int, float] = {}
-        active = list(counts)
+        active = [n for n in counts if n in floor]
         for beta in self._candidates():
-            if beta < layer_floor:
-                continue
             lower = {n: max(w_min + 3 * n * beta, (3 * n + 1) * beta) * (1 - _BOUND_SLACK) for n in active}
             active = [n for n in active if lower[n] < best_t[n]]
             if not active:
                 break
-            # beta must at least reach the average weight over all the GPUs of n nodes
-            useful = [n for n in active if beta * n * self.g >= w_min]
+            useful = [n for n in active if beta >= floor[n]]
             if not useful:
                 continue
             _, done = self._run(float(beta), max(useful) * self.g)
@@ -325,41 +337,3 @@ def build_template(tables: CostTables, num_nodes: int, layout: list[tuple[int, i
         raise PlannerError(f"layout uses {offset} GPUs, the template has {total}")
     weights = [s.weight_s for s in stages]
     return PipelineTemplate(num_nodes, g, tuple(stages), pipeline_time_s(weights, 4 * len(stages)))
-
-
-def generate_templates(profile: ModelProfile, cluster: ClusterSpec, fault_tolerance: int) -> TemplateSet:
-    """Templates for a job on `cluster.num_nodes` nodes tolerating `fault_tolerance` failures."""
-    if fault_tolerance < 0:
-        raise PlannerError(f"fault tolerance f must be >= 0, got {fault_tolerance}")
-    tables = CostTables(profile, cluster)
-    search = TemplateSearch(tables)
-    num_nodes = cluster.num_nodes
-    feasible = search.feasible_node_counts(num_nodes)
-    if not feasible:
-        raise InfeasibleError(
-            f"{profile.name} does not fit on {num_nodes} node(s) of {cluster.gpus_per_node} x {cluster.gpu.name}: "
-            f"model state is {profile.state_bytes / 2**30:.1f} GiB, the cluster has "
-            f"{num_nodes * cluster.gpus_per_node * cluster.usable_memory_bytes / 2**30:.1f} GiB usable"
-        )
-    n0 = feasible[0]
-    wanted = template_node_range(n0, num_nodes, fault_tolerance)
-    needed = (fault_tolerance + 1) * n0
-    if num_nodes < needed:
-        raise InfeasibleError(
-            f"f = {fault_tolerance} needs at least (f + 1) x n0 = {needed} nodes "
-            f"(one replica needs n0 = {n0}), the cluster has {num_nodes}"
-        )
-    counts = [n for n in wanted if n in set(feasible)]
-    gaps = [n for n in wanted if n not in set(feasible)]
-    if gaps and min(gaps) < 2 * n0:
-        # Without n0 consecutive sizes some node counts could not be used without idling.
-        raise InfeasibleError(f"no feasible pipeline for {gaps} nodes (n0 = {n0}); the template set would leave gaps")
-    templates = search.best(counts)
-    return TemplateSet(
-        model=profile.name,
-        num_layers=profile.num_layers,
-        gpus_per_node=cluster.gpus_per_node,
-        min_nodes=n0,
-        stage_gpu_counts=tables.widths,
-        templates=tuple(templates[n] for n in counts),
-    )

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from planner.costmodel import CostTables, pipeline_time_s
 from planner.errors import InfeasibleError
-from planner.templates import TemplateSearch, generate_templates, template_node_range
+from planner.plan import JobSpec
+from planner.planner import Planner
+from planner.templates import TemplateSearch, template_node_range
 
 from .bruteforce import all_layouts, best_template_time
 from .strategies import cluster, models
@@ -71,20 +73,20 @@ def test_too_few_nodes_for_f_is_a_clear_error(gpt2_profile):
     from planner.hardware import make_cluster
 
     with pytest.raises(InfeasibleError, match=r"f = 3 needs at least"):
-        generate_templates(gpt2_profile, make_cluster("v100-16gb", 6, 1), 3)
+        Planner(gpt2_profile, make_cluster("v100-16gb", 6, 1), JobSpec(64, 1, 3)).template_set()
 
 
 def test_model_that_does_not_fit_is_a_clear_error(gpt2_profile):
     from planner.hardware import make_cluster
 
     with pytest.raises(InfeasibleError, match="does not fit"):
-        generate_templates(gpt2_profile, make_cluster("v100-16gb", 1, 1), 0)
+        Planner(gpt2_profile, make_cluster("v100-16gb", 1, 1), JobSpec(64, 1, 0)).template_set()
 
 
 def test_gpt2_templates_cover_consecutive_sizes(gpt2_profile):
     from planner.hardware import make_cluster
 
-    templates = generate_templates(gpt2_profile, make_cluster("v100-16gb", 16, 1), 1)
+    templates = Planner(gpt2_profile, make_cluster("v100-16gb", 16, 1), JobSpec(64, 1, 1)).template_set()
     counts = templates.node_counts()
     n0 = templates.min_nodes
     assert counts == tuple(range(n0, max(2 * n0 - 1, 16 - n0) + 1))
@@ -94,7 +96,7 @@ def test_gpt2_templates_cover_consecutive_sizes(gpt2_profile):
         assert covered == list(range(50))
     # n0 is the smallest count that fits: one fewer node cannot hold the model state.
     tables = CostTables(gpt2_profile, make_cluster("v100-16gb", 16, 1))
-    assert not list(all_layouts(tables, n0 - 1)) if n0 > 1 else True
+    assert n0 > 1 and not list(all_layouts(tables, n0 - 1))
 
 
 def test_a_stage_never_spans_two_nodes():

@@ -1,0 +1,56 @@
+"""How much of the cross-pipeline gradient all-reduce an iteration cannot hide (DESIGN 3.4).
+
+Model: every replica of layer l must finish its last backward before the layer's gradients
+can be all-reduced across the K pipelines. In a pipeline that finishes at T_p, the stage at
+depth i finishes its last backward sum_{j < i} b_j earlier (b_j: one microbatch's backward
+on stage j, as the last microbatch's gradient flows back to stage 0). A stage's node then
+all-reduces its layers one after another over its network link: ring all-reduce of the
+layer's gradient bytes across K replicas (or the profile's measured time for K, when it
+has one). What ends after the slowest pipeline is exposed. Contention between stages that
+share a node (g > 1 split nodes) is ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .hardware import ClusterSpec, ring_allreduce_s
+from .profile import ModelProfile
+from .templates import PipelineTemplate
+
+
+def layer_allreduce_s(profile: ModelProfile, cluster: ClusterSpec, replicas: int) -> np.ndarray:
+    """Gradient all-reduce time of each layer across `replicas` pipelines."""
+    times = []
+    for layer in profile.layers:
+        measured = layer.across_nodes_allreduce_s(replicas)
+        if measured is not None and replicas > 1:
+            times.append(measured)
+        else:
+            times.append(ring_allreduce_s(layer.grad_bytes, replicas, cluster.inter_node_bw_bytes_per_s))
+    return np.array(times)
+
+
+def exposed_allreduce_s(
+    templates: Sequence[PipelineTemplate],
+    pipeline_times_s: Sequence[float],
+    layer_times_s: np.ndarray,
+) -> float:
+    """Seconds the gradient synchronisation adds after the slowest pipeline finishes."""
+    if len(templates) <= 1:
+        return 0.0
+    num_layers = len(layer_times_s)
+    ready = np.full(num_layers, -np.inf)
+    for template, finish in zip(templates, pipeline_times_s):
+        before = 0.0
+        for stage in template.stages:
+            np.maximum(ready[stage.first_layer : stage.end_layer], finish - before, out=ready[stage.first_layer : stage.end_layer])
+            before += stage.backward_s
+    end = -np.inf
+    for template in templates:
+        for stage in template.stages:
+            span = slice(stage.first_layer, stage.end_layer)
+            end = max(end, float(ready[span].max() + layer_times_s[span].sum()))
+    return max(0.0, end - max(pipeline_times_s))

@@ -1,0 +1,210 @@
+"""The planner's front door: templates on demand and instantiation (DESIGN 3.3, 3.4).
+
+`Planner(profile, cluster, job)` owns the template search for one model on one kind of
+node. `instantiate(nodes)` picks the fastest set of pipeline templates whose node counts
+add up to exactly the given nodes (no node idle) with at least f + 1 pipelines, gives
+each its microbatches and puts it on concrete nodes. Reconfiguration (`reconfigure`) and
+the policies build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from .allreduce import exposed_allreduce_s, layer_allreduce_s
+from .batching import distribute_microbatches, makespan_s
+from .costmodel import CostTables
+from .errors import InfeasibleError, PlannerError
+from .hardware import ClusterSpec
+from .plan import ExecutionPlan, JobSpec, PipelinePlan
+from .profile import ModelProfile
+from .templates import PipelineTemplate, TemplateSearch, TemplateSet, template_node_range
+
+
+def partitions(total: int, sizes: Sequence[int], min_parts: int) -> Iterator[tuple[int, ...]]:
+    """Multisets of `sizes` (as non-increasing tuples) summing to `total` with at least
+    `min_parts` members."""
+    ordered = sorted(set(sizes), reverse=True)
+
+    def walk(remaining: int, start: int, prefix: list[int]) -> Iterator[tuple[int, ...]]:
+        if remaining == 0:
+            if len(prefix) >= min_parts:
+                yield tuple(prefix)
+            return
+        for index in range(start, len(ordered)):
+            size = ordered[index]
+            if size <= remaining:
+                prefix.append(size)
+                yield from walk(remaining - size, index, prefix)
+                prefix.pop()
+
+    yield from walk(total, 0, [])
+
+
+@dataclass(frozen=True)
+class Candidate:
+    sizes: tuple[int, ...]
+    counts: tuple[int, ...]
+    makespan_s: float
+
+
+class Planner:
+    """Templates, instantiation and the data every policy needs, for one job."""
+
+    def __init__(self, profile: ModelProfile, cluster: ClusterSpec, job: JobSpec):
+        if job.microbatch_size != profile.microbatch_size:
+            raise PlannerError(
+                f"the job's microbatch size {job.microbatch_size} differs from the profile's "
+                f"{profile.microbatch_size} ({profile.source or profile.name})"
+            )
+        self.profile = profile
+        self.cluster = cluster
+        self.job = job
+        self.tables = CostTables(profile, cluster)
+        self._search = TemplateSearch(self.tables)
+        self._floors: dict[int, float] = {}
+        self._floor_limit = 0
+        self._templates: dict[int, PipelineTemplate] = {}
+        self._allreduce_cache: dict[int, object] = {}
+
+    # -- templates -------------------------------------------------------------------
+    def feasible_sizes(self, up_to: int) -> list[int]:
+        if up_to > self._floor_limit:
+            self._floors = self._search.min_bottlenecks(up_to)
+            self._floor_limit = up_to
+        return [n for n in sorted(self._floors) if n <= up_to]
+
+    @property
+    def min_nodes(self) -> int:
+        """n0: the fewest nodes that hold one replica (searched up to the cluster size)."""
+        sizes = self.feasible_sizes(max(self.cluster.num_nodes, self._floor_limit))
+        if not sizes:
+            raise InfeasibleError(
+                f"{self.profile.name} does not fit on {self.cluster.num_nodes} node(s) of "
+                f"{self.cluster.gpus_per_node} x {self.cluster.gpu.name}: model state is "
+                f"{self.profile.state_bytes / 2**30:.1f} GiB, the cluster has "
+                f"{self.cluster.num_nodes * self.cluster.gpus_per_node * self.cluster.usable_memory_bytes / 2**30:.1f} GiB usable"
+            )
+        return sizes[0]
+
+    def template(self, num_nodes: int) -> PipelineTemplate | None:
+        """The optimal template for `num_nodes` nodes, or None if no layout fits."""
+        self.ensure_templates([num_nodes])
+        return self._templates.get(num_nodes)
+
+    def ensure_templates(self, counts: Sequence[int]) -> None:
+        feasible = set(self.feasible_sizes(max(counts, default=0)))
+        missing = [n for n in counts if n in feasible and n not in self._templates]
+        if missing:
+            self._templates.update(self._search.best(missing))
+
+    def template_sizes(self, num_nodes: int, min_pipelines: int) -> list[int]:
+        """Template node counts an instantiation over `num_nodes` nodes may use (DESIGN 3.3,
+        with f + 1 replaced by the pipelines actually required)."""
+        n0 = self.min_nodes
+        sizes = [n for n in template_node_range(n0, num_nodes, max(0, min_pipelines - 1)) if n in set(self.feasible_sizes(num_nodes))]
+        self.ensure_templates(sizes)
+        return sizes
+
+    def template_set(self) -> TemplateSet:
+        """The job's templates for the whole cluster: [n0, max(2 n0 - 1, N - f n0)]."""
+        n0 = self.min_nodes
+        f = self.job.fault_tolerance
+        if self.cluster.num_nodes < (f + 1) * n0:
+            raise InfeasibleError(
+                f"f = {f} needs at least (f + 1) x n0 = {(f + 1) * n0} nodes "
+                f"(one replica needs n0 = {n0}), the cluster has {self.cluster.num_nodes}"
+            )
+        sizes = self.template_sizes(self.cluster.num_nodes, f + 1)
+        return TemplateSet(
+            model=self.profile.name,
+            num_layers=self.profile.num_layers,
+            gpus_per_node=self.cluster.gpus_per_node,
+            min_nodes=n0,
+            stage_gpu_counts=self.tables.widths,
+            templates=tuple(self._templates[n] for n in sizes),
+        )
+
+    # -- instantiation -----------------------------------------------------------------
+    def layer_allreduce_s(self, replicas: int):
+        if replicas not in self._allreduce_cache:
+            self._allreduce_cache[replicas] = layer_allreduce_s(self.profile, self.cluster, replicas)
+        return self._allreduce_cache[replicas]
+
+    def build_plan(self, groups: Sequence[Sequence[str]]) -> ExecutionPlan:
+        """A plan running each node group (in stage order) as the template of its size,
+        with the batch distributed optimally."""
+        templates = []
+        for group in groups:
+            template = self.template(len(group))
+            if template is None:
+                raise InfeasibleError(f"no pipeline template for {len(group)} nodes")
+            templates.append(template)
+        counts = distribute_microbatches(templates, self.job.num_microbatches)
+        return self._plan(templates, counts, groups)
+
+    def _plan(self, templates, counts, groups) -> ExecutionPlan:
+        times = [t.iteration_time(m) for t, m in zip(templates, counts)]
+        exposed = exposed_allreduce_s(templates, times, self.layer_allreduce_s(len(templates)))
+        return ExecutionPlan(
+            pipelines=tuple(PipelinePlan(t, tuple(g), m) for t, g, m in zip(templates, groups, counts)),
+            global_batch=self.job.global_batch,
+            microbatch_size=self.job.microbatch_size,
+            num_layers=self.profile.num_layers,
+            allreduce_exposed_s=exposed,
+        )
+
+    def instantiate(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
+        """The fastest plan using every node in `nodes` with >= `min_pipelines` pipelines
+        (default f + 1). Pipelines are ordered smallest first and take nodes in the given
+        order. Ties: fewer seconds, then more pipelines, then the smaller sizes."""
+        nodes = list(nodes)
+        if len(set(nodes)) != len(nodes):
+            raise PlannerError(f"duplicate node names in {nodes}")
+        k = self.job.fault_tolerance + 1 if min_pipelines is None else min_pipelines
+        n0 = self.min_nodes
+        if len(nodes) < k * n0:
+            raise InfeasibleError(
+                f"{k} pipeline(s) need at least {k} x n0 = {k * n0} nodes (n0 = {n0}), got {len(nodes)}"
+            )
+        sizes = self.template_sizes(len(nodes), k)
+        candidates = []
+        for parts in partitions(len(nodes), sizes, k):
+            if len(parts) > self.job.num_microbatches:
+                continue
+            templates = [self._templates[n] for n in reversed(parts)]
+            counts = distribute_microbatches(templates, self.job.num_microbatches)
+            candidates.append(Candidate(tuple(reversed(parts)), counts, makespan_s(templates, counts)))
+        if not candidates:
+            raise InfeasibleError(
+                f"no way to split {len(nodes)} nodes into >= {k} pipelines of {sizes[0]}..{sizes[-1]} nodes "
+                f"with {self.job.num_microbatches} microbatches"
+            )
+        candidates.sort(key=lambda c: (c.makespan_s, -len(c.sizes), c.sizes))
+        best_key, best = None, None
+        for candidate in candidates:
+            if best_key is not None and candidate.makespan_s > best_key[0]:
+                break  # the exposed all-reduce is >= 0: no later candidate can win
+            templates = [self._templates[n] for n in candidate.sizes]
+            groups, start = [], 0
+            for n in candidate.sizes:
+                groups.append(nodes[start : start + n])
+                start += n
+            plan = self._plan(templates, candidate.counts, groups)
+            key = (plan.iteration_time_s, -len(candidate.sizes), candidate.sizes)
+            if best_key is None or key < best_key:
+                best_key, best = key, plan
+        return best
+
+    def instantiate_best_effort(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
+        """`instantiate` over as many of `nodes` as can be used (in the given order),
+        the rest left as spares; for when template gaps make some node counts unusable."""
+        nodes = list(nodes)
+        for count in range(len(nodes), 0, -1):
+            try:
+                return self.instantiate(nodes[:count], min_pipelines)
+            except InfeasibleError:
+                if count == 1:
+                    raise
+        raise InfeasibleError("no nodes to instantiate over")

@@ -1,0 +1,240 @@
+"""Reconfiguration after nodes leave or join (DESIGN 3.5).
+
+On removals, Oobleck's rules: (1) a pipeline that lost nodes but kept at least n0 switches
+to the template of its new size; (2) a smaller one borrows nodes, one at a time, from the
+largest pipeline that can spare one (ties: the later pipeline; the donor gives its last
+node); (3) if none can, the under-sized pipelines merge with each other in order, the last
+one with the first healthy pipeline if it is still short. The batch is then redistributed
+and every node that now owns a layer it did not hold receives its parameters and optimizer
+state from a surviving replica: the copy plan. If some layer has no surviving replica the
+outcome says so, and the caller falls back to the last checkpoint.
+
+On additions (which the original never handled), new nodes join at an iteration boundary:
+the planner instantiates over the larger node set, keeps every old pipeline whose size is
+still wanted intact (no copies), and accepts the new plan only if its gain over a horizon
+beats the copy time and the pause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .errors import InfeasibleError, PlannerError
+from .plan import ExecutionPlan
+from .planner import Planner
+
+
+@dataclass(frozen=True)
+class LayerCopy:
+    """`dst_node` receives `layers` (parameters and optimizer state) from `src_node`."""
+
+    dst_node: str
+    src_node: str
+    layers: tuple[int, ...]
+    param_bytes: int
+    optimizer_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.param_bytes + self.optimizer_bytes
+
+
+@dataclass(frozen=True)
+class Reconfiguration:
+    """What a membership change leads to. `plan` is None when training cannot go on from
+    memory: `lost_layers` (restart from a checkpoint) or too few nodes (wait)."""
+
+    plan: ExecutionPlan | None
+    copies: tuple[LayerCopy, ...] = ()
+    lost_layers: tuple[int, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def copy_bytes(self) -> int:
+        return sum(c.total_bytes for c in self.copies)
+
+    def copy_time_s(self, bw_bytes_per_s: float) -> float:
+        """Copies run in parallel; each node's link carries what it sends or receives."""
+        if not self.copies:
+            return 0.0
+        load: dict[tuple[str, str], int] = {}
+        for copy in self.copies:
+            load[("in", copy.dst_node)] = load.get(("in", copy.dst_node), 0) + copy.total_bytes
+            load[("out", copy.src_node)] = load.get(("out", copy.src_node), 0) + copy.total_bytes
+        return max(load.values()) / bw_bytes_per_s
+
+
+def lost_layers(plan: ExecutionPlan, survivors: set[str]) -> tuple[int, ...]:
+    """Layers with no replica on a surviving node."""
+    held = set()
+    for node, layers in plan.node_layers.items():
+        if node in survivors:
+            held.update(layers)
+    return tuple(layer for layer in range(plan.num_layers) if layer not in held)
+
+
+def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple[LayerCopy, ...]:
+    """For each node of `new`, the layers it lacks and which old holder sends them.
+
+    Sources are chosen deterministically, spreading load: among the surviving old holders
+    of a layer, the one that has sent the fewest bytes so far (then the earlier in the old
+    plan's order). Raises if a needed layer has no surviving holder.
+    """
+    layers = planner.profile.layers
+    alive = set(new.nodes)
+    holders: dict[int, list[str]] = {}
+    for node, held in old.node_layers.items():
+        if node in alive:
+            for layer in held:
+                holders.setdefault(layer, []).append(node)
+    sent: dict[str, int] = {}
+    requests: dict[tuple[str, str], list[int]] = {}
+    for node, needed in new.node_layers.items():
+        have = set(old.node_layers.get(node, ()))
+        for layer in needed:
+            if layer in have:
+                continue
+            sources = holders.get(layer)
+            if not sources:
+                raise PlannerError(f"layer {layer} has no surviving replica to copy from")
+            src = min(sources, key=lambda s: sent.get(s, 0))
+            sent[src] = sent.get(src, 0) + layers[layer].copy_bytes
+            requests.setdefault((node, src), []).append(layer)
+    return tuple(
+        LayerCopy(
+            dst_node=dst,
+            src_node=src,
+            layers=tuple(ls),
+            param_bytes=sum(layers[l].param_bytes for l in ls),
+            optimizer_bytes=sum(layers[l].optimizer_bytes for l in ls),
+        )
+        for (dst, src), ls in requests.items()
+    )
+
+
+def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[str]], list[str]]:
+    """Oobleck's rules 1-3 on node groups (in place on copies); returns (groups, notes)."""
+    pipelines = [list(g) for g in groups]
+    notes: list[str] = []
+    result: list[list[str]] = []
+    need_merge = False
+    for index, group in enumerate(pipelines):
+        if not group:
+            notes.append(f"pipeline {index} lost all its nodes")
+            continue
+        if len(group) < n0:
+            while len(group) < n0:
+                donor_index = max(range(len(pipelines)), key=lambda i: (len(pipelines[i]), i))
+                donor = pipelines[donor_index]
+                if len(donor) <= n0:
+                    need_merge = True
+                    break
+                while len(donor) > n0 and len(group) < n0:
+                    node = donor.pop()
+                    group.append(node)
+                    notes.append(f"pipeline {index} borrowed node {node} from pipeline {donor_index}")
+        result.append(group)
+    if need_merge:
+        short = [g for g in result if len(g) < n0]
+        healthy = [g for g in result if len(g) >= n0]
+        merged: list[list[str]] = []
+        while short:
+            group = short.pop(0)
+            while len(group) < n0 and short:
+                group.extend(short.pop(0))
+            if len(group) < n0:
+                if not healthy:
+                    raise InfeasibleError(f"{sum(map(len, result))} nodes cannot form a pipeline of n0 = {n0}")
+                group.extend(healthy.pop(0))
+            notes.append(f"merged into a pipeline of {len(group)} nodes: {group}")
+            merged.append(group)
+        result = healthy + merged
+    return result, notes
+
+
+def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) -> Reconfiguration:
+    """Reconfigure `plan` after the nodes in `removed` are gone."""
+    removed_set = set(removed)
+    unknown = removed_set - set(plan.nodes)
+    if unknown:
+        raise PlannerError(f"removed nodes {sorted(unknown)} are not in the plan")
+    survivors = [n for n in plan.nodes if n not in removed_set]
+    lost = lost_layers(plan, set(survivors))
+    if lost:
+        return Reconfiguration(None, lost_layers=lost, notes=(f"no surviving replica of layers {list(lost)}",))
+    n0 = planner.min_nodes
+    if len(survivors) < n0:
+        return Reconfiguration(None, notes=(f"{len(survivors)} nodes left, one pipeline needs n0 = {n0}",))
+    groups = [[n for n in p.nodes if n not in removed_set] for p in plan.pipelines]
+    groups, notes = regroup_after_removal(groups, n0)
+    notes = list(notes)
+    if any(planner.template(len(g)) is None for g in groups):
+        sizes = sorted(len(g) for g in groups)
+        notes.append(f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes")
+        new_plan = planner.instantiate(survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0)))
+    else:
+        new_plan = planner.build_plan(groups)
+    if new_plan.num_pipelines <= planner.job.fault_tolerance:
+        notes.append(f"only {new_plan.num_pipelines} pipeline(s) left: tolerates {new_plan.num_pipelines - 1} failure(s), not f = {planner.job.fault_tolerance}")
+    return Reconfiguration(new_plan, copy_plan(planner, plan, new_plan), notes=tuple(notes))
+
+
+def _regroup_for_growth(plan: ExecutionPlan, target_sizes: Sequence[int], added: Sequence[str]) -> list[list[str]]:
+    """Node groups of the wanted sizes that keep old pipelines whole where sizes match."""
+    wanted = list(target_sizes)
+    kept: list[list[str]] = []
+    spare: list[str] = []
+    for pipeline in sorted(plan.pipelines, key=lambda p: -len(p.nodes)):
+        size = len(pipeline.nodes)
+        if size in wanted:
+            wanted.remove(size)
+            kept.append(list(pipeline.nodes))
+        else:
+            spare.extend(pipeline.nodes)
+    spare.extend(added)
+    built = []
+    for size in wanted:
+        built.append(spare[:size])
+        spare = spare[size:]
+    return sorted(kept + built, key=len)
+
+
+def on_addition(
+    planner: Planner,
+    plan: ExecutionPlan | None,
+    added: Sequence[str],
+    *,
+    horizon_s: float = 1800.0,
+    pause_s: float = 0.0,
+    current_nodes: Sequence[str] | None = None,
+) -> Reconfiguration:
+    """Take `added` nodes in if the bigger plan pays for itself within `horizon_s`.
+
+    Gain test: new throughput x (horizon - copy time - pause) > old throughput x horizon.
+    With no running plan (`plan` None) the nodes are simply instantiated over, if enough.
+    `current_nodes` (default: the plan's) are the nodes already present, including spares.
+    """
+    present = list(current_nodes if current_nodes is not None else (plan.nodes if plan else ()))
+    nodes = present + [n for n in added if n not in present]
+    n0 = planner.min_nodes
+    if len(nodes) < n0:
+        return Reconfiguration(None, notes=(f"{len(nodes)} nodes, one pipeline needs n0 = {n0}: waiting",))
+    want = max(1, min(planner.job.fault_tolerance + 1, len(nodes) // n0))
+    fresh = planner.instantiate(nodes, min_pipelines=want)
+    if plan is None:
+        return Reconfiguration(fresh, notes=(f"instantiated over {len(nodes)} nodes",))
+    sizes = [len(p.nodes) for p in fresh.pipelines]
+    grown = planner.build_plan(_regroup_for_growth(plan, sizes, [n for n in nodes if n not in plan.nodes]))
+    copies = copy_plan(planner, plan, grown)
+    candidate = Reconfiguration(grown, copies, notes=(f"grew from {len(plan.nodes)} to {len(nodes)} nodes",))
+    copy_s = candidate.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
+    if grown.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
+        return candidate
+    return Reconfiguration(
+        plan,
+        notes=(
+            f"kept the current plan: {grown.samples_per_s:.3g} samples/s after {copy_s:.3g} s of copies "
+            f"does not beat {plan.samples_per_s:.3g} samples/s over {horizon_s:.0f} s",
+        ),
+    )

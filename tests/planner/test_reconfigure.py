@@ -1,0 +1,145 @@
+"""Reconfiguration: the published Oobleck vectors, copy plans, lost layers, joins."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.plan import JobSpec
+from planner.planner import Planner
+from planner.profile import LayerProfile, ModelProfile
+from planner.reconfigure import copy_plan, on_addition, on_removal, regroup_after_removal
+
+from .strategies import cluster
+
+GIB = 1 << 30
+
+
+def ten_layer_planner(num_nodes: int = 14, f: int = 1, global_batch: int = 64) -> Planner:
+    """Ten equal layers of 1 GiB state on 8 GiB GPUs: one node holds at most 8, so n0 = 2
+    and templates of 2..5 nodes exist, as in the published test."""
+    layer = LayerProfile("l", 1.0, 2.0, GIB // 4, GIB // 4, GIB // 2, 0, 0)
+    model = ModelProfile("ten", 1, tuple(layer for _ in range(10)))
+    return Planner(model, cluster(8 * 1024, num_nodes, 1), JobSpec(global_batch, 1, f))
+
+
+def published_plan(planner):
+    groups = [[0, 1], [2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12, 13]]
+    return planner.build_plan([[str(n) for n in g] for g in groups])
+
+
+def as_sets(plan):
+    return sorted(sorted(int(n) for n in p.nodes) for p in plan.pipelines)
+
+
+VECTORS = [
+    ([2], [[0, 1], [3, 4], [5, 6, 7, 8], [9, 10, 11, 12, 13]]),
+    ([1, 3, 4], [[0, 13], [2, 12], [9, 10, 11], [5, 6, 7, 8]]),
+    ([2, 4, 6, 7, 8], [[0, 1], [3, 13], [5, 12], [9, 10, 11]]),
+    ([1, 2, 3, 5, 6, 7, 9, 10, 11], [[0, 4], [8, 12, 13]]),
+]
+PIPELINES = [[0, 1], [2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12, 13]]
+
+
+@pytest.mark.parametrize("lost, expected", VECTORS)
+def test_published_vectors_regrouping(lost, expected):
+    """Oobleck's rules 1-3 on the published vectors (templates of 2..5 nodes, n0 = 2)."""
+    groups = [[n for n in p if n not in lost] for p in PIPELINES]
+    result, _ = regroup_after_removal(groups, 2)
+    assert sorted(sorted(g) for g in result) == sorted(sorted(g) for g in expected)
+
+
+@pytest.mark.parametrize("lost, expected", VECTORS)
+def test_published_vectors_end_to_end(lost, expected):
+    """The same through on_removal on a real plan: where the survivors still hold every
+    layer, the new plan has exactly those pipelines."""
+    planner = ten_layer_planner()
+    assert planner.min_nodes == 2
+    assert [planner.template(n) is not None for n in (2, 3, 4, 5)] == [True] * 4
+    plan = published_plan(planner)
+    result = on_removal(planner, plan, [str(n) for n in lost])
+    survivors = set(plan.nodes) - {str(n) for n in lost}
+    wiped = [l for l in range(10) if not any(l in plan.node_layers[n] for n in survivors)]
+    if wiped:  # the last vector: with this model nodes 0, 4, 8, 12, 13 miss a layer
+        assert result.plan is None and list(result.lost_layers) == wiped
+        return
+    assert as_sets(result.plan) == sorted(sorted(g) for g in expected)
+    assert result.plan.num_microbatches == 64
+
+
+def check_copy_plan(old, new, copies):
+    """Every node ends with exactly the layers it needs; every copy comes from a survivor
+    that held the layer; nothing is copied to a node that already had it."""
+    received: dict[str, set[int]] = {}
+    for copy in copies:
+        assert copy.src_node in new.nodes, "a copy source must be alive"
+        assert set(copy.layers) <= set(old.node_layers[copy.src_node])
+        assert not set(copy.layers) & set(old.node_layers.get(copy.dst_node, ()))
+        received.setdefault(copy.dst_node, set()).update(copy.layers)
+    for node, needed in new.node_layers.items():
+        have = set(old.node_layers.get(node, ())) | received.get(node, set())
+        assert set(needed) <= have, f"{node} lacks {set(needed) - have}"
+        assert received.get(node, set()) <= set(needed), "copied a layer the node does not need"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lost=st.sets(st.integers(0, 13), min_size=1, max_size=12))
+def test_any_removal_gives_a_valid_plan_or_names_lost_layers(lost):
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    removed = [str(n) for n in lost]
+    result = on_removal(planner, plan, removed)
+    survivors = set(plan.nodes) - set(removed)
+    wiped = [l for l in range(10) if not any(l in plan.node_layers[n] for n in survivors)]
+    if wiped:
+        assert result.plan is None and list(result.lost_layers) == wiped
+        return
+    if len(survivors) < 2:
+        assert result.plan is None
+        return
+    new = result.plan
+    assert set(new.nodes) <= survivors
+    assert set(new.nodes) == survivors  # nobody idle after a removal
+    check_copy_plan(plan, new, result.copies)
+    for copy in result.copies:
+        layers = planner.profile.layers
+        assert copy.param_bytes == sum(layers[l].param_bytes for l in copy.layers)
+        assert copy.optimizer_bytes == sum(layers[l].optimizer_bytes for l in copy.layers)
+
+
+def test_losing_every_copy_of_a_layer_falls_back_to_checkpoint():
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    first_nodes = [p.nodes[0] for p in plan.pipelines]  # each holds layer 0
+    result = on_removal(planner, plan, first_nodes)
+    assert result.plan is None
+    assert 0 in result.lost_layers
+    assert "no surviving replica of layers" in result.notes[0]
+
+
+def test_join_grows_the_plan_when_it_pays():
+    planner = ten_layer_planner(num_nodes=8, f=1, global_batch=256)
+    plan = planner.instantiate([f"n{i}" for i in range(4)])
+    result = on_addition(planner, plan, ["n4", "n5", "n6", "n7"], horizon_s=1e6)
+    assert result.plan is not None and len(result.plan.nodes) == 8
+    assert result.plan.samples_per_s > plan.samples_per_s
+    check_copy_plan(plan, result.plan, result.copies)
+    # Old pipelines whose size is still wanted stay whole: only new nodes receive layers.
+    kept = [p for p in plan.pipelines if p.nodes in [q.nodes for q in result.plan.pipelines]]
+    assert kept, "at least one old pipeline should survive unchanged"
+    assert all(c.dst_node in {"n4", "n5", "n6", "n7"} or c.dst_node not in {n for p in kept for n in p.nodes} for c in result.copies)
+
+
+def test_join_is_declined_when_the_horizon_is_too_short():
+    planner = ten_layer_planner(num_nodes=8, f=1, global_batch=256)
+    plan = planner.instantiate([f"n{i}" for i in range(4)])
+    result = on_addition(planner, plan, ["n4", "n5", "n6", "n7"], horizon_s=1e-3, pause_s=1.0)
+    assert result.plan is plan
+    assert "kept the current plan" in result.notes[0]
+
+
+def test_copy_plan_of_identical_plans_is_empty():
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    assert copy_plan(planner, plan, plan) == ()
