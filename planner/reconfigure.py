@@ -4,7 +4,8 @@ On removals, Oobleck's rules: (1) a pipeline that lost nodes but kept at least n
 to the template of its new size; (2) a smaller one borrows nodes, one at a time, from the
 largest pipeline that can spare one (ties: the later pipeline; the donor gives its last
 node); (3) if none can, the under-sized pipelines merge with each other in order, the last
-one with the first healthy pipeline if it is still short. The batch is then redistributed
+one with the first healthy pipeline if it is still short (or, where the original gives up
+because none is left, with the previous merged one). The batch is then redistributed
 and every node that now owns a layer it did not hold receives its parameters and optimizer
 state from a surviving replica: the copy plan. If some layer has no surviving replica the
 outcome says so, and the caller falls back to the last checkpoint.
@@ -144,9 +145,14 @@ def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[s
             while len(group) < n0 and short:
                 group.extend(short.pop(0))
             if len(group) < n0:
-                if not healthy:
-                    raise InfeasibleError(f"{sum(map(len, result))} nodes cannot form a pipeline of n0 = {n0}")
-                group.extend(healthy.pop(0))
+                if healthy:
+                    group.extend(healthy.pop(0))
+                elif merged:  # Oobleck gives up here; the previous merged group can take it
+                    merged[-1].extend(group)
+                    notes.append(f"merged the leftover nodes into a pipeline of {len(merged[-1])} nodes: {merged[-1]}")
+                    continue
+                else:
+                    raise InfeasibleError(f"{len(group)} nodes cannot form a pipeline of n0 = {n0}")
             notes.append(f"merged into a pipeline of {len(group)} nodes: {group}")
             merged.append(group)
         result = healthy + merged

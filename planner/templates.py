@@ -231,8 +231,11 @@ class TemplateSearch:
         values = [column[1] for column in self._columns.values()]
         return np.unique(np.concatenate(values)) if values else np.array([])
 
-    def best(self, node_counts: Iterable[int]) -> dict[int, PipelineTemplate]:
-        """The optimal template for each of `node_counts` (all must be feasible)."""
+    def best(self, node_counts: Iterable[int], *, prune: bool = True) -> dict[int, PipelineTemplate]:
+        """The optimal template for each of `node_counts` (all must be feasible).
+
+        `prune=False` tries every candidate beta for every node count (the benchmark's
+        baseline; same answers, slower)."""
         counts = sorted(set(node_counts))
         if not counts:
             return {}
@@ -243,10 +246,11 @@ class TemplateSearch:
         active = [n for n in counts if n in floor]
         for beta in self._candidates():
             lower = {n: max(w_min + 3 * n * beta, (3 * n + 1) * beta) * (1 - _BOUND_SLACK) for n in active}
-            active = [n for n in active if lower[n] < best_t[n]]
+            if prune:
+                active = [n for n in active if lower[n] < best_t[n]]
             if not active:
                 break
-            useful = [n for n in active if beta >= floor[n]]
+            useful = [n for n in active if beta >= floor[n] or not prune]
             if not useful:
                 continue
             _, done = self._run(float(beta), max(useful) * self.g)

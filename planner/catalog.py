@@ -1,0 +1,24 @@
+"""Turn a user's model argument (a built-in name or a profile directory) into a profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .analytic import MODEL_SHAPES, analytic_profile
+from .errors import PlannerError
+from .hardware import GpuSpec
+from .oobleck_format import load_oobleck_profile
+from .profile import ModelProfile
+
+
+def resolve_profile(model: str, gpu: str | GpuSpec, microbatch_size: int) -> ModelProfile:
+    """A directory is read as an Oobleck-format profile (the GPU then only sets memory and
+    links); a built-in name gets an analytic profile on that GPU."""
+    path = Path(model)
+    if path.is_dir():
+        return load_oobleck_profile(path, microbatch_size)
+    if model in MODEL_SHAPES:
+        return analytic_profile(model, gpu, microbatch_size)
+    raise PlannerError(
+        f"model {model!r} is neither a profile directory nor a built-in model ({', '.join(MODEL_SHAPES)})"
+    )
