@@ -141,7 +141,7 @@ def load_with_report(
         generator = rng if rng is not None else np.random.default_rng(DEFAULT_SEED)
         samples = [(row.time_s, int(row.value)) for row in rows]  # type: ignore[call-overload]
         trace = Trace(tuple(counts_to_events(samples, generator)), name)
-        notes.append("count decreases remove nodes chosen at random with the given seed")
+        notes.append("count decreases remove nodes chosen at random (seeded: rng / --seed, default 0)")
         if samples and samples[0][1] == 0 and trace.events:
             notes.append(f"count is 0 until {trace.start_s:g} s; the trace starts there")
         if not trace.events:
