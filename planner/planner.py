@@ -42,6 +42,15 @@ def partitions(total: int, sizes: Sequence[int], min_parts: int) -> Iterator[tup
     yield from walk(total, 0, [])
 
 
+def _split(nodes: Sequence[str], sizes: Sequence[int]) -> list[list[str]]:
+    """Consecutive groups of `nodes` of the given sizes."""
+    groups, start = [], 0
+    for n in sizes:
+        groups.append(list(nodes[start : start + n]))
+        start += n
+    return groups
+
+
 @dataclass(frozen=True)
 class Candidate:
     sizes: tuple[int, ...]
@@ -67,6 +76,8 @@ class Planner:
         self._floor_limit = 0
         self._templates: dict[int, PipelineTemplate] = {}
         self._allreduce_cache: dict[int, object] = {}
+        # best (sizes, counts) per (node count, min pipelines): plans differ only in names
+        self._shapes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | InfeasibleError] = {}
 
     # -- templates -------------------------------------------------------------------
     def feasible_sizes(self, up_to: int) -> list[int]:
@@ -168,7 +179,22 @@ class Planner:
             raise InfeasibleError(
                 f"{k} pipeline(s) need at least {k} x n0 = {k * n0} nodes (n0 = {n0}), got {len(nodes)}"
             )
-        sizes = self.template_sizes(len(nodes), k)
+        key = (len(nodes), k)
+        if key not in self._shapes:
+            try:
+                self._shapes[key] = self._best_shape(len(nodes), k)
+            except InfeasibleError as exc:
+                self._shapes[key] = exc
+        shape = self._shapes[key]
+        if isinstance(shape, InfeasibleError):
+            raise InfeasibleError(str(shape))
+        sizes, counts = shape
+        return self._plan([self._templates[n] for n in sizes], counts, _split(nodes, sizes))
+
+    def _best_shape(self, num_nodes: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The winning template sizes and microbatch counts for `num_nodes` nodes."""
+        nodes = [str(i) for i in range(num_nodes)]
+        sizes = self.template_sizes(num_nodes, k)
         candidates = []
         for parts in partitions(len(nodes), sizes, k):
             if len(parts) > self.job.num_microbatches:
@@ -178,7 +204,7 @@ class Planner:
             candidates.append(Candidate(tuple(reversed(parts)), counts, makespan_s(templates, counts)))
         if not candidates:
             raise InfeasibleError(
-                f"no way to split {len(nodes)} nodes into >= {k} pipelines of {sizes[0]}..{sizes[-1]} nodes "
+                f"no way to split {num_nodes} nodes into >= {k} pipelines of {sizes[0]}..{sizes[-1]} nodes "
                 f"with {self.job.num_microbatches} microbatches"
             )
         candidates.sort(key=lambda c: (c.makespan_s, -len(c.sizes), c.sizes))
@@ -187,15 +213,11 @@ class Planner:
             if best_key is not None and candidate.makespan_s > best_key[0]:
                 break  # the exposed all-reduce is >= 0: no later candidate can win
             templates = [self._templates[n] for n in candidate.sizes]
-            groups, start = [], 0
-            for n in candidate.sizes:
-                groups.append(nodes[start : start + n])
-                start += n
-            plan = self._plan(templates, candidate.counts, groups)
+            plan = self._plan(templates, candidate.counts, _split(nodes, candidate.sizes))
             key = (plan.iteration_time_s, -len(candidate.sizes), candidate.sizes)
             if best_key is None or key < best_key:
-                best_key, best = key, plan
-        return best
+                best_key, best = key, candidate
+        return best.sizes, best.counts
 
     def instantiate_best_effort(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
         """`instantiate` over as many of `nodes` as can be used (in the given order),

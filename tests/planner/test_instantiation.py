@@ -112,3 +112,14 @@ def test_gap_in_templates_is_a_clear_error():
         planner.instantiate(names(3))
     plan = planner.instantiate_best_effort(names(3))
     assert plan.nodes == ("n0", "n1")
+
+
+def test_same_node_count_reuses_the_shape_with_new_names(gpt2_profile):
+    planner = Planner(gpt2_profile, cluster(15 * 1024, 9, 1), JobSpec(128, 1, 1))
+    first = planner.instantiate(names(9))
+    other = [f"x{i}" for i in range(9)]
+    second = planner.instantiate(other)
+    assert [len(p.nodes) for p in first.pipelines] == [len(p.nodes) for p in second.pipelines]
+    assert [p.num_microbatches for p in first.pipelines] == [p.num_microbatches for p in second.pipelines]
+    assert sorted(second.nodes) == sorted(other)
+    assert second.iteration_time_s == first.iteration_time_s
