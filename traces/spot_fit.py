@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
-from .load import load
+from .load import load, load_with_report
 from .model import Trace
 from .spot import spot_market
 from .spot_profiles import SpotProfile
@@ -53,9 +53,10 @@ def load_real(shared_traces_dir: Path, name: str, seed: int = 0) -> Trace:
 
 
 def load_real_variants(shared_traces_dir: Path, name: str, seeds: range = range(8)) -> list[Trace]:
-    """The real trace once per victim seed (count logs), or once (event traces: real names)."""
-    first = load_real(shared_traces_dir, name, seeds[0])
-    if REAL_TRACES[name].endswith(".csv"):
+    """The real trace once per victim seed for count logs, once for event traces (real names)."""
+    first, report = load_with_report(Path(shared_traces_dir) / REAL_TRACES[name],
+                                     rng=np.random.default_rng(seeds[0]))
+    if report.fmt == "events":
         return [first]
     return [first] + [load_real(shared_traces_dir, name, seed) for seed in seeds[1:]]
 
@@ -239,6 +240,8 @@ def report(shared_traces_dir: Path) -> str:
         for key in FIGURE_KEYS:
             lines.append(f"  {key:<20}{getattr(result.real, key):>10.2f}{getattr(result.generated, key):>11.2f}")
         lines.append(f"  {'burst CDF gap':<20}{result.burst_cdf_gap:>21.3f}")
+        lows = result.generated_min_nodes
+        lines.append(f"  generated minima range from {min(lows):g} to {max(lows):g} nodes")
         lines.append("")
     return "\n".join(lines)
 
