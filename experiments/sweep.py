@@ -1,0 +1,144 @@
+"""Run many configurations, in parallel, once each, into one tidy table (DESIGN 7).
+
+An experiment is a list of `RunSpec`s. `run_sweep` gives every spec its own directory
+`<out>/runs/<key>/` (key: a hash of the spec's canonical JSON), skips specs whose
+`summary.json` is already there with the same configuration, runs the rest in a process
+pool with a progress bar, and writes `<out>/results.parquet`: one row per spec, the
+spec's parameters and the run's summary side by side (nested summary fields flattened
+with `_`, e.g. `breakdown_useful_compute_s`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import hashlib
+import json
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+Runner = Callable[["RunSpec", Path], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of an experiment: which backend runs it (`kind`) and with what parameters."""
+
+    experiment: str
+    kind: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def canonical(self) -> str:
+        return json.dumps({"kind": self.kind, "params": dict(self.params)}, sort_keys=True, default=str)
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a_b': 1}; lists stay as they are (Parquet stores them)."""
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        full = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{full}_"))
+        else:
+            flat[full] = value
+    return flat
+
+
+def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
+    summary, marker = run_dir / "summary.json", run_dir / "spec.json"
+    if summary.exists() and marker.exists() and marker.read_text() == spec.canonical():
+        return json.loads(summary.read_text())
+    return None
+
+
+def _execute(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary = dict(runner(spec, run_dir))
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    # Written last: a run interrupted half-way is redone next time.
+    (run_dir / "spec.json").write_text(spec.canonical())
+    return summary
+
+
+def run_sweep(
+    specs: Sequence[RunSpec],
+    runner: Runner,
+    out_dir: str | Path,
+    *,
+    processes: int | None = None,
+    progress: bool = True,
+    force: bool = False,
+) -> pd.DataFrame:
+    """Run `specs` (skipping finished ones unless `force`) and return the results table.
+
+    `runner(spec, run_dir)` must be a module-level function (it crosses process
+    boundaries), write its files into `run_dir` and return the run's summary.
+    """
+    out_dir = Path(out_dir)
+    keys = [spec.key for spec in specs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("the sweep holds the same run twice; give the duplicates a distinguishing parameter")
+    summaries: dict[str, Mapping[str, Any]] = {}
+    pending = []
+    for spec in specs:
+        found = None if force else _done(spec, out_dir / "runs" / spec.key)
+        if found is None:
+            pending.append(spec)
+        else:
+            summaries[spec.key] = found
+    workers = processes if processes is not None else min(os.cpu_count() or 1, len(pending))
+    bar = _bar(len(specs), len(specs) - len(pending), progress, out_dir.name)
+    try:
+        if workers <= 1 or len(pending) <= 1:
+            for spec in pending:
+                summaries[spec.key] = _execute(runner, spec, out_dir / "runs" / spec.key)
+                bar.update(1)
+        else:
+            context = multiprocessing.get_context("spawn")
+            with futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                jobs = {pool.submit(_execute, runner, spec, out_dir / "runs" / spec.key): spec for spec in pending}
+                for job in futures.as_completed(jobs):
+                    summaries[jobs[job].key] = job.result()
+                    bar.update(1)
+    finally:
+        bar.close()
+    rows = []
+    for spec in specs:
+        row = {"key": spec.key, "experiment": spec.experiment, "kind": spec.kind}
+        row.update(flatten(spec.params))
+        for name, value in flatten(summaries[spec.key]).items():
+            # A summary field named like a parameter (e.g. `model`) is kept once when equal,
+            # and under `result_<name>` when the run reports something else.
+            if name in row and row[name] != value:
+                row[f"result_{name}"] = value
+            else:
+                row[name] = value
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out_dir / "results.parquet", index=False)
+    return table
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _bar(total: int, done: int, enabled: bool, label: str):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, desc=label, unit="run", leave=False)
