@@ -1,1 +1,42 @@
-"""Policies: pure functions from (cluster view, event, plan) to a typed decision."""
+"""Policies: pure functions from (cluster view, event, current decision) to a typed decision.
+
+The same objects serve the simulator and the real backend (DESIGN 3.6): `OobleckPolicy`
+(the planner's instantiation and reconfiguration), `BambooPolicy` (redundant stages),
+`VarunaPolicy` (checkpoint, restart, morph), and `ArtifactOobleckPolicy` /
+`ArtifactVarunaPolicy`, the published artifact's node-count models of Oobleck and Varuna.
+"""
+
+from .artifact import ArtifactOobleckPolicy, ArtifactVarunaPolicy, NodesPlan
+from .bamboo import BambooPlan, BambooPolicy, form_grid
+from .bamboo_cost import BambooLayout, bamboo_layout
+from .decisions import (
+    Action,
+    Admit,
+    Checkpoint,
+    CheckpointSchedule,
+    ClusterView,
+    Continue,
+    CopyLayers,
+    Decision,
+    Event,
+    FailOver,
+    IterationEnd,
+    NodesReady,
+    NodesRemoved,
+    PauseEnded,
+    Policy,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+    WaitForNodes,
+    describe_action,
+    describe_event,
+    describe_plan,
+    plan_nodes,
+)
+from .oobleck import OobleckMemory, OobleckPolicy
+from .varuna import VarunaPlan, VarunaPolicy, place
+from .varuna_search import VarunaConfig, VarunaSearch
+
+__all__ = [name for name in dir() if not name.startswith("_")]

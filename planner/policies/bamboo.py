@@ -1,0 +1,267 @@
+"""Bamboo's policy: fixed-depth pipelines with redundant stages (DESIGN 3.6).
+
+- Pipelines of depth D over the usable nodes in arrival order: floor(nodes / D) of them,
+  the rest wait as spares. Each node also holds its successor's stage (the last node holds
+  stage 0), so the plan is a grid `owners[pipeline][stage]`.
+- A working node lost: its predecessor in the pipeline takes its stage over (`FailOver`)
+  and training continues, slower. Losing a node that already covers a neighbour, or whose
+  predecessor already covers one, is fatal: restart (from the last checkpoint when
+  `fatal_rollback`; the Oobleck artifact's model keeps progress and only pays the restart).
+- At an iteration end after a change, it reconfigures (a fresh grid over every usable node)
+  when spares can replace the overloaded nodes, when more than `overload_threshold` of the
+  active nodes are overloaded (counting two per overloaded node), or when a whole new
+  pipeline can be formed; below D nodes it waits.
+- Nodes that became usable during a reconfiguration or restart join it (Bamboo's
+  rendezvous takes whoever is there when it completes).
+- With a layout (planner calibration) a reconfiguration names its layer copies: each node
+  needs its own and its successor's stage, from any surviving holder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..profile import ModelProfile
+from ..reconfigure import LayerCopy
+from .bamboo_cost import BambooLayout
+from .decisions import (
+    Admit,
+    CheckpointSchedule,
+    ClusterView,
+    Continue,
+    CopyLayers,
+    Decision,
+    Event,
+    FailOver,
+    NodesRemoved,
+    PauseEnded,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+    WaitForNodes,
+)
+
+DEFAULT_DEPTH = 12
+DEFAULT_OVERLOAD_THRESHOLD = 0.05
+
+
+@dataclass(frozen=True)
+class BambooPlan:
+    """`owners[p][s]`: the node computing stage s of pipeline p (a predecessor after a
+    fail-over); `spares`: usable nodes outside the grid when it was formed."""
+
+    depth: int
+    owners: tuple[tuple[str, ...], ...]
+    spares: tuple[str, ...] = ()
+
+    @property
+    def num_pipelines(self) -> int:
+        return len(self.owners)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for row in self.owners:
+            for node in row:
+                seen.setdefault(node, None)
+        return tuple(seen)
+
+    @property
+    def formed_with(self) -> int:
+        """Usable nodes when the grid was formed (working + spares)."""
+        return self.depth * self.num_pipelines + len(self.spares)
+
+    @property
+    def covered(self) -> tuple[tuple[int, int], ...]:
+        """(pipeline, stage) pairs computed by their predecessor after a fail-over."""
+        d = self.depth
+        if d == 1:
+            return ()
+        return tuple((p, s) for p, row in enumerate(self.owners) for s in range(d) if row[s] == row[(s - 1) % d])
+
+    @property
+    def overloaded(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))
+
+    def stages_of(self, node: str) -> list[tuple[int, int]]:
+        return [(p, s) for p, row in enumerate(self.owners) for s, owner in enumerate(row) if owner == node]
+
+    def describe(self) -> dict:
+        return {
+            "nodes": len(self.nodes),
+            "pipelines": self.num_pipelines,
+            "depth": self.depth,
+            "spares": len(self.spares),
+            "covered": [list(c) for c in self.covered],
+        }
+
+
+def form_grid(nodes: Sequence[str], depth: int) -> BambooPlan | None:
+    """floor(len / depth) pipelines over `nodes` in order; None when fewer than `depth`."""
+    count = len(nodes) // depth
+    if count == 0:
+        return None
+    owners = tuple(tuple(nodes[p * depth : (p + 1) * depth]) for p in range(count))
+    return BambooPlan(depth, owners, tuple(nodes[count * depth :]))
+
+
+class BambooPolicy:
+    """Bamboo with pipelines of `depth` stages."""
+
+    name = "bamboo"
+
+    def __init__(
+        self,
+        depth: int = DEFAULT_DEPTH,
+        *,
+        layout: BambooLayout | None = None,
+        profile: ModelProfile | None = None,
+        fatal_rollback: bool = True,
+        checkpoints: CheckpointSchedule = CheckpointSchedule(),
+        overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD,
+        infeasible: str | None = None,
+    ):
+        if depth < 1:
+            raise ValueError(f"Bamboo's pipeline depth must be >= 1, got {depth}")
+        self.depth = depth
+        self.layout = layout
+        self.profile = profile
+        self.fatal_rollback = fatal_rollback
+        self.checkpoints = checkpoints
+        self.overload_threshold = overload_threshold
+        self._infeasible = infeasible
+
+    def infeasible_reason(self) -> str | None:
+        if self._infeasible is not None:
+            return self._infeasible
+        return self.layout.oom_reason if self.layout is not None else None
+
+    # -- entry point -------------------------------------------------------------------
+    def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
+        reason = self.infeasible_reason()
+        if reason is not None:
+            return Decision(None, (WaitForNodes(0, reason),))
+        plan: BambooPlan | None = current.plan if current is not None else None
+        started = bool(current is not None and current.memory)
+        if isinstance(event, NodesRemoved):
+            return self._on_removal(view, event, plan, started)
+        if plan is None:
+            return self._form(view, None, started, restart=started)
+        if isinstance(event, PauseEnded) and event.kind != "checkpointing":
+            joined = tuple(n for n in view.ready if n not in set(plan.nodes) and n not in set(plan.spares))
+            if joined:
+                return Decision(form_grid(view.ready, self.depth), (Admit(joined),), True)
+            return Decision(plan, (Continue(),), True)
+        return self._check(view, plan, started)
+
+    # -- removals ----------------------------------------------------------------------
+    def _on_removal(self, view: ClusterView, event: NodesRemoved, plan: BambooPlan | None, started: bool) -> Decision:
+        if plan is None:
+            return Decision(None, (Continue(),), started)
+        working = set(plan.nodes)
+        hit = [n for n in event.nodes if n in working]
+        if not hit:
+            return Decision(plan, (Continue(),), started)
+        if view.job_state in ("reconfiguring", "restarting"):
+            # a node of the grid being formed left: form it again, the pause starts over
+            return self._form(view, plan, started, restart=view.job_state == "restarting" and started)
+        owners = [list(row) for row in plan.owners]
+        actions = []
+        for node in hit:
+            mine = [(p, s) for p, row in enumerate(owners) for s, owner in enumerate(row) if owner == node]
+            p, s = mine[0]
+            pred = owners[p][(s - 1) % self.depth]
+            pred_load = sum(row.count(pred) for row in owners)
+            if len(mine) > 1 or pred == node or pred_load > 1:
+                why = f"lost {node}, " + ("which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage")
+                return self._fatal(view, why, started)
+            owners[p][s] = pred
+            actions.append(FailOver(node, pred, (p, s)))
+        new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares)
+        return Decision(new, tuple(actions), started, check_at_iteration_end=True)
+
+    def _fatal(self, view: ClusterView, why: str, started: bool) -> Decision:
+        grid = form_grid(view.ready, self.depth)
+        if grid is None:
+            return Decision(None, (WaitForNodes(self.depth, why, rollback=self.fatal_rollback),), started)
+        action = RestartFromCheckpoint(why) if self.fatal_rollback else Restart(why)
+        return Decision(grid, (action,), started, notes=(why,))
+
+    # -- arrivals and boundaries ---------------------------------------------------------
+    def _check(self, view: ClusterView, plan: BambooPlan, started: bool) -> Decision:
+        working = set(plan.nodes)
+        overloaded = len(plan.overloaded)
+        waiting = sum(1 for n in view.ready if n not in working)
+        active = len(working)
+        reasons = []
+        if overloaded and waiting >= overloaded:
+            reasons.append(f"{waiting} spare(s) can replace {overloaded} overloaded node(s)")
+        if overloaded and 2 * overloaded / active > self.overload_threshold:
+            reasons.append(f"{overloaded} overloaded of {active} active nodes")
+        if (active + waiting) // self.depth > plan.num_pipelines:
+            reasons.append("a new pipeline can be formed")
+        if not reasons:
+            return Decision(plan, (Continue(),), started)
+        return self._form(view, plan, started, restart=False, why="; ".join(reasons))
+
+    def _form(self, view: ClusterView, old: BambooPlan | None, started: bool, *, restart: bool, why: str = "") -> Decision:
+        grid = form_grid(view.ready, self.depth)
+        if grid is None:
+            needed = self.depth
+            return Decision(None, (WaitForNodes(needed, why or f"{len(view.ready)} usable nodes, a pipeline needs {needed}", rollback=restart and self.fatal_rollback),), started)
+        if old is None or not started:
+            if not started:
+                return Decision(grid, (Start(),), False)
+            action = RestartFromCheckpoint(why) if self.fatal_rollback else Start()
+            return Decision(grid, (action,), True)
+        if restart:
+            action = RestartFromCheckpoint(why) if self.fatal_rollback else Restart(why)
+            return Decision(grid, (action,), True)
+        actions = [Reinstantiate(why)]
+        copies = self.copies(old, grid)
+        if copies is None:
+            return Decision(grid, (RestartFromCheckpoint("a stage has no surviving copy"),), True)
+        if copies:
+            actions.append(CopyLayers(copies))
+        return Decision(grid, tuple(actions), True)
+
+    # -- copy plans ----------------------------------------------------------------------
+    def copies(self, old: BambooPlan, new: BambooPlan) -> tuple[LayerCopy, ...] | None:
+        """Layers each node of `new` lacks (its stage and its successor's) and who sends
+        them; () without a layout, None when some layer has no surviving holder."""
+        if self.layout is None or self.profile is None:
+            return ()
+        ranges = self.layout.stage_layers
+        d = self.depth
+
+        def held(plan: BambooPlan, node: str) -> set[int]:
+            layers: set[int] = set()
+            for _, s in plan.stages_of(node):
+                for stage in (s, (s + 1) % d):
+                    layers.update(range(*ranges[stage]))
+            return layers
+
+        alive = set(new.nodes) | set(new.spares)
+        holders: dict[int, list[str]] = {}
+        for node in old.nodes:
+            if node in alive:
+                for layer in sorted(held(old, node)):
+                    holders.setdefault(layer, []).append(node)
+        sent: dict[str, int] = {}
+        requests: dict[tuple[str, str], list[int]] = {}
+        layer_bytes = self.profile.layers
+        for node in new.nodes:
+            have = held(old, node) if node in set(old.nodes) else set()
+            for layer in sorted(held(new, node) - have):
+                sources = holders.get(layer)
+                if not sources:
+                    return None
+                src = min(sources, key=lambda s: sent.get(s, 0))
+                sent[src] = sent.get(src, 0) + layer_bytes[layer].copy_bytes
+                requests.setdefault((node, src), []).append(layer)
+        return tuple(
+            LayerCopy(dst, src, tuple(ls), sum(layer_bytes[l].param_bytes for l in ls), sum(layer_bytes[l].optimizer_bytes for l in ls))
+            for (dst, src), ls in requests.items()
+        )

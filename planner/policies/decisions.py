@@ -1,0 +1,270 @@
+"""What a policy sees, what it is told, and what it decides (DESIGN 3.6).
+
+A policy is pure: ``decide(view, event, current) -> Decision``. The simulator and the real
+backend call the same policy objects and log the same records; they differ only in how
+long an action takes (the simulator's calibration) and how it is carried out (the real
+backend's processes). Nothing here knows about time passing: durations are never part of
+a decision.
+
+- `ClusterView`: the nodes that are usable now (in arrival order), those still starting,
+  and where the job stands (its state, committed iterations, last checkpoint).
+- Events: `NodesRemoved`, `NodesReady`, `PauseEnded` (a start, restart, reconfiguration or
+  checkpoint finished), `IterationEnd` (asked for by the previous decision).
+- Actions, carried out in order: `Continue`, `Start`, `Reinstantiate`, `CopyLayers`,
+  `FailOver`, `Admit`, `Checkpoint`, `Restart`, `RestartFromCheckpoint`, `WaitForNodes`.
+  Every action other than `Continue`, `FailOver` and `Admit` ends the iteration in flight
+  (its work is lost); `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` also roll
+  committed progress back to the last completed checkpoint.
+- `Decision`: the plan to run (None while waiting), the actions, the policy's own memory
+  (passed back on the next call), and whether it wants to see the next iteration end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, Union
+
+from ..reconfigure import LayerCopy
+
+# -- what the policy sees ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The cluster and the job at the moment of a decision."""
+
+    time_s: float
+    ready: tuple[str, ...]  # usable nodes, in the order they became usable
+    starting: tuple[str, ...] = ()  # present but still booting
+    job_state: str = "waiting"  # one of planner.records.STATES
+    iterations_done: int = 0
+    checkpoint_iterations: int = 0  # committed iterations saved by the last checkpoint
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodesRemoved:
+    """Nodes left (preempted); they may have been working, spare or still starting."""
+
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodesReady:
+    """Nodes finished starting and can be used (delivered at an iteration boundary while
+    the job runs, at once while it waits)."""
+
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PauseEnded:
+    """The pause the last decision asked for is over (`kind`: the job state it was in);
+    `newly_ready` became usable during it."""
+
+    kind: str
+    newly_ready: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IterationEnd:
+    """An iteration boundary the previous decision asked to see."""
+
+    iterations_done: int
+
+
+Event = Union[NodesRemoved, NodesReady, PauseEnded, IterationEnd]
+
+# -- actions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Continue:
+    """Nothing changes: the iteration (or the pause) in progress goes on."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """Launch the job on the plan without rolling anything back (first start, or a
+    resumption whose state survives)."""
+
+
+@dataclass(frozen=True)
+class Reinstantiate:
+    """Switch to the decision's plan in place (a reconfiguration pause)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CopyLayers:
+    """Layer parameters and optimizer state to move before the new plan can run."""
+
+    copies: tuple[LayerCopy, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(c.total_bytes for c in self.copies)
+
+
+@dataclass(frozen=True)
+class FailOver:
+    """`covered_by` takes over `stage` (pipeline, stage) of the lost `node` from its
+    redundant copy; training goes on, slower."""
+
+    node: str
+    covered_by: str
+    stage: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Admit:
+    """Nodes that became usable during a pause join the plan at no extra cost."""
+
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Write a blocking checkpoint of the committed progress now."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Relaunch every worker, keeping committed progress (it was just checkpointed, or
+    the model keeps it)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RestartFromCheckpoint:
+    """Roll committed progress back to the last completed checkpoint and relaunch."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class WaitForNodes:
+    """Too few usable nodes: stop until more arrive (`needed` in total)."""
+
+    needed: int
+    reason: str = ""
+    rollback: bool = False
+
+
+Action = Union[
+    Continue, Start, Reinstantiate, CopyLayers, FailOver, Admit, Checkpoint, Restart, RestartFromCheckpoint, WaitForNodes
+]
+
+# Actions that leave the iteration in flight running.
+NON_DISRUPTIVE = (Continue, FailOver, Admit)
+
+
+@dataclass(frozen=True)
+class CheckpointSchedule:
+    """When a policy writes periodic blocking checkpoints while it trains.
+
+    After iteration n when n is a multiple of `every_iterations`; or, with `every_s`, after
+    max(1, round(every_s / iteration time)) iterations since the last checkpoint; and after
+    the first iteration that follows a restart when `after_restart` is set. No field set:
+    no periodic checkpoints."""
+
+    every_iterations: int | None = None
+    every_s: float | None = None
+    after_restart: bool = False
+
+    def __post_init__(self) -> None:
+        if self.every_iterations is not None and self.every_iterations < 1:
+            raise ValueError(f"checkpoint interval must be >= 1 iteration, got {self.every_iterations}")
+        if self.every_s is not None and not self.every_s > 0:
+            raise ValueError(f"checkpoint interval must be > 0 s, got {self.every_s}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer: the plan to run (None: not training), what to do, and the
+    policy's memory for its next call."""
+
+    plan: Any
+    actions: tuple[Action, ...] = (Continue(),)
+    memory: Any = None
+    check_at_iteration_end: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def disruptive(self) -> bool:
+        """True when the iteration (or pause) in progress is abandoned."""
+        return any(not isinstance(a, NON_DISRUPTIVE) for a in self.actions)
+
+    @property
+    def rolls_back(self) -> bool:
+        return any(
+            isinstance(a, RestartFromCheckpoint) or (isinstance(a, WaitForNodes) and a.rollback) for a in self.actions
+        )
+
+
+class Policy(Protocol):
+    """What the simulator and the real backend need from a policy."""
+
+    name: str
+    checkpoints: CheckpointSchedule
+
+    def infeasible_reason(self) -> str | None:
+        """Why this policy can never run the job (e.g. out of memory), or None."""
+
+    def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
+        """The decision after `event`; `current` is the previous decision (None at first)."""
+
+
+# -- records -----------------------------------------------------------------------------
+
+
+def plan_nodes(plan: Any) -> tuple[str, ...]:
+    """The nodes a plan keeps busy (empty for no plan)."""
+    return tuple(plan.nodes) if plan is not None else ()
+
+
+def describe_plan(plan: Any) -> dict[str, Any]:
+    """A small JSON-ready description of any policy's plan, for event logs."""
+    if plan is None:
+        return {"nodes": 0}
+    describe = getattr(plan, "describe", None)
+    if callable(describe):
+        return describe()
+    info: dict[str, Any] = {"nodes": len(plan.nodes)}
+    pipelines = getattr(plan, "pipelines", None)
+    if pipelines is not None:
+        info["pipelines"] = [len(p.nodes) for p in pipelines]
+        info["microbatches"] = [p.num_microbatches for p in pipelines]
+    iteration = getattr(plan, "iteration_time_s", None)
+    if iteration is not None:
+        info["predicted_iteration_s"] = iteration
+    return info
+
+
+def describe_action(action: Action) -> dict[str, Any]:
+    """A JSON-ready record of one action (copy plans summarised by count and bytes)."""
+    name = type(action).__name__
+    if isinstance(action, CopyLayers):
+        return {"action": name, "copies": len(action.copies), "bytes": action.total_bytes}
+    data = {"action": name}
+    for key, value in vars(action).items():
+        data[key] = list(value) if isinstance(value, tuple) else value
+    return data
+
+
+def describe_event(event: Event) -> dict[str, Any]:
+    data: dict[str, Any] = {"event": type(event).__name__}
+    for key, value in vars(event).items():
+        data[key] = list(value) if isinstance(value, tuple) else value
+    return data
+
+
+def nodes_in_order(nodes: Sequence[str], keep: set[str]) -> tuple[str, ...]:
+    """`nodes` filtered to `keep`, order kept."""
+    return tuple(n for n in nodes if n in keep)

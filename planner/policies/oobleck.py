@@ -1,0 +1,186 @@
+"""Oobleck's policy: the planner's instantiation and reconfiguration (DESIGN 3.5, 3.6).
+
+- Start: instantiate over every usable node (at least f + 1 pipelines when there are
+  (f + 1) n0 nodes, fewer otherwise) and launch.
+- A working node lost: `reconfigure.on_removal` on the plan whose layers the nodes really
+  hold (`OobleckMemory.base`: the last plan whose reconfiguration completed, so a failure in
+  the middle of a reconfiguration is replanned from what survived, not from copies that
+  never finished). The in-flight iteration is lost, the layer copies are the pause.
+- Survivors hold no replica of some layer: restart from the last checkpoint on a fresh
+  instantiation. Fewer than n0 nodes: wait; when enough come back, reinstantiate with copies
+  from the survivors if they still hold every layer, else restart from the checkpoint.
+- Spare nodes (usable but outside the plan: new arrivals, or ones a gain test declined) are
+  offered to `reconfigure.on_addition` at iteration boundaries and at the end of every pause;
+  they join when the larger plan pays for its copies within `join_horizon_s`.
+- Removing a spare or a starting node changes nothing.
+- Checkpoints are periodic (default every hour of training, blocking): Oobleck only needs
+  them when more than f failures wipe out a layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InfeasibleError, PlannerError
+from ..plan import ExecutionPlan
+from ..planner import Planner
+from ..reconfigure import copy_plan, lost_layers, on_addition, on_removal
+from .decisions import (
+    CheckpointSchedule,
+    ClusterView,
+    Continue,
+    CopyLayers,
+    Decision,
+    Event,
+    NodesRemoved,
+    PauseEnded,
+    Reinstantiate,
+    RestartFromCheckpoint,
+    Start,
+    WaitForNodes,
+)
+
+DEFAULT_CHECKPOINT_EVERY_S = 3600.0
+DEFAULT_JOIN_HORIZON_S = 1800.0
+
+
+@dataclass(frozen=True)
+class OobleckMemory:
+    """`base`: the plan whose layers the nodes actually hold (None after a restart until it
+    completes: state then comes from the checkpoint); `started`: the job has launched once."""
+
+    base: ExecutionPlan | None = None
+    started: bool = False
+
+
+class OobleckPolicy:
+    """Oobleck on a `Planner` (use one planner per model and cluster: it caches)."""
+
+    name = "oobleck"
+
+    def __init__(
+        self,
+        planner: Planner,
+        *,
+        checkpoints: CheckpointSchedule = CheckpointSchedule(every_s=DEFAULT_CHECKPOINT_EVERY_S),
+        join_horizon_s: float = DEFAULT_JOIN_HORIZON_S,
+        reconfigure_pause_s: float = 0.0,
+    ):
+        self.planner = planner
+        self.checkpoints = checkpoints
+        self.join_horizon_s = join_horizon_s
+        self.reconfigure_pause_s = reconfigure_pause_s
+
+    def infeasible_reason(self) -> str | None:
+        try:
+            self.planner.min_nodes
+        except InfeasibleError as exc:
+            return f"out of memory: {exc}"
+        return None
+
+    @property
+    def min_nodes(self) -> int:
+        return self.planner.min_nodes
+
+    # -- entry point -------------------------------------------------------------------
+    def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
+        reason = self.infeasible_reason()
+        if reason is not None:
+            return Decision(None, (WaitForNodes(0, reason),), OobleckMemory())
+        plan = current.plan if current is not None else None
+        memory = current.memory if current is not None and current.memory is not None else OobleckMemory()
+        if isinstance(event, NodesRemoved):
+            return self._on_removal(view, event, plan, memory)
+        if isinstance(event, PauseEnded) and plan is not None:
+            # the pause's layer copies (or checkpoint load) are done: the plan is real now
+            memory = OobleckMemory(base=plan, started=True)
+        if plan is None:
+            return self._resume(view, memory)
+        return self._offer_spares(view, plan, memory)
+
+    # -- removals ----------------------------------------------------------------------
+    def _on_removal(self, view: ClusterView, event: NodesRemoved, plan, memory: OobleckMemory) -> Decision:
+        ready = set(view.ready)
+        involved = set(plan.nodes if plan is not None else ()) | set(memory.base.nodes if memory.base else ())
+        if not involved & set(event.nodes):
+            return Decision(plan, (Continue(),), memory)  # a spare or a starting node left
+        if memory.base is None:
+            # nobody holds live state (a start or restart was in progress): launch again
+            return self._launch(view, memory, restart=memory.started)
+        base = memory.base
+        n0 = self.min_nodes
+        gone = [n for n in base.nodes if n not in ready]
+        survivors = [n for n in base.nodes if n in ready]
+        lost = lost_layers(base, set(survivors))
+        if lost:
+            return self._launch(view, memory, restart=True, note=f"no surviving replica of layers {list(lost)}")
+        if len(survivors) < n0:
+            # the survivors keep their layers while the job waits for nodes
+            why = f"{len(survivors)} nodes left, one pipeline needs n0 = {n0}"
+            return Decision(None, (WaitForNodes(n0, why),), memory)
+        try:
+            result = on_removal(self.planner, base, gone)
+        except PlannerError:
+            return self._resume(view, memory)
+        if result.plan is None:
+            return Decision(None, (WaitForNodes(n0, "; ".join(result.notes)),), memory)
+        actions = (Reinstantiate(f"lost {sorted(set(gone))}"), CopyLayers(result.copies))
+        return Decision(result.plan, actions, memory, notes=result.notes)
+
+    # -- arrivals, pause ends ------------------------------------------------------------
+    def _offer_spares(self, view: ClusterView, plan: ExecutionPlan, memory: OobleckMemory) -> Decision:
+        in_plan = set(plan.nodes)
+        spares = [n for n in view.ready if n not in in_plan]
+        if not spares:
+            return Decision(plan, (Continue(),), memory)
+        try:
+            result = on_addition(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
+        except PlannerError:
+            return Decision(plan, (Continue(),), memory)
+        if result.plan is None or result.plan is plan:
+            return Decision(plan, (Continue(),), memory, notes=result.notes)
+        actions = (Reinstantiate(f"{len(spares)} spare node(s) join"), CopyLayers(result.copies))
+        return Decision(result.plan, actions, memory, notes=result.notes)
+
+    def _resume(self, view: ClusterView, memory: OobleckMemory) -> Decision:
+        """Start, or resume after waiting: copies from the survivors when they still hold
+        every layer, else a restart from the checkpoint."""
+        if not memory.started or memory.base is None:
+            return self._launch(view, memory, restart=memory.started)
+        base = memory.base
+        if lost_layers(base, set(view.ready)):
+            return self._launch(view, memory, restart=True, note="the survivors no longer hold every layer")
+        new = self._instantiate(view.ready)
+        if new is None:
+            return Decision(None, (WaitForNodes(self.min_nodes, "waiting for nodes"),), memory)
+        try:
+            copies = copy_plan(self.planner, base, new)
+        except PlannerError:
+            return self._launch(view, memory, restart=True, note="a layer's holders are not in the new plan")
+        return Decision(new, (Reinstantiate(f"resume over {len(new.nodes)} nodes"), CopyLayers(copies)), memory)
+
+    def _launch(self, view: ClusterView, memory: OobleckMemory, *, restart: bool, note: str = "") -> Decision:
+        """A fresh instantiation over every usable node, loaded from scratch (start) or
+        from the last checkpoint (restart); waits when there are too few nodes."""
+        after = OobleckMemory(None, memory.started)
+        new = self._instantiate(view.ready)
+        if new is None:
+            needed = self.min_nodes
+            why = note or f"{len(view.ready)} usable nodes, one pipeline needs n0 = {needed}"
+            return Decision(None, (WaitForNodes(needed, why, rollback=restart),), after)
+        action = RestartFromCheckpoint(note) if restart else Start()
+        return Decision(new, (action,), after, notes=(note,) if note else ())
+
+    def _instantiate(self, nodes) -> ExecutionPlan | None:
+        nodes = list(nodes)
+        n0 = self.min_nodes
+        if len(nodes) < n0:
+            return None
+        want = max(1, min(self.planner.job.fault_tolerance + 1, len(nodes) // n0))
+        try:
+            return self.planner.instantiate(nodes, min_pipelines=want)
+        except InfeasibleError:
+            try:
+                return self.planner.instantiate_best_effort(nodes, min_pipelines=want)
+            except InfeasibleError:
+                return None

@@ -1,0 +1,142 @@
+"""`ooblab simulate`: replay a trace against one policy and report where the time went.
+
+    ooblab simulate [--policy oobleck|bamboo|varuna] [--model NAME] [--trace FILE_OR_SPEC]
+                    [--calibration artifact|planner] [--seed N] [--set KEY=VALUE ...]
+                    [--out DIR | --no-write] [--json]
+
+Defaults: Oobleck, GPT-3-medium, the paper's 1-hour trace (`fixed:interval=1h`: 30 nodes,
+one removed every hour, 15 times), artifact calibration. Every `SimConfig` field can be set
+with `--set` (or its own flag where there is one); unknown keys are errors. The run's files
+go to `results/sim/<run id>/` unless `--no-write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import CALIBRATIONS, POLICIES, SimConfig
+from .errors import SimError
+
+FLAGS = {
+    "global_batch": int, "microbatch_size": int, "fault_tolerance": int, "gpu": str, "gpus_per_node": int,
+    "inter_node_gbps": float, "bamboo_depth": int, "checkpoint_every_iterations": int, "checkpoint_every_s": float,
+}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="replay a trace against Oobleck, Bamboo or Varuna (simpy)",
+        description="Replay a spot-instance trace against one fault-tolerance policy and report throughput, time breakdown and cost.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    d = SimConfig()
+    parser.add_argument("--policy", default=d.policy, choices=POLICIES)
+    parser.add_argument("--model", default=d.model, help="artifact calibration: BERT-large, GPT-2-ours, GPT-3-medium, GPT-3-2_7b, GPT-3-6_7b; planner calibration: those, a built-in planner model, or a profile directory")
+    parser.add_argument("--trace", default=d.trace, help="a trace file, or a generator spec (fixed:interval=1h, spot:nodes=30,hours=24, ...)")
+    parser.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS, help="artifact: the published tables and constants; planner: the planner's cost model")
+    parser.add_argument("--seed", type=int, default=d.seed, help="seed for generated traces and count-log victims")
+    for name, kind in FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None, help="planner calibration" if name not in ("bamboo_depth", "checkpoint_every_iterations") else None)
+    parser.add_argument("--no-rollback", dest="varuna_rollback", action="store_false", default=None, help="artifact Varuna: keep the work since the last checkpoint on a restart (the paper's spot figures, small models)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="any other SimConfig field (repeatable)")
+    parser.add_argument("--timeline", default=d.timeline, choices=("changes", "iterations"), help="timeline rows at state changes only, or also one per iteration")
+    parser.add_argument("--out", default=None, help="directory for the run's files (default results/sim/<run id>)")
+    parser.add_argument("--no-write", action="store_true", help="do not write the run's files")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the summary) instead of text")
+    parser.set_defaults(handler=run)
+
+
+def _parse_value(text: str):
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def config_from_args(args) -> SimConfig:
+    data = {
+        "policy": args.policy, "model": args.model, "trace": args.trace, "calibration": args.calibration,
+        "seed": args.seed, "timeline": args.timeline,
+    }
+    for name in FLAGS:
+        if getattr(args, name) is not None:
+            data[name] = getattr(args, name)
+    if args.varuna_rollback is not None:
+        data["varuna_rollback"] = args.varuna_rollback
+    for item in args.overrides:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SimError(f"--set {item!r} is not KEY=VALUE")
+        data[key.strip().replace("-", "_")] = _parse_value(value)
+    return SimConfig.from_mapping(data)
+
+
+def run(args) -> int:
+    from .run import simulate  # simpy and the planner load only when simulating
+
+    try:
+        config = config_from_args(args)
+        result = simulate(config)
+    except ValueError as exc:  # SimError, TraceError, PlannerError: all name the problem
+        print(f"ooblab simulate: error: {exc}", file=sys.stderr)
+        return 2
+    where = None
+    if not args.no_write:
+        where = result.write(args.out)
+    if args.json:
+        data = result.summary.to_dict()
+        if where is not None:
+            data["results_dir"] = str(where)
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        print(render(result, where))
+    return 0
+
+
+def render(result, where) -> str:
+    s = result.summary
+    b = s.breakdown
+    c = result.config
+    lines = [
+        f"{s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
+        f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
+    ]
+    if s.extra.get("outcome") != "ok":
+        lines.append(f"  cannot run: {s.extra.get('infeasible_reason')}")
+    lines += [
+        "",
+        f"average throughput   {s.avg_samples_per_s:10.2f} samples/s",
+        f"committed samples    {s.committed_samples:10d} ({s.num_iterations} iterations)",
+        f"reconfigurations     {s.num_reconfigurations:10d}",
+        f"restarts             {s.num_restarts:10d}",
+        f"checkpoints          {s.num_checkpoints:10d}",
+        f"failures survived    {s.failures_survived:10d} of {s.extra['working_nodes_removed']} working nodes lost",
+        f"node-hours           {s.node_hours:10.2f}  (${s.cost_usd:.2f})",
+        "",
+        "where the time went",
+    ]
+    total = b.total_s() or 1.0
+    for label, value in (
+        ("useful compute", b.useful_compute_s),
+        ("redundant compute", b.redundant_compute_s),
+        ("reconfiguration", b.reconfiguration_s),
+        ("restart", b.restart_s),
+        ("checkpoint", b.checkpoint_s),
+        ("lost work", b.lost_work_s),
+        ("waiting for nodes", b.waiting_s),
+    ):
+        lines.append(f"  {label:<18} {value / 3600:9.2f} h  {100 * value / total:5.1f} %")
+    lines.append(f"  {'idle GPUs':<18} {b.idle_gpu_s / 3600:9.2f} GPU-h")
+    if where is not None:
+        lines += ["", f"run files: {where}"]
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""A simulation's configuration: one flat, validated, JSON-ready record.
+
+`SimConfig` holds every input of a run. Fields left at None take the calibration's default
+when the run is set up (`sim.setup`), and `config.json` records the resolved values, so a
+run is reproducible from its own directory. Options that a calibration does not use must
+stay unset: setting one is an error rather than a silent no-op.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping
+
+from .errors import SimError
+
+POLICIES = ("oobleck", "bamboo", "varuna")
+CALIBRATIONS = ("artifact", "planner")
+TIMELINES = ("changes", "iterations")
+
+# options each calibration ignores: setting them is an error
+PLANNER_ONLY = (
+    "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
+    "checkpoint_every_s", "join_horizon_s", "varuna_max_microbatch", "reconfigure_overhead_s",
+    "restart_overhead_s", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s",
+)
+ARTIFACT_ONLY = ("varuna_rollback", "min_nodes")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything a run depends on (None: the calibration's default)."""
+
+    policy: str = "oobleck"
+    model: str = "GPT-3-medium"
+    trace: str = "fixed:interval=1h"
+    calibration: str = "artifact"
+    seed: int = 0  # trace generators and count-log victims
+    # the job and the cluster (planner calibration)
+    global_batch: int | None = None  # default: the artifact's batch for its model names
+    microbatch_size: int | None = None  # default 1
+    fault_tolerance: int | None = None  # Oobleck's f, default 1
+    gpu: str | None = None  # default v100-16gb (the p3.2xlarge of the artifact's prices)
+    gpus_per_node: int | None = None  # default 1
+    inter_node_gbps: float | None = None  # default: the GPU type's (10 Gb/s for the V100)
+    # nodes and money (both calibrations)
+    node_startup_s: float | None = None  # default 45 s
+    price_per_node_hour: float | None = None  # default 0.91 $
+    # policy knobs
+    checkpoint_every_iterations: int | None = None  # Varuna: default 10
+    checkpoint_every_s: float | None = None  # Oobleck and Bamboo (planner): default 3600 s
+    varuna_rollback: bool | None = None  # artifact Varuna: default True
+    min_nodes: int | None = None  # artifact: default 12
+    bamboo_depth: int | None = None  # default 12
+    join_horizon_s: float | None = None  # Oobleck's gain test for joins, default 1800 s
+    varuna_max_microbatch: int | None = None  # default 8
+    # pause constants (planner calibration)
+    reconfigure_overhead_s: float | None = None
+    restart_overhead_s: float | None = None
+    restart_load_gb_per_s: float | None = None
+    checkpoint_fixed_s: float | None = None
+    storage_gb_per_s: float | None = None
+    # output
+    timeline: str = "changes"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise SimError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        if self.calibration not in CALIBRATIONS:
+            raise SimError(f"unknown calibration {self.calibration!r}; choose one of {', '.join(CALIBRATIONS)}")
+        if self.timeline not in TIMELINES:
+            raise SimError(f"unknown timeline granularity {self.timeline!r}; choose one of {', '.join(TIMELINES)}")
+        if not isinstance(self.trace, str) or not self.trace.strip():
+            raise SimError("trace must be a file path or a generator spec, got an empty value")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise SimError("model must be a name or a profile directory, got an empty value")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SimError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or f.name in ("policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "varuna_rollback"):
+                continue
+            if f.name in ("global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations", "min_nodes", "bamboo_depth", "varuna_max_microbatch"):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise SimError(f"{f.name} must be a whole number >= 1, got {value!r}")
+            elif f.name == "fault_tolerance":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")
+            else:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                    raise SimError(f"{f.name} must be a finite number >= 0, got {value!r}")
+                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "checkpoint_every_s") and value == 0:
+                    raise SimError(f"{f.name} must be > 0")
+        if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
+            raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")
+        unused = PLANNER_ONLY if self.calibration == "artifact" else ARTIFACT_ONLY
+        stray = [name for name in unused if getattr(self, name) is not None]
+        if stray:
+            raise SimError(f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {self.calibration} calibration")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "SimConfig":
+        """Build from a dict (e.g. a config.json), rejecting unknown keys by name."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SimError(f"unknown config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def with_(self, **changes: Any) -> "SimConfig":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

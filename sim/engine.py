@@ -1,0 +1,483 @@
+"""The trace-replay engine: simpy processes around a policy and a timing (DESIGN 4).
+
+Processes
+- trace replay: applies each timestamp's add / remove events, in trace order;
+- node readiness: one per group of nodes added together; they become usable after the
+  start-up delay unless removed first (a node re-added under the same name is a new one);
+- the job: a state machine (running, paused in a reconfiguration / restart / checkpoint,
+  waiting) that the other two interrupt.
+
+Granularity: whole iterations. A running stretch is one simpy timeout to the next point
+where something is due (a checkpoint, or an iteration boundary a decision asked for);
+iterations inside it are counted arithmetically (iteration k of the stretch ends at
+t_next + (k - 1) x T), so a quiet day costs a handful of events, with the same committed
+samples as stepping each one. An interruption commits the iterations that ended strictly
+before it; the one in flight continues (`Continue`, `FailOver`: its remaining fraction is
+re-timed on the new plan) or is lost (every other action). Trace events and readiness are
+scheduled ahead of the job at equal times, so an iteration ending exactly at a removal is
+lost, and the run ends at the trace's last event without processing it.
+
+Pauses are sequences of timed actions; a failure during one goes to the policy like any
+other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
+then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
+back to the last completed checkpoint, the run's start counting as one.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import groupby
+from typing import Any
+
+import simpy
+from simpy.core import URGENT
+
+from planner.policies import (
+    Checkpoint,
+    ClusterView,
+    CopyLayers,
+    Decision,
+    IterationEnd,
+    NodesReady,
+    NodesRemoved,
+    PauseEnded,
+    Policy,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+    WaitForNodes,
+    describe_action,
+    describe_event,
+    describe_plan,
+)
+from planner.records import CHECKPOINTING, FINISHED, RECONFIGURING, RESTARTING, RUNNING, WAITING, EventRecord, TimelineRow
+from traces.model import Trace
+
+from .errors import SimError
+from .ledger import Ledger
+from .timing import Timing
+
+PAUSED = "paused"
+PAUSE_STATE = {Start: RESTARTING, Restart: RESTARTING, RestartFromCheckpoint: RESTARTING, Reinstantiate: RECONFIGURING, CopyLayers: RECONFIGURING, Checkpoint: CHECKPOINTING}
+
+
+class _Urgent(simpy.events.Event):
+    """A timeout processed before ordinary events at the same time (trace and readiness)."""
+
+    def __init__(self, env: simpy.Environment, delay: float):
+        super().__init__(env)
+        self._ok, self._value = True, None
+        env.schedule(self, URGENT, delay)
+
+
+class Simulation:
+    """One run of `policy` over `trace`, timed by `timing`; call `run()` once."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        policy: Policy,
+        timing: Timing,
+        *,
+        node_startup_s: float,
+        price_per_node_hour: float,
+        iteration_rows: bool = False,
+    ):
+        if not trace.events:
+            raise SimError(f"trace {trace.name!r} has no events")
+        self.trace, self.policy, self.timing = trace, policy, timing
+        self.startup_s = node_startup_s
+        self.iteration_rows = iteration_rows
+        self.price_per_s = price_per_node_hour / 3600.0
+        self.start_s, self.end_s = trace.start_s, trace.end_s
+        self.env = simpy.Environment(initial_time=self.start_s)
+        self.present: dict[str, int] = {}
+        self.ready: dict[str, None] = {}
+        self._born = 0
+        self.ledger = Ledger()
+        self.mark_t = self.start_s
+        self.timeline: list[TimelineRow] = []
+        self.events: list[EventRecord] = []
+        # the job
+        self.mode = WAITING
+        self.decision: Decision | None = None
+        self.segments: list[tuple[str, float, Any]] = []  # pause queue: (state, seconds, action)
+        self.pause_end_t = math.inf
+        self.periodic = False  # the pause is a periodic checkpoint, not a decision's
+        self.then_wait = False
+        self.pending_ready: list[str] = []
+        self.boundary = False
+        self.after_restart = False
+        self.iterations = 0
+        self.ckpt_iterations = 0
+        self.tau = math.inf
+        self.useful_fraction = 1.0
+        self.next_done_t = math.inf
+        self.acct_t = self.start_s
+        self.stop_iter: int | None = None
+        self.stop_t = math.inf
+        self.stop_ckpt = False
+        self.first_start_t: float | None = None
+        self.last_iteration_t: float | None = None
+        self.counts = dict(reconfigurations=0, restarts=0, starts=0, checkpoints=0, checkpoints_failed=0, rollbacks=0,
+                           removals=0, working_removed=0, failures_survived=0, iterations_lost=0, decisions=0)
+        self.infeasible = policy.infeasible_reason()
+        self._never = self.env.event()
+
+    # -- processes ---------------------------------------------------------------------
+    def run(self) -> "Simulation":
+        self.job = self.env.process(self._job())
+        self.env.process(self._replay())
+        self._row()
+        self.env.run(until=self.end_s)
+        self._finish()
+        return self
+
+    def _replay(self):
+        for time_s, group in groupby(self.trace.events, key=lambda e: e.time_s):
+            if time_s >= self.end_s:
+                return
+            yield _Urgent(self.env, time_s - self.env.now)
+            self._advance()
+            added, removed = [], []
+            for event in group:
+                if event.kind == "add":
+                    self._born += 1
+                    self.present[event.node] = self._born
+                    added.append((event.node, self._born))
+                else:
+                    del self.present[event.node]
+                    self.ready.pop(event.node, None)
+                    removed.append(event.node)
+                self.events.append(EventRecord(time_s, event.kind, {"node": event.node}))
+            if added:
+                self.env.process(self._boot(added))
+            if removed:
+                self.job.interrupt(("removed", tuple(removed)))
+            self._row()
+
+    def _boot(self, added):
+        yield _Urgent(self.env, self.startup_s)
+        self._advance()
+        nodes = tuple(n for n, born in added if self.present.get(n) == born)
+        if nodes:
+            for node in nodes:
+                self.ready[node] = None
+            self.events.append(EventRecord(self.env.now, "ready", {"nodes": list(nodes)}))
+            self.job.interrupt(("ready", nodes))
+
+    def _job(self):
+        while True:
+            try:
+                if self.mode == RUNNING:
+                    yield self.env.timeout(self.stop_t - self.env.now) if self.stop_t < math.inf else self._never
+                    self._at_stop()
+                elif self.mode == PAUSED:
+                    yield self.env.timeout(self.pause_end_t - self.env.now)
+                    self._segment_done()
+                else:
+                    yield self._never
+            except simpy.Interrupt as interrupt:
+                self._interrupted(*interrupt.cause)
+
+    # -- clock and records ---------------------------------------------------------------
+    def _advance(self) -> None:
+        """Attribute the time since the last mark (running time is settled separately)."""
+        now = self.env.now
+        dt = now - self.mark_t
+        if dt <= 0:
+            return
+        led = self.ledger
+        led.node_s += len(self.present) * dt
+        busy = 0
+        plan = self.decision.plan if self.decision is not None else None
+        if plan is not None and self.mode != WAITING:
+            busy = len(plan.nodes) * self.timing.gpus_per_node - self.timing.idle_gpus(plan)
+        led.idle_gpu_s += max(0, len(self.present) * self.timing.gpus_per_node - busy) * dt
+        if self.mode == WAITING:
+            led.waiting_s += dt
+        elif self.mode == PAUSED:
+            led.pause(self.segments[0][0], dt)
+        self.mark_t = now
+
+    def state(self) -> str:
+        return self.segments[0][0] if self.mode == PAUSED else self.mode
+
+    def _row(self, time_s: float | None = None, state: str | None = None) -> None:
+        """A timeline row for the job as it stands (one per instant: a later row at the
+        same time replaces the earlier one)."""
+        now = self.env.now if time_s is None else time_s
+        plan = self.decision.plan if self.decision is not None else None
+        state = state or self.state()
+        row = TimelineRow(
+            time_s=now,
+            live_nodes=len(self.present),
+            working_nodes=len(plan.nodes) if plan is not None and self.mode != WAITING else 0,
+            state=state,
+            iterations_done=self.iterations,
+            samples_done=self.iterations * self.timing.samples_per_iteration,
+            throughput_samples_per_s=self.timing.samples_per_iteration / self.tau if state == RUNNING else 0.0,
+            cost_usd=(self.ledger.node_s + len(self.present) * (now - self.mark_t)) * self.price_per_s,
+        )
+        if self.timeline and self.timeline[-1].time_s == now:
+            self.timeline[-1] = row
+        else:
+            self.timeline.append(row)
+
+    # -- running ---------------------------------------------------------------------------
+    def _start_running(self) -> None:
+        plan = self.decision.plan
+        cost = self.timing.iteration(plan)
+        self.mode = RUNNING
+        self.tau, self.useful_fraction = cost.total_s, cost.useful_s / cost.total_s
+        now = self.env.now
+        self.next_done_t = now + self.tau
+        self.acct_t = now
+        if self.first_start_t is None:
+            self.first_start_t = now
+        self._reschedule()
+
+    def _next_checkpoint(self) -> int | None:
+        s = self.policy.checkpoints
+        options = []
+        if s.after_restart and self.after_restart:
+            options.append(self.iterations + 1)
+        if s.every_iterations:
+            options.append((self.iterations // s.every_iterations + 1) * s.every_iterations)
+        if s.every_s:
+            options.append(max(self.iterations + 1, self.ckpt_iterations + max(1, round(s.every_s / self.tau))))
+        return min(options) if options else None
+
+    def _reschedule(self) -> None:
+        ckpt = self._next_checkpoint()
+        options = [i for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None) if i is not None]
+        self.stop_iter = min(options) if options else None
+        self.stop_ckpt = ckpt is not None and ckpt == self.stop_iter
+        if self.stop_iter is None:
+            self.stop_t = math.inf
+        else:
+            self.stop_t = self.next_done_t + (self.stop_iter - self.iterations - 1) * self.tau
+
+    def _commit(self, count: int) -> None:
+        """The next `count` iterations of the stretch have completed."""
+        last_t = self.next_done_t + (count - 1) * self.tau
+        if self.iteration_rows:
+            for k in range(count - 1):
+                self.iterations += 1
+                self._iteration_row(self.next_done_t + k * self.tau)
+        else:
+            self.iterations += count - 1
+        self.iterations += 1
+        self.ledger.commit(last_t - self.acct_t, self.useful_fraction)
+        self.acct_t = last_t
+        self.last_iteration_t = last_t
+        self.next_done_t = last_t + self.tau
+        if self.iteration_rows:
+            self._iteration_row(last_t)
+
+    def _iteration_row(self, t: float) -> None:
+        self._row(t, RUNNING)
+
+    def _settle(self) -> None:
+        """Commit the iterations of the stretch that ended strictly before now."""
+        now = self.env.now
+        if self.next_done_t >= now:
+            return
+        count = int((now - self.next_done_t) // self.tau) + 1
+        while count > 0 and self.next_done_t + (count - 1) * self.tau >= now:
+            count -= 1
+        while self.next_done_t + count * self.tau < now:
+            count += 1
+        if count:
+            self._commit(count)
+
+    def _at_stop(self) -> None:
+        self._advance()
+        self._commit(self.stop_iter - self.iterations)
+        if self.stop_ckpt:
+            self._pause([(CHECKPOINTING, self.timing.pause_s(Checkpoint("periodic"), self.decision.plan), Checkpoint("periodic"))], periodic=True)
+        elif self.pending_ready:
+            self._deliver_ready()
+        elif self.boundary:
+            self.boundary = False
+            self._decide(IterationEnd(self.iterations))
+        else:
+            self._reschedule()
+        self._row()
+
+    # -- interruptions -------------------------------------------------------------------
+    def _interrupted(self, kind: str, nodes: tuple[str, ...]) -> None:
+        self._advance()
+        if self.mode == RUNNING:
+            self._settle()
+        if kind == "ready":
+            if self.mode == WAITING and not self.segments:
+                self._decide(NodesReady(nodes))
+            else:
+                self.pending_ready.extend(nodes)
+                if self.mode == RUNNING:
+                    self._reschedule()
+        else:
+            self.counts["removals"] += len(nodes)
+            self._decide(NodesRemoved(nodes))
+        self._row()
+
+    def _deliver_ready(self) -> None:
+        nodes = tuple(n for n in self.pending_ready if n in self.ready)
+        self.pending_ready = []
+        self.boundary = False
+        if nodes:
+            self._decide(NodesReady(nodes))
+        elif self.mode == RUNNING:
+            self._reschedule()
+
+    # -- decisions ---------------------------------------------------------------------
+    def _view(self, job_state: str | None = None) -> ClusterView:
+        return ClusterView(
+            time_s=self.env.now,
+            ready=tuple(self.ready),
+            starting=tuple(n for n in self.present if n not in self.ready),
+            job_state=job_state or self.state(),
+            iterations_done=self.iterations,
+            checkpoint_iterations=self.ckpt_iterations,
+        )
+
+    def _decide(self, event, job_state: str | None = None) -> None:
+        decision = self.policy.decide(self._view(job_state), event, self.decision)
+        plan = decision.plan
+        if plan is not None:
+            strays = [n for n in plan.nodes if n not in self.ready]
+            if strays:
+                raise SimError(f"{self.policy.name} planned on nodes that are not usable: {strays}")
+        self.counts["decisions"] += 1
+        if isinstance(event, NodesRemoved):
+            working = set(self.decision.plan.nodes) if self.decision is not None and self.decision.plan is not None else set()
+            hit = len(working & set(event.nodes))
+            self.counts["working_removed"] += hit
+            if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint)) for a in decision.actions):
+                self.counts["failures_survived"] += hit
+        self.events.append(EventRecord(self.env.now, "decision", {
+            **describe_event(event),
+            "actions": [describe_action(a) for a in decision.actions],
+            "plan": describe_plan(plan),
+            **({"notes": list(decision.notes)} if decision.notes else {}),
+        }))
+        self._apply(decision)
+
+    def _apply(self, decision: Decision) -> None:
+        previous, self.decision = self.decision, decision
+        if not decision.disruptive:
+            if decision.check_at_iteration_end:
+                self.boundary = True
+            if self.mode == RUNNING:
+                if previous is None or decision.plan is not previous.plan:
+                    self._retime(decision.plan)
+                self._reschedule()
+            return
+        now = self.env.now
+        if self.mode == RUNNING:
+            lost = self.ledger.abort(now - self.acct_t)
+            self.acct_t = now
+            if lost > 0:
+                self.counts["iterations_lost"] += 1
+                self.events.append(EventRecord(now, "iteration_lost", {"seconds": lost}))
+        elif self.mode == PAUSED and self.segments and isinstance(self.segments[0][2], Checkpoint):
+            self.counts["checkpoints_failed"] += 1
+            self.events.append(EventRecord(now, "checkpoint_failed", {"iterations": self.iterations}))
+        self.boundary = False
+        if decision.rolls_back:
+            self._rollback()
+        segments = []
+        for action in decision.actions:
+            state = PAUSE_STATE.get(type(action))
+            if state is None:
+                continue
+            seconds = self.timing.pause_s(action, decision.plan)
+            if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
+                segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
+            else:
+                segments.append((state, seconds, action))
+            if isinstance(action, Reinstantiate):
+                self.counts["reconfigurations"] += 1
+            elif isinstance(action, (Restart, RestartFromCheckpoint)):
+                self.counts["restarts"] += 1
+            elif isinstance(action, Start):
+                self.counts["starts"] += 1
+        self.then_wait = any(isinstance(a, WaitForNodes) for a in decision.actions)
+        if segments:
+            self._pause(segments, periodic=False)
+        elif self.then_wait:
+            self.mode = WAITING
+        else:
+            self._start_running()
+
+    def _retime(self, plan) -> None:
+        """A fail-over changed the plan: the iteration in flight finishes at the new pace."""
+        now = self.env.now
+        self.ledger.hold_inflight(now - self.acct_t, self.useful_fraction)
+        self.acct_t = now
+        remaining = (self.next_done_t - now) / self.tau
+        cost = self.timing.iteration(plan)
+        self.tau, self.useful_fraction = cost.total_s, cost.useful_s / cost.total_s
+        self.next_done_t = now + remaining * self.tau
+
+    def _rollback(self) -> None:
+        undone = self.iterations - self.ckpt_iterations
+        seconds = self.ledger.rollback()
+        self.iterations = self.ckpt_iterations
+        if undone:
+            self.counts["rollbacks"] += 1
+            self.events.append(EventRecord(self.env.now, "rollback", {"iterations_undone": undone, "seconds": seconds, "to_iteration": self.iterations}))
+
+    # -- pauses ----------------------------------------------------------------------------
+    def _pause(self, segments, *, periodic: bool) -> None:
+        self.mode = PAUSED
+        self.periodic = periodic
+        self.segments = list(segments)
+        self.pause_end_t = self.env.now + self.segments[0][1]
+
+    def _segment_done(self) -> None:
+        self._advance()
+        state, _, action = self.segments.pop(0)
+        now = self.env.now
+        if isinstance(action, Checkpoint):
+            self.ledger.checkpointed()
+            self.ckpt_iterations = self.iterations
+            self.counts["checkpoints"] += 1
+            self.after_restart = False
+            self.events.append(EventRecord(now, "checkpoint", {"iterations": self.iterations}))
+        elif isinstance(action, (Restart, RestartFromCheckpoint)):
+            self.after_restart = True
+        if self.segments:
+            self.pause_end_t = now + self.segments[0][1]
+        elif self.periodic:
+            self.mode = RUNNING  # back to the stretch; the next iteration starts now
+            self.next_done_t = now + self.tau
+            self.acct_t = now
+            if self.pending_ready:
+                self._deliver_ready()
+            else:
+                self._reschedule()
+        elif self.then_wait:
+            self.mode = WAITING
+            if self.pending_ready:
+                self._deliver_ready()
+        else:
+            newly = tuple(n for n in self.pending_ready if n in self.ready)
+            self.pending_ready = []
+            self.mode = WAITING  # the pause is over and nothing is in flight
+            self._decide(PauseEnded(state, newly), job_state=state)
+            if self.mode == WAITING and not self.decision.disruptive and self.decision.plan is not None:
+                self._start_running()
+        self._row()
+
+    # -- the end -------------------------------------------------------------------------
+    def _finish(self) -> None:
+        self._advance()
+        if self.mode == RUNNING:
+            self._settle()
+            self.ledger.unfinished_s = self.ledger.abort(self.end_s - self.acct_t)
+            self.acct_t = self.end_s
+        self.mode = FINISHED
+        self._row(state=FINISHED)

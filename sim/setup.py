@@ -1,0 +1,261 @@
+"""From a `SimConfig` to the pieces of a run: the trace, the policy and its timing.
+
+Artifact calibration: the artifact's model names and tables (`artifact_data`). Planner
+calibration: the paper's setting by default, i.e. one V100 16 GB per node (the p3.2xlarge
+whose spot price the artifact charges), its 10 Gb/s network, the artifact's global batches
+and microbatch 1, with the artifact's model names mapped to analytic profiles:
+BERT-large -> bert-large, GPT-2-ours -> gpt2-xl (a guess: the artifact does not say which
+GPT-2; its checkpoint time, like GPT-3 medium's, hints at a smaller one), GPT-3-medium ->
+gpt3-350m, GPT-3-2_7b -> gpt3-2.7b, GPT-3-6_7b -> gpt3-6.7b. Any built-in planner model or
+an Oobleck profile directory works too (then `global_batch` is required).
+
+Planners, Varuna searches and Bamboo layouts are cached per (model, cluster, job), so a
+sweep computes each template set once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import traces
+from planner.analytic import MODEL_SHAPES
+from planner.catalog import resolve_profile
+from planner.errors import PlannerError
+from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
+from planner.plan import JobSpec
+from planner.planner import Planner
+from planner.policies import (
+    ArtifactOobleckPolicy,
+    ArtifactVarunaPolicy,
+    BambooPolicy,
+    CheckpointSchedule,
+    OobleckPolicy,
+    VarunaPolicy,
+    VarunaSearch,
+    bamboo_layout,
+)
+from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_JOIN_HORIZON_S
+from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
+from planner.profile import ModelProfile
+from traces.model import Trace
+
+from . import artifact_data as art
+from .config import SimConfig
+from .errors import SimError
+from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, Timing
+
+ARTIFACT_TO_PLANNER = {
+    "BERT-large": "bert-large",
+    "GPT-2-ours": "gpt2-xl",
+    "GPT-3-medium": "gpt3-350m",
+    "GPT-3-2_7b": "gpt3-2.7b",
+    "GPT-3-6_7b": "gpt3-6.7b",
+}
+POLICY_ONLY = {
+    "bamboo_depth": ("bamboo",),
+    "varuna_rollback": ("varuna",),
+    "varuna_max_microbatch": ("varuna",),
+    "join_horizon_s": ("oobleck",),
+    "fault_tolerance": ("oobleck",),
+    "min_nodes": ("oobleck", "varuna"),
+}
+GIGA = 1e9
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run ready to go: its inputs resolved."""
+
+    config: SimConfig
+    trace: Trace
+    policy: Any
+    timing: Timing
+    node_startup_s: float
+    price_per_node_hour: float
+    resolved: dict[str, Any]  # config.json: every input with defaults filled in
+
+
+def load_trace(config: SimConfig) -> Trace:
+    return traces.from_spec(config.trace, rng=np.random.default_rng(config.seed))
+
+
+def build(config: SimConfig, trace: Trace | None = None) -> Setup:
+    """The trace (loaded unless given), policy and timing for `config`."""
+    for key, policies in POLICY_ONLY.items():
+        if getattr(config, key) is not None and config.policy not in policies:
+            raise SimError(f"{key} applies to {' and '.join(policies)}, not {config.policy}")
+    if trace is None:
+        trace = load_trace(config)
+    if trace.duration_s <= 0:
+        raise SimError(f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s)")
+    startup = art.NODE_STARTUP_S if config.node_startup_s is None else float(config.node_startup_s)
+    price = art.SPOT_PRICE_PER_NODE_HOUR if config.price_per_node_hour is None else float(config.price_per_node_hour)
+    resolved = {**config.to_dict(), "trace_name": trace.name, "trace_events": len(trace), "node_startup_s": startup, "price_per_node_hour": price}
+    if config.calibration == "artifact":
+        policy, timing = _artifact(config, resolved)
+    else:
+        policy, timing = _planner(config, trace, resolved)
+    return Setup(config, trace, policy, timing, startup, price, resolved)
+
+
+# -- artifact calibration ------------------------------------------------------------------
+def _artifact(config: SimConfig, resolved: dict[str, Any]):
+    model = art.get_model(config.model)
+    timing = ArtifactTiming(config.policy, model.name)
+    min_nodes = art.MIN_NODES if config.min_nodes is None else config.min_nodes
+    every = config.checkpoint_every_iterations
+    if config.policy == "oobleck":
+        if every is not None:
+            raise SimError("the artifact's Oobleck never checkpoints: checkpoint_every_iterations applies to varuna")
+        policy = ArtifactOobleckPolicy(min_nodes)
+        resolved.update(min_nodes=min_nodes)
+    elif config.policy == "varuna":
+        rollback = True if config.varuna_rollback is None else config.varuna_rollback
+        every = art.VARUNA_CHECKPOINT_EVERY if every is None else every
+        policy = ArtifactVarunaPolicy(min_nodes, rollback=rollback, checkpoint_every=every)
+        resolved.update(min_nodes=min_nodes, varuna_rollback=rollback, checkpoint_every_iterations=every)
+    else:
+        if every is not None:
+            raise SimError("the artifact's Bamboo never checkpoints: checkpoint_every_iterations applies to varuna")
+        depth = art.BAMBOO_DEPTH if config.bamboo_depth is None else config.bamboo_depth
+        reason = None if art.runnable("bamboo", model.name) else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
+        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason)
+        resolved.update(bamboo_depth=depth)
+    resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
+    return policy, timing
+
+
+# -- planner calibration -------------------------------------------------------------------
+def _model_and_batch(config: SimConfig) -> tuple[str, int]:
+    name = ARTIFACT_TO_PLANNER.get(config.model, config.model)
+    if name not in MODEL_SHAPES and not Path(name).is_dir():
+        raise SimError(
+            f"unknown model {config.model!r}: use an artifact name ({', '.join(ARTIFACT_TO_PLANNER)}), "
+            f"a built-in model ({', '.join(MODEL_SHAPES)}) or an Oobleck profile directory"
+        )
+    batch = config.global_batch
+    if batch is None:
+        if config.model not in art.ARTIFACT_MODELS:
+            raise SimError(f"global_batch is required for {config.model!r} (defaults exist only for the artifact's models)")
+        batch = art.ARTIFACT_MODELS[config.model].global_batch
+    return name, batch
+
+
+@lru_cache(maxsize=64)
+def _profile(model: str, gpu: Any, microbatch: int) -> ModelProfile | None:
+    try:
+        return resolve_profile(model, gpu, microbatch)
+    except PlannerError:
+        return None
+
+
+@lru_cache(maxsize=32)
+def _cached_planner(model: str, cluster: ClusterSpec, batch: int, microbatch: int, f: int) -> Planner:
+    profile = _profile(model, cluster.gpu, microbatch)
+    if profile is None:
+        resolve_profile(model, cluster.gpu, microbatch)  # raises the reason
+    return Planner(profile, cluster, JobSpec(batch, microbatch, f))
+
+
+@lru_cache(maxsize=32)
+def _cached_search(model: str, cluster: ClusterSpec, batch: int, max_microbatch: int, analytic: bool, microbatch: int) -> VarunaSearch:
+    def profile_for(b: int) -> ModelProfile | None:
+        if not analytic and b != microbatch:
+            return None
+        return _profile(model, cluster.gpu, b)
+
+    return VarunaSearch(profile_for, cluster, batch, max_microbatch=max_microbatch)
+
+
+@lru_cache(maxsize=32)
+def _cached_layout(model: str, cluster: ClusterSpec, depth: int, microbatches: int, microbatch: int):
+    return bamboo_layout(_profile(model, cluster.gpu, microbatch), cluster, depth, microbatches)
+
+
+def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
+    name, batch = _model_and_batch(config)
+    microbatch = config.microbatch_size or 1
+    gpu = config.gpu or DEFAULT_GPU
+    g = config.gpus_per_node or 1
+    peak = max(1, int(trace.live_counts()["live_nodes"].max()))
+    cluster = make_cluster(gpu, peak, g, inter_node_gbps=config.inter_node_gbps)
+    profile = _profile(name, cluster.gpu, microbatch)
+    if profile is None:
+        resolve_profile(name, cluster.gpu, microbatch)  # raises the reason
+    JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
+    costs = PlannerCosts(
+        reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
+        restart_overhead_s=_or(config.restart_overhead_s, PlannerCosts.restart_overhead_s),
+        restart_load_bytes_per_s=_or(config.restart_load_gb_per_s, PlannerCosts.restart_load_bytes_per_s / GIGA) * GIGA,
+        checkpoint_fixed_s=_or(config.checkpoint_fixed_s, PlannerCosts.checkpoint_fixed_s),
+        checkpoint_bytes_per_s=_or(config.storage_gb_per_s, PlannerCosts.checkpoint_bytes_per_s / GIGA) * GIGA,
+    )
+    every_s = config.checkpoint_every_s
+    every_it = config.checkpoint_every_iterations
+    layout = None
+    if config.policy == "oobleck":
+        f = 1 if config.fault_tolerance is None else config.fault_tolerance
+        planner = _cached_planner(name, cluster, batch, microbatch, f)
+        schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
+        horizon = _or(config.join_horizon_s, DEFAULT_JOIN_HORIZON_S)
+        policy = OobleckPolicy(planner, checkpoints=schedule, join_horizon_s=horizon, reconfigure_pause_s=costs.reconfigure_overhead_s)
+        resolved.update(fault_tolerance=f, join_horizon_s=horizon)
+    elif config.policy == "bamboo":
+        depth = config.bamboo_depth or art.BAMBOO_DEPTH
+        try:
+            layout = _cached_layout(name, cluster, depth, batch // microbatch, microbatch)
+        except PlannerError as exc:
+            raise SimError(str(exc)) from None
+        schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
+        policy = BambooPolicy(depth, layout=layout, profile=profile, fatal_rollback=True, checkpoints=schedule)
+        resolved.update(bamboo_depth=depth)
+    else:
+        max_mb = config.varuna_max_microbatch or DEFAULT_MAX_MICROBATCH
+        analytic = name in MODEL_SHAPES
+        search = _cached_search(name, cluster, batch, max_mb, analytic, microbatch)
+        schedule = CheckpointSchedule(every_iterations=every_it or art.VARUNA_CHECKPOINT_EVERY, every_s=every_s)
+        policy = VarunaPolicy(search, g, checkpoints=schedule, max_nodes=peak)
+        resolved.update(varuna_max_microbatch=max_mb)
+    timing = PlannerTiming(
+        config.policy,
+        global_batch=batch,
+        checkpoint_bytes=profile.copy_bytes,
+        inter_node_bw_bytes_per_s=cluster.inter_node_bw_bytes_per_s,
+        gpus_per_node=g,
+        costs=costs,
+        bamboo_layout=layout,
+    )
+    resolved.update(
+        planner_model=name,
+        profile_source=profile.source,
+        global_batch=batch,
+        microbatch_size=microbatch,
+        gpu=gpu,
+        gpus_per_node=g,
+        inter_node_gbps=cluster.inter_node_bw_bytes_per_s * 8 / GIGA,
+        peak_nodes=peak,
+        checkpoint_every_iterations=schedule.every_iterations,
+        checkpoint_every_s=schedule.every_s,
+        checkpoint_bytes=profile.copy_bytes,
+        reconfigure_overhead_s=costs.reconfigure_overhead_s,
+        restart_overhead_s=costs.restart_overhead_s,
+        restart_load_gb_per_s=costs.restart_load_bytes_per_s / GIGA,
+        checkpoint_fixed_s=costs.checkpoint_fixed_s,
+        storage_gb_per_s=costs.checkpoint_bytes_per_s / GIGA,
+    )
+    return policy, timing
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _schedule(every_it: int | None, every_s: float | None, default_s: float) -> CheckpointSchedule:
+    if every_it is None and every_s is None:
+        return CheckpointSchedule(every_s=default_s)
+    return CheckpointSchedule(every_iterations=every_it, every_s=every_s)

@@ -1,0 +1,207 @@
+"""How long things take: the two calibrations of the simulator (DESIGN 4).
+
+A `Timing` turns a policy's plan into an iteration time (and the part of it that is useful
+work, the rest being Bamboo's redundant computation) and a timed action into a pause.
+
+- `ArtifactTiming`: the published artifact's tables and constants (`artifact_data`): the
+  iteration takes global batch / table throughput at the plan's node count; Bamboo's takes
+  1.5x while a node covers two stages; reconfiguration, restart and checkpoint pauses are
+  the per-model constants (Varuna's restart pause is its restart time minus the checkpoint
+  it includes).
+- `PlannerTiming`: everything from the profile and the cluster through the planner and the
+  policies. Iterations: the plan's predicted time (Oobleck's `ExecutionPlan`, Varuna's
+  configuration, Bamboo's layout with redundancy and fail-over). Pauses, from the model's
+  checkpoint bytes C (parameters + optimizer state) and `PlannerCosts`:
+    start                      restart_overhead_s
+    restart (with or without   restart_overhead_s + C / restart_load_bytes_per_s
+      rolling back)
+    checkpoint                 checkpoint_fixed_s + C / checkpoint_bytes_per_s
+    reconfiguration            reconfigure_overhead_s (Oobleck: rebuild process groups);
+                               restart_overhead_s (Bamboo relaunches its workers, state kept)
+    layer copies               the busiest node's bytes in or out / network bandwidth
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from planner.plan import ExecutionPlan
+from planner.policies import (
+    BambooLayout,
+    BambooPlan,
+    Checkpoint,
+    CopyLayers,
+    NodesPlan,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+    VarunaPlan,
+)
+from planner.reconfigure import Reconfiguration
+
+from . import artifact_data as art
+from .errors import SimError
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """Seconds per iteration, and the part that is not redundant computation."""
+
+    total_s: float
+    useful_s: float
+
+
+class Timing(Protocol):
+    calibration: str
+    samples_per_iteration: int
+    gpus_per_node: int
+
+    def iteration(self, plan: Any) -> IterationCost: ...
+
+    def pause_s(self, action: Any, plan: Any) -> float: ...
+
+    def idle_gpus(self, plan: Any) -> int: ...
+
+
+class ArtifactTiming:
+    """The artifact's model: throughput by node count, fixed pauses per model."""
+
+    calibration = "artifact"
+    gpus_per_node = 1
+
+    def __init__(self, system: str, model: str):
+        if system not in art.SYSTEMS:
+            raise SimError(f"unknown system {system!r}; known: {', '.join(art.SYSTEMS)}")
+        self.system = system
+        self.model = art.get_model(model)
+        self.samples_per_iteration = self.model.global_batch
+        self._cache: dict[tuple[int, bool], IterationCost] = {}
+
+    def _count(self, plan: Any) -> int:
+        if isinstance(plan, BambooPlan):
+            return plan.formed_with
+        if isinstance(plan, NodesPlan):
+            return len(plan.nodes)
+        raise SimError(f"the artifact calibration cannot time a {type(plan).__name__}")
+
+    def iteration(self, plan: Any) -> IterationCost:
+        count = self._count(plan)
+        slowed = isinstance(plan, BambooPlan) and bool(plan.covered)
+        key = (count, slowed)
+        if key not in self._cache:
+            rate = art.row(self.system, self.model.name, count).samples_per_s
+            if rate <= 0:
+                raise SimError(f"the artifact gives {self.system} no throughput on {self.model.name}")
+            plain = self.samples_per_iteration / rate
+            self._cache[key] = IterationCost(plain * (art.BAMBOO_FAILOVER_SLOWDOWN if slowed else 1.0), plain)
+        return self._cache[key]
+
+    def pause_s(self, action: Any, plan: Any) -> float:
+        m = self.model
+        if self.system == "oobleck":
+            if isinstance(action, (Start, Reinstantiate, Restart, RestartFromCheckpoint)):
+                return m.oobleck_reconfigure_s
+        elif self.system == "bamboo":
+            if isinstance(action, (Start, Restart, RestartFromCheckpoint)):
+                return art.BAMBOO_RESTART_S
+            if isinstance(action, Reinstantiate):
+                return m.bamboo_reconfigure_s
+        else:
+            if isinstance(action, Checkpoint):
+                return m.varuna_checkpoint_s
+            if isinstance(action, (Start, Restart, RestartFromCheckpoint, Reinstantiate)):
+                restart = m.varuna_restart_s
+                if restart is None:
+                    restart = art.row("varuna", m.name, len(plan.nodes)).varuna_restart_s
+                return restart - m.varuna_checkpoint_s
+        if isinstance(action, Checkpoint):
+            raise SimError(f"the artifact has no checkpoint time for {self.system}")
+        return 0.0
+
+    def idle_gpus(self, plan: Any) -> int:
+        if self.system == "varuna" and isinstance(plan, NodesPlan):
+            return art.row("varuna", self.model.name, len(plan.nodes)).idle_gpus
+        return 0
+
+
+@dataclass(frozen=True)
+class PlannerCosts:
+    """Pause constants of the planner calibration (README "Simulator" explains the fits)."""
+
+    reconfigure_overhead_s: float = 2.0
+    restart_overhead_s: float = 40.0
+    restart_load_bytes_per_s: float = 0.16e9
+    checkpoint_fixed_s: float = 1.0
+    checkpoint_bytes_per_s: float = 0.8e9
+
+    def __post_init__(self) -> None:
+        for name in ("reconfigure_overhead_s", "restart_overhead_s", "checkpoint_fixed_s"):
+            if not getattr(self, name) >= 0:
+                raise SimError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("restart_load_bytes_per_s", "checkpoint_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise SimError(f"{name} must be > 0, got {getattr(self, name)!r}")
+
+
+class PlannerTiming:
+    """Iteration times from the policies' plans, pauses from model bytes and `PlannerCosts`."""
+
+    calibration = "planner"
+
+    def __init__(
+        self,
+        system: str,
+        *,
+        global_batch: int,
+        checkpoint_bytes: int,
+        inter_node_bw_bytes_per_s: float,
+        gpus_per_node: int,
+        costs: PlannerCosts = PlannerCosts(),
+        bamboo_layout: BambooLayout | None = None,
+    ):
+        self.system = system
+        self.samples_per_iteration = global_batch
+        self.checkpoint_bytes = checkpoint_bytes
+        self.bandwidth = inter_node_bw_bytes_per_s
+        self.gpus_per_node = gpus_per_node
+        self.costs = costs
+        self.layout = bamboo_layout
+        self._bamboo: dict[tuple, IterationCost] = {}
+
+    def iteration(self, plan: Any) -> IterationCost:
+        if isinstance(plan, (ExecutionPlan, VarunaPlan)):
+            seconds = plan.iteration_time_s
+            return IterationCost(seconds, seconds)
+        if isinstance(plan, BambooPlan):
+            if self.layout is None:
+                raise SimError("a Bamboo plan needs a Bamboo layout in the planner calibration")
+            key = (plan.num_pipelines, plan.covered)
+            if key not in self._bamboo:
+                self._bamboo[key] = IterationCost(*self.layout.iteration_s(plan.num_pipelines, plan.covered))
+            return self._bamboo[key]
+        raise SimError(f"the planner calibration cannot time a {type(plan).__name__}")
+
+    def restart_s(self) -> float:
+        return self.costs.restart_overhead_s + self.checkpoint_bytes / self.costs.restart_load_bytes_per_s
+
+    def checkpoint_s(self) -> float:
+        return self.costs.checkpoint_fixed_s + self.checkpoint_bytes / self.costs.checkpoint_bytes_per_s
+
+    def pause_s(self, action: Any, plan: Any) -> float:
+        c = self.costs
+        if isinstance(action, Start):
+            return c.restart_overhead_s
+        if isinstance(action, (Restart, RestartFromCheckpoint)):
+            return self.restart_s()
+        if isinstance(action, Checkpoint):
+            return self.checkpoint_s()
+        if isinstance(action, Reinstantiate):
+            return c.restart_overhead_s if self.system == "bamboo" else c.reconfigure_overhead_s
+        if isinstance(action, CopyLayers):
+            return Reconfiguration(None, action.copies).copy_time_s(self.bandwidth)
+        return 0.0
+
+    def idle_gpus(self, plan: Any) -> int:
+        return plan.idle_gpus if isinstance(plan, VarunaPlan) else 0
