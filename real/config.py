@@ -1,0 +1,154 @@
+"""Configuration of a real-backend run, as frozen dataclasses that travel as JSON.
+
+`RunConfig` is what `ooblab run` (or `ooblab coordinator`) is asked to do; the coordinator
+publishes it to the workers through the store, so workers need nothing but the
+coordinator's address, their node name and their GPU index. No torch import here: the CLI
+builds and validates configs before any heavy import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Mapping
+
+COMPUTE_MODES = ("real", "emulated")
+DTYPES = ("float32", "float64")
+DEVICES = ("auto", "cpu", "cuda")
+TINY_GPT = "tiny-gpt"
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot work; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TinyGptSpec:
+    """The testbed's small GPT: embedding, `blocks` pre-LayerNorm transformer blocks and a
+    head (final LayerNorm + untied output projection); `blocks + 2` planner layers."""
+
+    vocab: int = 256
+    seq_len: int = 32
+    hidden: int = 64
+    heads: int = 4
+    blocks: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "seq_len", "hidden", "heads", "blocks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"tiny-gpt {name} must be a positive integer, got {value!r}")
+        if self.hidden % self.heads:
+            raise ConfigError(f"tiny-gpt hidden size {self.hidden} is not a multiple of heads {self.heads}")
+        if self.vocab < 2:
+            raise ConfigError(f"tiny-gpt vocabulary must have at least 2 tokens, got {self.vocab}")
+
+    @property
+    def num_layers(self) -> int:
+        return self.blocks + 2
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One job on the real backend.
+
+    - `model`: "tiny-gpt" (real or emulated compute), or, for emulated compute only, a
+      built-in analytic model name or an Oobleck-format profile directory.
+    - `profile_dir`: a measured tiny-gpt profile (`ooblab profile`) to plan from; without
+      it tiny-gpt is planned from an analytic estimate (`planning.estimate_tiny_gpt`).
+    - `pipelines`: node counts of the pipelines (e.g. (3, 4)) to force a grouping through
+      `Planner.build_plan`; None lets the planner instantiate.
+    - `gpu`: the planner's GPU type for memory and links; None: a CPU "GPU" of
+      `gpu_memory_gb` (tiny-gpt) or v100-16gb (other models), as `ooblab plan` does.
+    - `timeout_s`: every process group's timeout (collectives, rendezvous).
+    """
+
+    nodes: int = 2
+    gpus_per_node: int = 1
+    fault_tolerance: int = 1
+    model: str = TINY_GPT
+    tiny: TinyGptSpec = field(default_factory=TinyGptSpec)
+    compute: str = "real"
+    steps: int = 10
+    global_batch: int = 16
+    microbatch_size: int = 1
+    pipelines: tuple[int, ...] | None = None
+    profile_dir: str | None = None
+    gpu: str | None = None
+    gpu_memory_gb: float = 16.0
+    inter_node_gbps: float | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    lr: float = 3e-3
+    weight_decay: float = 0.01
+    timeout_s: float = 60.0
+    heartbeat_interval_s: float = 0.5
+    heartbeat_timeout_s: float = 30.0
+    startup_timeout_s: float = 300.0
+    threads_per_worker: int | None = None
+    device: str = "auto"
+    save_params_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        ints = ("nodes", "gpus_per_node", "steps", "global_batch", "microbatch_size")
+        for name in ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.fault_tolerance < 0:
+            raise ConfigError(f"f must be >= 0, got {self.fault_tolerance}")
+        if self.compute not in COMPUTE_MODES:
+            raise ConfigError(f"compute must be one of {COMPUTE_MODES}, got {self.compute!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.compute == "real" and self.model != TINY_GPT:
+            raise ConfigError(
+                f"real compute runs the built-in {TINY_GPT!r} only; {self.model!r} can run with --compute emulated"
+            )
+        if self.global_batch % self.microbatch_size:
+            raise ConfigError(
+                f"global batch {self.global_batch} is not a multiple of the microbatch size {self.microbatch_size}"
+            )
+        if self.pipelines is not None:
+            if not self.pipelines or any(not isinstance(n, int) or n < 1 for n in self.pipelines):
+                raise ConfigError(f"pipelines must be positive node counts, got {self.pipelines!r}")
+            if sum(self.pipelines) != self.nodes:
+                raise ConfigError(
+                    f"pipelines {list(self.pipelines)} use {sum(self.pipelines)} nodes, the job has {self.nodes}"
+                )
+        for name in ("timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
+            raise ConfigError("heartbeat_timeout_s must exceed heartbeat_interval_s")
+        if self.threads_per_worker is not None and self.threads_per_worker < 1:
+            raise ConfigError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
+
+    @property
+    def num_workers(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_names(self) -> list[str]:
+        return [f"node{i}" for i in range(self.nodes)]
+
+    def with_(self, **changes: Any) -> "RunConfig":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pipelines"] = list(self.pipelines) if self.pipelines is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown run settings {sorted(unknown)}")
+        values = dict(data)
+        if "tiny" in values and isinstance(values["tiny"], Mapping):
+            values["tiny"] = TinyGptSpec(**values["tiny"])
+        if values.get("pipelines") is not None:
+            values["pipelines"] = tuple(values["pipelines"])
+        return cls(**values)

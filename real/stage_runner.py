@@ -1,0 +1,121 @@
+"""One rank's training step: its stage under torch.distributed.pipelining, then the
+weighted gradient synchronisation and AdamW.
+
+The stage module is built from the plan's layer range (tiny-gpt layers, or emulated layers
+from the profile), wrapped in a `PipelineStage` on the pipeline's own process group and run
+with `Schedule1F1B` over the pipeline's m_i microbatches. 1F1B needs m_i >= S; a pipeline
+the plan gives fewer microbatches than stages runs `ScheduleGPipe` instead (same result,
+recorded in the run's events).
+
+Losses: the schedule's loss of one microbatch is its mean token cross-entropy times
+m_i / M / m_i = 1 / M (the plan's gradient weight spread over the pipeline's microbatches,
+`scale_grads=False`), so after `GradientSync` each gradient is that of the mean loss over
+the global batch. The reported loss sum undoes the scale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .config import RunConfig
+from .emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
+from .gradsync import GradientSync
+from .groups import Generation
+from .tinygpt import batch, build_layers, lm_loss
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def schedule_name(num_microbatches: int, num_stages: int) -> str:
+    return "1F1B" if num_microbatches >= num_stages else "GPipe"
+
+
+class StageRunner:
+    """Rank `generation.rank`'s stage, schedule, optimizer and gradient synchronisation."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        generation: Generation,
+        device: torch.device,
+        emulation: Sequence[EmulatedLayerTimes] | None = None,
+    ):
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+        self.config = config
+        self.layout = generation.layout
+        self.assignment = generation.stage
+        self.pipeline = self.layout.pipelines[self.assignment.pipeline]
+        self.device = device
+        a = self.assignment
+        if config.compute == "emulated":
+            if emulation is None or len(emulation) != self.layout.num_layers:
+                raise ValueError("emulated compute needs the profile's times for every layer")
+            self.module = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size).to(device)
+            self.layer_params = {a.first_layer + i: self.module.layer_parameters(i) for i in range(len(a.layers))}
+            emulated_allreduce_s = sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
+            loss_fn = emulated_loss
+        else:
+            self.module = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
+            self.layer_params = {a.first_layer + i: list(layer.parameters()) for i, layer in enumerate(self.module)}
+            emulated_allreduce_s = 0.0
+            loss_fn = lm_loss
+        self._loss_fn = loss_fn
+        self.loss_scale = self.pipeline.gradient_weight / self.pipeline.num_microbatches
+        self.stage = PipelineStage(self.module, a.stage, a.num_stages, device, group=generation.pipeline_group)
+        self.schedule_name = schedule_name(self.pipeline.num_microbatches, a.num_stages)
+        schedule_cls = Schedule1F1B if self.schedule_name == "1F1B" else ScheduleGPipe
+        self.schedule = schedule_cls(self.stage, self.pipeline.num_microbatches, loss_fn=self._scaled_loss, scale_grads=False)
+        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.sync = GradientSync(self.layout, a.rank, generation.sync_groups, self.layer_params, emulated_allreduce_s)
+
+    def _scaled_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self._loss_fn(output, target) * self.loss_scale
+
+    def _inputs(self, step: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """This pipeline's slice of step `step`'s global batch (inputs for the first stage,
+        targets for the last)."""
+        b = self.layout.microbatch_size
+        lo = self.pipeline.first_microbatch * b
+        hi = lo + self.pipeline.num_microbatches * b
+        if self.config.compute == "emulated":
+            data = emulated_input(hi - lo).to(self.device)
+            return data, data
+        inputs, targets = batch(self.config.tiny, self.config.seed, step, self.layout.global_batch)
+        return inputs[lo:hi].to(self.device), targets[lo:hi].to(self.device)
+
+    def step(self, step: int) -> float | None:
+        """One training iteration; returns the sum of this pipeline's microbatch losses on
+        its last stage, None elsewhere."""
+        self.optimizer.zero_grad(set_to_none=False)
+        losses: list[torch.Tensor] = []
+        inputs, targets = self._inputs(step) if (self.assignment.is_first or self.assignment.is_last) else (None, None)
+        args = (inputs,) if self.assignment.is_first else ()
+        target = targets if self.assignment.is_last else None
+        self.schedule.step(*args, target=target, losses=losses if self.assignment.is_last else None, return_outputs=False)
+        self.sync()
+        self.optimizer.step()
+        if not self.assignment.is_last:
+            return None
+        if len(losses) != self.pipeline.num_microbatches:
+            raise RuntimeError(f"expected {self.pipeline.num_microbatches} microbatch losses, got {len(losses)}")
+        return float(torch.stack([l.detach() for l in losses]).double().sum()) / self.loss_scale
+
+    def save(self, directory: str | Path) -> Path:
+        """This rank's layers as {"<layer>.<name>": tensor} in `directory/rank<r>.pt`."""
+        a = self.assignment
+        state = {}
+        if self.config.compute == "emulated":
+            for layer, params in self.layer_params.items():
+                state[f"{layer}.weight"] = params[0].detach().cpu().clone()
+        else:
+            for i, layer in enumerate(self.module):
+                for name, tensor in layer.state_dict().items():
+                    state[f"{a.first_layer + i}.{name}"] = tensor.detach().cpu().clone()
+        path = Path(directory) / f"rank{a.rank}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"pipeline": a.pipeline, "stage": a.stage, "layers": list(a.layers), "state": state}, path)
+        return path

@@ -1,0 +1,62 @@
+"""The real backend's commands: light to import, clear errors, the run's files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ooblab.cli import main
+from planner.records import read_timeline
+
+from .conftest import REPO, ooblab
+
+
+def test_registering_the_commands_does_not_import_torch():
+    code = "import sys, ooblab.cli; ooblab.cli.build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--nodes", "7", "--pipelines", "3,3"], "use 6 nodes, the job has 7"),
+        (["run", "--model", "gpt3-1.3b"], "can run with --compute emulated"),
+        (["run", "--global-batch", "10", "--microbatch", "3"], "not a multiple of the microbatch size"),
+        (["run", "--pipelines", "2,x", "--nodes", "4"], "comma-separated node counts"),
+        (["run", "--nodes", "2", "--f", "2"], "f = 2 needs at least"),
+        (["run", "--compute", "emulated", "--model", "no-such-model"], "neither a profile directory nor a built-in"),
+        (["worker", "--coordinator", "nowhere", "--name", "a"], "must be HOST:PORT"),
+        (["node", "--coordinator", "localhost:1", "--name", "a", "--gpus", "0"], "--gpus must be >= 1"),
+    ],
+)
+def test_bad_requests_exit_2_with_a_reason(args, message, capsys):
+    """Checked before any process or store is started, so in-process is safe."""
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1  # one line, no traceback
+
+
+@pytest.mark.timeout(120)
+def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
+    result = ooblab(["run", "--nodes", "2", "--f", "1", "--steps", "3", "--out", str(tmp_path)], 90)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "status finished" in result.stdout and "samples/s" in result.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["num_iterations"] == 3 and summary["committed_samples"] == 3 * 16
+    assert len(summary["losses"]) == 3 and summary["final_loss"] == summary["losses"][-1]
+    assert summary["avg_samples_per_s"] > 0
+    assert sum(summary["breakdown"][k] for k in summary["breakdown"] if k != "idle_gpu_s") == pytest.approx(summary["duration_s"])
+    rows = read_timeline(tmp_path)
+    assert [r.state for r in rows][:2] == ["waiting", "running"] and rows[-1].state == "finished"
+    assert [r.iterations_done for r in rows if r.state == "running"] == [0, 1, 2, 3]
+    assert all(a.time_s <= b.time_s for a, b in zip(rows, rows[1:]))
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert kinds == ["coordinator_started", "workers_registered", "plan_published", "training_started", "finished"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["nodes"] == 2 and config["backend"] == "real"
