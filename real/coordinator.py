@@ -129,7 +129,7 @@ class Coordinator:
             lost = [f"worker process {label} exited with status {code}" for label, code in alive().items() if code not in (None, 0)]
         return lost, rv.reported_errors(self.store)
 
-    def _check(self, alive: Liveness | None, workers: list[rv.WorkerInfo]) -> None:
+    def _check(self, alive: Liveness | None) -> None:
         """Raise JobFailed when a worker process died or a worker reported an error. A
         death makes its peers fail too (closed connections), so after the first sign the
         coordinator waits a moment and reports dead workers first, then errors (their
@@ -148,7 +148,7 @@ class Coordinator:
         expected = self.config.num_workers
         deadline = time.time() + self.config.startup_timeout_s
         while self.store.add(rv.WORKER_COUNT, 0) < expected:
-            self._check(alive, [])
+            self._check(alive)
             if time.time() > deadline:
                 got = self.store.add(rv.WORKER_COUNT, 0)
                 raise JobFailed(f"only {got} of {expected} workers registered within {self.config.startup_timeout_s:.0f} s")
@@ -190,7 +190,7 @@ class Coordinator:
         done = [rv.done_key(0, r) for r in world]
         last_beat_check = 0.0
         while True:
-            self._check(alive, out.workers)
+            self._check(alive)
             now = time.time()
             if now - last_beat_check >= self.config.heartbeat_interval_s:
                 self._check_heartbeats(now)

@@ -54,7 +54,7 @@ class StageRunner:
         if config.compute == "emulated":
             if emulation is None or len(emulation) != self.layout.num_layers:
                 raise ValueError("emulated compute needs the profile's times for every layer")
-            self.module = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size).to(device)
+            self.module = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last).to(device)
             self.layer_params = {a.first_layer + i: self.module.layer_parameters(i) for i in range(len(a.layers))}
             emulated_allreduce_s = sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
             loss_fn = emulated_loss

@@ -86,7 +86,7 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
 
 
 def _train_generation(store: dist.Store, config: RunConfig, generation: Generation, device: torch.device, emulation) -> None:
-    runner = StageRunner(config, generation, device, [e for e in emulation] if emulation else None)
+    runner = StageRunner(config, generation, device, emulation)
     rank, number = generation.rank, generation.number
     dist.barrier()
     rv.put_json(store, rv.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})

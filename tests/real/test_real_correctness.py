@@ -76,8 +76,8 @@ def test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process(
 
 @pytest.mark.timeout(200)
 def test_nodes_with_two_gpus_run_one_stage_per_gpu(tmp_path):
-    """g = 2: a node holds two consecutive one-GPU stages; pipelines of 1 and 2 nodes."""
-    summary, _ = run_and_compare(tmp_path, nodes=3, gpus_per_node=2, pipelines=(1, 2), global_batch=16)
+    """g = 2: a node holds two consecutive one-GPU stages (2 nodes x 2 GPUs, 2 pipelines)."""
+    summary, _ = run_and_compare(tmp_path, nodes=2, gpus_per_node=2, pipelines=(1, 1), global_batch=16)
     for pipe in summary["plan"]["pipelines"]:
         assert all(s["num_gpus"] == 1 for s in pipe["stages"])
         assert len(pipe["stages"]) == 2 * pipe["num_nodes"]

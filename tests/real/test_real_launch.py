@@ -111,7 +111,26 @@ def test_a_lost_worker_aborts_the_job_cleanly(tmp_path, how):
     assert expected in summary["reason"]
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert events[-1]["kind"] == "failed"
-    assert 0 < summary["num_iterations"] < 100000
+    assert summary["num_iterations"] < 100000
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_launcher_takes_its_workers_with_it(tmp_path, sig):
+    """SIGTERM: the launcher reaps its workers on the way out. SIGKILL: it cannot, the
+    workers' parent-death signal ends them. Either way nothing is left."""
+    process = start(["run", "--nodes", "2", "--f", "1", "--steps", "100000", "--out", str(tmp_path / "run")])
+    try:
+        read_until(process.stderr, "training_started", 90)
+        assert len(worker_pids(process.pid)) == 2
+        process.send_signal(sig)
+        process.communicate(timeout=30)
+        assert process.returncode == -sig if sig == signal.SIGKILL else process.returncode == 128 + sig
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        assert_no_leftovers(process.pid)
 
 
 @pytest.mark.timeout(120)
