@@ -102,6 +102,16 @@ def row(system: str, model: str, nodes: int) -> TableRow:
     return load_table()[(system, get_model(model).name, clamped)]
 
 
+def min_runnable_nodes(system: str, model: str) -> int | None:
+    """The fewest live nodes at which the table gives the system any throughput (rows
+    below 15 nodes use the 15 row); None when it never runs. Oobleck on GPT-3-6_7b has 0 at
+    15 nodes: in the artifact no iteration ever completes there, so it needs 16."""
+    for nodes in range(1, TABLE_MAX_NODES + 1):
+        if row(system, model, nodes).samples_per_s > 0:
+            return nodes
+    return None
+
+
 def runnable(system: str, model: str) -> bool:
     """False where the artifact gives the system no throughput (Bamboo on GPT-3: OOM)."""
     return any(row(system, model, n).samples_per_s > 0 for n in range(TABLE_MIN_NODES, TABLE_MAX_NODES + 1))

@@ -108,6 +108,7 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
     model = art.get_model(config.model)
     timing = ArtifactTiming(config.policy, model.name)
     min_nodes = art.MIN_NODES if config.min_nodes is None else config.min_nodes
+    min_nodes = max(min_nodes, art.min_runnable_nodes(config.policy, model.name) or 0)
     every = config.checkpoint_every_iterations
     if config.policy == "oobleck":
         if every is not None:

@@ -49,12 +49,14 @@ DEFAULT_OVERLOAD_THRESHOLD = 0.05
 
 @dataclass(frozen=True)
 class BambooPlan:
-    """`owners[p][s]`: the node computing stage s of pipeline p (a predecessor after a
-    fail-over); `spares`: usable nodes outside the grid when it was formed."""
+    """`owners[p][s]`: the node computing stage s of pipeline p (its predecessor after a
+    fail-over, listed in `covered`); `spares`: usable nodes outside the grid when it was
+    formed."""
 
     depth: int
     owners: tuple[tuple[str, ...], ...]
     spares: tuple[str, ...] = ()
+    covered: tuple[tuple[int, int], ...] = ()  # (pipeline, stage) run by the predecessor
 
     @property
     def num_pipelines(self) -> int:
@@ -72,14 +74,6 @@ class BambooPlan:
     def formed_with(self) -> int:
         """Usable nodes when the grid was formed (working + spares)."""
         return self.depth * self.num_pipelines + len(self.spares)
-
-    @property
-    def covered(self) -> tuple[tuple[int, int], ...]:
-        """(pipeline, stage) pairs computed by their predecessor after a fail-over."""
-        d = self.depth
-        if d == 1:
-            return ()
-        return tuple((p, s) for p, row in enumerate(self.owners) for s in range(d) if row[s] == row[(s - 1) % d])
 
     @property
     def overloaded(self) -> tuple[str, ...]:
@@ -168,6 +162,7 @@ class BambooPolicy:
             # a node of the grid being formed left: form it again, the pause starts over
             return self._form(view, plan, started, restart=view.job_state == "restarting" and started)
         owners = [list(row) for row in plan.owners]
+        covered = list(plan.covered)
         actions = []
         for node in hit:
             mine = [(p, s) for p, row in enumerate(owners) for s, owner in enumerate(row) if owner == node]
@@ -178,8 +173,9 @@ class BambooPolicy:
                 why = f"lost {node}, " + ("which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage")
                 return self._fatal(view, why, started)
             owners[p][s] = pred
+            covered.append((p, s))
             actions.append(FailOver(node, pred, (p, s)))
-        new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares)
+        new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares, tuple(sorted(covered)))
         return Decision(new, tuple(actions), started, check_at_iteration_end=True)
 
     def _fatal(self, view: ClusterView, why: str, started: bool) -> Decision:

@@ -83,9 +83,11 @@ class BambooLayout:
             return plain + spill, plain
         merged = list(self.weight_s)
         gone = set(covered)
+        if len(gone) >= self.depth:
+            raise PlannerError(f"a pipeline of {self.depth} stages cannot fail over {len(gone)} of them")
         for stage in sorted(gone):
             target = (stage - 1) % self.depth
-            while target in gone:  # never happens for a legal fail-over; keeps the sum right
+            while target in gone:  # not a legal fail-over (a covering node cannot cover again)
                 target = (target - 1) % self.depth
             merged[target] += merged[stage]
         weights = [w for i, w in enumerate(merged) if i not in gone]

@@ -1,0 +1,41 @@
+"""A tiny model and cluster whose plans can be worked out by hand, and trace helpers.
+
+Every layer: forward 1 s, backward 2 s (a stage of k layers weighs 3k s), 1 GB of state, all
+of it gradients (so copies and checkpoints move 0 bytes and cost only their fixed parts),
+no activations. With 2.5 GB per GPU a node holds at most two layers; the network is so fast
+that gradient all-reduces take nanoseconds.
+"""
+
+from __future__ import annotations
+
+from planner.hardware import ClusterSpec, GpuSpec
+from planner.profile import LayerProfile, ModelProfile
+from traces.model import Trace
+
+GB = 10**9
+
+
+def tiny_profile(num_layers: int = 4) -> ModelProfile:
+    layers = tuple(
+        LayerProfile(f"l{i}", 1.0, 2.0, param_bytes=0, grad_bytes=GB, optimizer_bytes=0, activation_bytes=0, output_bytes=0)
+        for i in range(num_layers)
+    )
+    return ModelProfile("tiny", 1, layers, source="tests")
+
+
+def tiny_cluster(num_nodes: int, memory_bytes: int = 5 * GB // 2) -> ClusterSpec:
+    gpu = GpuSpec("tiny-gpu", 1e12, memory_bytes, 1e18, 1e18)
+    return ClusterSpec(gpu, num_nodes, 1, reserved_bytes=0)
+
+
+def make_trace(rows, name: str = "hand") -> Trace:
+    """(time_s, kind, node) rows; several nodes may share a row as a list."""
+    events = []
+    for time_s, kind, nodes in rows:
+        for node in [nodes] if isinstance(nodes, str) else nodes:
+            events.append((float(time_s), kind, node))
+    return Trace.from_tuples(events, name)
+
+
+def nodes(count: int, prefix: str = "n") -> list[str]:
+    return [f"{prefix}{i}" for i in range(1, count + 1)]
