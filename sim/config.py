@@ -1,8 +1,9 @@
 """A simulation's configuration: one flat, validated, JSON-ready record.
 
 `SimConfig` holds every input of a run. Fields left at None take the calibration's default
-when the run is set up (`sim.setup`), and `config.json` records the resolved values, so a
-run is reproducible from its own directory. Options that a calibration does not use must
+when the run is set up (`sim.setup`); `config.json` records the inputs as given plus
+`effective_<field>` for each default filled in (and a few derived facts: trace name and
+size, profile source...), so `SimConfig.from_record(json)` reruns a run from its directory. Options that a calibration does not use must
 stay unset: setting one is an error rather than a silent no-op.
 """
 
@@ -106,6 +107,12 @@ class SimConfig:
         if unknown:
             raise SimError(f"unknown config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return cls(**dict(data))
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "SimConfig":
+        """The config of a run's `config.json` (its input fields; derived keys ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in names})
 
     def with_(self, **changes: Any) -> "SimConfig":
         return replace(self, **changes)

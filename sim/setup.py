@@ -77,7 +77,15 @@ class Setup:
     timing: Timing
     node_startup_s: float
     price_per_node_hour: float
-    resolved: dict[str, Any]  # config.json: every input with defaults filled in
+    resolved: dict[str, Any]  # config.json: the inputs, then effective_<field> for defaults filled in
+
+    @staticmethod
+    def record(config: SimConfig, derived: dict[str, Any]) -> dict[str, Any]:
+        inputs = config.to_dict()
+        out = dict(inputs)
+        for key, value in derived.items():
+            out[f"effective_{key}" if key in inputs else key] = value
+        return out
 
 
 def load_trace(config: SimConfig) -> Trace:
@@ -95,12 +103,12 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         raise SimError(f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s)")
     startup = art.NODE_STARTUP_S if config.node_startup_s is None else float(config.node_startup_s)
     price = art.SPOT_PRICE_PER_NODE_HOUR if config.price_per_node_hour is None else float(config.price_per_node_hour)
-    resolved = {**config.to_dict(), "trace_name": trace.name, "trace_events": len(trace), "node_startup_s": startup, "price_per_node_hour": price}
+    derived = {"trace_name": trace.name, "trace_events": len(trace), "node_startup_s": startup, "price_per_node_hour": price}
     if config.calibration == "artifact":
-        policy, timing = _artifact(config, resolved)
+        policy, timing = _artifact(config, derived)
     else:
-        policy, timing = _planner(config, trace, resolved)
-    return Setup(config, trace, policy, timing, startup, price, resolved)
+        policy, timing = _planner(config, trace, derived)
+    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived))
 
 
 # -- artifact calibration ------------------------------------------------------------------

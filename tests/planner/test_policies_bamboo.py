@@ -1,0 +1,163 @@
+"""Bamboo: redundant stages, fail-over, fatal cases, reconfiguration rules, and its cost
+model (split, doubled memory, redundant compute filling bubbles), checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.costmodel import pipeline_time_s
+from planner.hardware import ClusterSpec, GpuSpec
+from planner.policies import (
+    Admit,
+    BambooPlan,
+    BambooPolicy,
+    ClusterView,
+    Continue,
+    Decision,
+    FailOver,
+    IterationEnd,
+    NodesRemoved,
+    PauseEnded,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+    WaitForNodes,
+    bamboo_layout,
+    form_grid,
+)
+from planner.profile import LayerProfile, ModelProfile
+
+GB = 10**9
+
+
+def profile(weights=(1, 1, 1, 1), state_bytes=GB) -> ModelProfile:
+    """Layer i: forward w_i, backward 2 w_i, `state_bytes` of parameters + gradients +
+    optimizer state (a quarter, a quarter, a half)."""
+    layers = tuple(
+        LayerProfile(f"l{i}", float(w), 2.0 * w, state_bytes // 4, state_bytes // 4, state_bytes // 2, 0, 0)
+        for i, w in enumerate(weights)
+    )
+    return ModelProfile("toy", 1, layers)
+
+
+def cluster(memory_bytes: int, nodes: int = 8) -> ClusterSpec:
+    return ClusterSpec(GpuSpec("toy", 1e12, memory_bytes, 1e12, 1e18), nodes, 1, reserved_bytes=0)
+
+
+def view(ready, state="running"):
+    return ClusterView(0.0, tuple(ready), (), state)
+
+
+NODES = tuple(f"n{i}" for i in range(1, 10))
+
+
+def running(policy: BambooPolicy, ready) -> Decision:
+    return Decision(form_grid(ready, policy.depth), (Continue(),), True)
+
+
+def test_grid_takes_nodes_in_order_and_leaves_spares():
+    plan = form_grid(NODES[:7], 3)
+    assert plan.owners == (("n1", "n2", "n3"), ("n4", "n5", "n6"))
+    assert plan.spares == ("n7",) and plan.formed_with == 7
+    assert form_grid(NODES[:2], 3) is None
+
+
+def test_fail_over_goes_to_the_predecessor_wrapping_around():
+    policy = BambooPolicy(3)
+    current = running(policy, NODES[:6])
+    d = policy.decide(view(["n1", "n2", "n3", "n5", "n6"]), NodesRemoved(("n4",)), current)
+    # n4 is stage 0 of pipeline 1: its predecessor is that pipeline's last stage, n6
+    assert d.actions == (FailOver("n4", "n6", (1, 0)),)
+    assert d.plan.owners[1] == ("n6", "n5", "n6") and d.plan.covered == ((1, 0),) and d.plan.overloaded == ("n6",)
+    assert d.check_at_iteration_end and not d.disruptive
+
+
+def test_fatal_cases_restart_from_the_checkpoint_or_keep_progress_in_the_artifact_model():
+    for rollback, expected in ((True, RestartFromCheckpoint), (False, Restart)):
+        policy = BambooPolicy(3, fatal_rollback=rollback)
+        current = running(policy, NODES[:6])
+        covering = policy.decide(view(["n1", "n2", "n3", "n5", "n6"]), NodesRemoved(("n4",)), current)
+        # n6 covers n4's stage: losing n6 is fatal
+        d = policy.decide(view(["n1", "n2", "n3", "n5"]), NodesRemoved(("n6",)), covering)
+        assert isinstance(d.actions[0], expected) and "covered a neighbour" in d.actions[0].reason
+        # n5's predecessor is n6 (covering stage 0 already)... n5 is stage 1, predecessor stage 0 = n6
+        d = policy.decide(view(["n1", "n2", "n3", "n6"]), NodesRemoved(("n5",)), covering)
+        assert isinstance(d.actions[0], expected) and "already covers" in d.actions[0].reason
+        # two adjacent losses at once
+        d = policy.decide(view(["n1", "n4", "n5", "n6"]), NodesRemoved(("n2", "n3")), current)
+        assert isinstance(d.actions[0], expected)
+        assert d.plan.owners == (("n1", "n4", "n5"),)
+
+
+def test_reconfiguration_rules_at_iteration_end():
+    policy = BambooPolicy(3, overload_threshold=0.5)
+    current = running(policy, NODES[:7])  # two pipelines, spare n7
+    failed = policy.decide(view(["n1", "n2", "n3", "n4", "n5", "n7"]), NodesRemoved(("n6",)), current)
+    # a spare can replace the overloaded node
+    d = policy.decide(view(["n1", "n2", "n3", "n4", "n5", "n7"]), IterationEnd(5), failed)
+    assert isinstance(d.actions[0], Reinstantiate) and "can replace" in d.actions[0].reason
+    assert d.plan.owners == (("n1", "n2", "n3"), ("n4", "n5", "n7")) and d.plan.covered == ()
+    # no spare, 2 x 1 / 5 active = 0.4 <= 0.5, no new pipeline: carry on covering
+    current = running(policy, NODES[:6])
+    failed = policy.decide(view(["n1", "n2", "n3", "n4", "n5"]), NodesRemoved(("n6",)), current)
+    assert policy.decide(view(["n1", "n2", "n3", "n4", "n5"]), IterationEnd(5), failed).actions == (Continue(),)
+    # at the default 5% it reconfigures: one pipeline and two spares
+    strict = BambooPolicy(3)
+    d = strict.decide(view(["n1", "n2", "n3", "n4", "n5"]), IterationEnd(5), failed)
+    assert isinstance(d.actions[0], Reinstantiate) and d.plan.owners == (("n1", "n2", "n3"),)
+    # enough new nodes for a whole pipeline
+    healthy = running(policy, NODES[:4])
+    d = policy.decide(view(NODES[:6]), IterationEnd(5), healthy)
+    assert "new pipeline" in d.actions[0].reason and d.plan.num_pipelines == 2
+
+
+def test_below_the_depth_it_waits_and_nodes_arriving_during_a_pause_join():
+    policy = BambooPolicy(3)
+    start = policy.decide(view(NODES[:3], "waiting"), IterationEnd(0), None)
+    assert start.actions == (Start(),)
+    assert isinstance(policy.decide(view(NODES[:2], "waiting"), IterationEnd(0), None).actions[0], WaitForNodes)
+    d = policy.decide(view(NODES[:6], "restarting"), PauseEnded("restarting", ("n4", "n5", "n6")), start)
+    assert d.actions == (Admit(("n4", "n5", "n6")),) and d.plan.num_pipelines == 2
+
+
+def test_layout_split_memory_and_redundant_compute_by_hand():
+    prof = profile(weights=(1, 1, 1, 1, 4))
+    layout = bamboo_layout(prof, cluster(10 * GB), 2, 8)
+    # weights 3 3 3 3 12: the least bottleneck of two stages is 12 (the last layer alone)
+    assert layout.stage_layers == ((0, 4), (4, 5))
+    assert layout.weight_s == (12.0, 12.0) and layout.forward_s == (4.0, 4.0)
+    # memory: stage 0's own 4 GB (four layers) + its successor's 1 GB; stage 1: 1 + 4 GB
+    assert layout.memory_bytes == pytest.approx((5 * GB, 5 * GB))
+    # one pipeline, 8 microbatches: plain T = (8 + 1) x 12 = 108; each stage idles
+    # 108 - 96 = 12 s and owes 8 x 4 = 32 s of redundant forward: spill 20
+    total, useful = layout.iteration_s(1)
+    assert useful == pytest.approx(108) and total == pytest.approx(128)
+    # stage 1 failed over to stage 0: one 24 s stage, T = 24 + (8 - 1 + 0 - 1) x 24 + 24 =
+    # 192 (8 x 24), plus the same 20 s spill
+    total, _ = layout.iteration_s(1, ((0, 1),))
+    assert total == pytest.approx(pipeline_time_s([24.0], 8) + 20) == pytest.approx(212)
+
+
+def test_doubled_state_that_does_not_fit_is_out_of_memory():
+    prof = profile()  # 1 GB per layer, 2 GB per stage, 4 GB with the successor's copy
+    assert bamboo_layout(prof, cluster(5 * GB), 2, 8).oom_reason is None
+    layout = bamboo_layout(prof, cluster(3 * GB), 2, 8)
+    assert "out of memory" in layout.oom_reason
+    policy = BambooPolicy(2, layout=layout, profile=prof)
+    d = policy.decide(view(NODES[:4], "waiting"), IterationEnd(0), None)
+    assert d.plan is None and "out of memory" in d.actions[0].reason
+
+
+def test_reconfiguration_copies_only_what_nodes_lack():
+    prof = profile()
+    layout = bamboo_layout(prof, cluster(10 * GB), 2, 8)
+    policy = BambooPolicy(2, layout=layout, profile=prof)
+    old = BambooPlan(2, (("n1", "n2"), ("n3", "n4")))
+    new = BambooPlan(2, (("n1", "n3"),), ("n5",))
+    # depth 2: every node holds its stage and the other one, i.e. all four layers
+    assert policy.copies(old, new) == ()
+    fresh = BambooPlan(2, (("n5", "n1"),))
+    copies = policy.copies(old, fresh)
+    assert [(c.dst_node, c.layers) for c in copies] == [("n5", (0, 1, 2, 3))]
+    assert copies[0].total_bytes == 4 * (GB // 4 + GB // 2)
