@@ -56,6 +56,7 @@ from traces.model import Trace
 
 from .errors import SimError
 from .ledger import Ledger
+from .stretch import Stretch
 from .timing import Timing
 
 PAUSED = "paused"
@@ -111,10 +112,8 @@ class Simulation:
         self.after_restart = False
         self.iterations = 0
         self.ckpt_iterations = 0
-        self.tau = math.inf
-        self.useful_fraction = 1.0
-        self.next_done_t = math.inf
-        self.acct_t = self.start_s
+        self.stretch = Stretch()
+        self.acct_t = self.start_s  # running time before this is accounted for
         self.stop_iter: int | None = None
         self.stop_t = math.inf
         self.stop_ckpt = False
@@ -217,7 +216,7 @@ class Simulation:
             state=state,
             iterations_done=self.iterations,
             samples_done=self.iterations * self.timing.samples_per_iteration,
-            throughput_samples_per_s=self.timing.samples_per_iteration / self.tau if state == RUNNING else 0.0,
+            throughput_samples_per_s=self.timing.samples_per_iteration / self.stretch.tau if state == RUNNING else 0.0,
             cost_usd=(self.ledger.node_s + len(self.present) * (now - self.mark_t)) * self.price_per_s,
         )
         if self.timeline and self.timeline[-1].time_s == now:
@@ -227,12 +226,10 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def _start_running(self) -> None:
-        plan = self.decision.plan
-        cost = self.timing.iteration(plan)
+        cost = self.timing.iteration(self.decision.plan)
         self.mode = RUNNING
-        self.tau, self.useful_fraction = cost.total_s, cost.useful_s / cost.total_s
         now = self.env.now
-        self.next_done_t = now + self.tau
+        self.stretch.start(now, cost.total_s, cost.useful_s / cost.total_s)
         self.acct_t = now
         if self.first_start_t is None:
             self.first_start_t = now
@@ -246,7 +243,7 @@ class Simulation:
         if s.every_iterations:
             options.append((self.iterations // s.every_iterations + 1) * s.every_iterations)
         if s.every_s:
-            options.append(max(self.iterations + 1, self.ckpt_iterations + max(1, round(s.every_s / self.tau))))
+            options.append(max(self.iterations + 1, self.ckpt_iterations + max(1, round(s.every_s / self.stretch.tau))))
         return min(options) if options else None
 
     def _reschedule(self) -> None:
@@ -254,41 +251,26 @@ class Simulation:
         options = [i for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None) if i is not None]
         self.stop_iter = min(options) if options else None
         self.stop_ckpt = ckpt is not None and ckpt == self.stop_iter
-        if self.stop_iter is None:
-            self.stop_t = math.inf
-        else:
-            self.stop_t = self.next_done_t + (self.stop_iter - self.iterations - 1) * self.tau
+        self.stop_t = math.inf if self.stop_iter is None else self.stretch.end_of(self.stop_iter - self.iterations)
 
     def _commit(self, count: int) -> None:
-        """The next `count` iterations of the stretch have completed."""
-        last_t = self.next_done_t + (count - 1) * self.tau
+        """The next `count` iterations of the stretch have ended."""
         if self.iteration_rows:
-            for k in range(count - 1):
+            for k in range(1, count):
                 self.iterations += 1
-                self._iteration_row(self.next_done_t + k * self.tau)
+                self._row(self.stretch.end_of(k), RUNNING)
         else:
             self.iterations += count - 1
+        last_t = self.stretch.advance(count)
         self.iterations += 1
-        self.ledger.commit(last_t - self.acct_t, self.useful_fraction)
-        self.acct_t = last_t
-        self.last_iteration_t = last_t
-        self.next_done_t = last_t + self.tau
+        self.ledger.commit(last_t - self.acct_t, self.stretch.useful_fraction)
+        self.acct_t = self.last_iteration_t = last_t
         if self.iteration_rows:
-            self._iteration_row(last_t)
-
-    def _iteration_row(self, t: float) -> None:
-        self._row(t, RUNNING)
+            self._row(last_t, RUNNING)
 
     def _settle(self) -> None:
         """Commit the iterations of the stretch that ended strictly before now."""
-        now = self.env.now
-        if self.next_done_t >= now:
-            return
-        count = int((now - self.next_done_t) // self.tau) + 1
-        while count > 0 and self.next_done_t + (count - 1) * self.tau >= now:
-            count -= 1
-        while self.next_done_t + count * self.tau < now:
-            count += 1
+        count = self.stretch.ended_before(self.env.now)
         if count:
             self._commit(count)
 
@@ -415,12 +397,10 @@ class Simulation:
     def _retime(self, plan) -> None:
         """A fail-over changed the plan: the iteration in flight finishes at the new pace."""
         now = self.env.now
-        self.ledger.hold_inflight(now - self.acct_t, self.useful_fraction)
+        self.ledger.hold_inflight(now - self.acct_t, self.stretch.useful_fraction)
         self.acct_t = now
-        remaining = (self.next_done_t - now) / self.tau
         cost = self.timing.iteration(plan)
-        self.tau, self.useful_fraction = cost.total_s, cost.useful_s / cost.total_s
-        self.next_done_t = now + remaining * self.tau
+        self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
 
     def _rollback(self) -> None:
         undone = self.iterations - self.ckpt_iterations
@@ -453,7 +433,7 @@ class Simulation:
             self.pause_end_t = now + self.segments[0][1]
         elif self.periodic:
             self.mode = RUNNING  # back to the stretch; the next iteration starts now
-            self.next_done_t = now + self.tau
+            self.stretch.start(now, self.stretch.tau, self.stretch.useful_fraction)
             self.acct_t = now
             if self.pending_ready:
                 self._deliver_ready()
