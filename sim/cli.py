@@ -19,9 +19,16 @@ import sys
 from .config import CALIBRATIONS, POLICIES, SimConfig
 from .errors import SimError
 
-FLAGS = {
-    "global_batch": int, "microbatch_size": int, "fault_tolerance": int, "gpu": str, "gpus_per_node": int,
-    "inter_node_gbps": float, "bamboo_depth": int, "checkpoint_every_iterations": int, "checkpoint_every_s": float,
+FLAGS = {  # flag: (type, help); unset flags take the calibration's default
+    "global_batch": (int, "samples per iteration (planner; default: the artifact's batch for its models)"),
+    "microbatch_size": (int, "samples per microbatch (planner; default 1)"),
+    "fault_tolerance": (int, "Oobleck's f, failures to survive without restart (planner; default 1)"),
+    "gpu": (str, "GPU type (planner; default v100-16gb)"),
+    "gpus_per_node": (int, "GPUs per node (planner; default 1)"),
+    "inter_node_gbps": (float, "network bandwidth per node, Gb/s (planner; default: the GPU type's, 10 for the V100)"),
+    "bamboo_depth": (int, "Bamboo's pipeline depth (default 12)"),
+    "checkpoint_every_iterations": (int, "periodic checkpoint interval in iterations (default: Varuna 10)"),
+    "checkpoint_every_s": (float, "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)"),
 }
 
 
@@ -38,9 +45,9 @@ def register(subparsers) -> None:
     parser.add_argument("--trace", default=d.trace, help="a trace file, or a generator spec (fixed:interval=1h, spot:nodes=30,hours=24, ...)")
     parser.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS, help="artifact: the published tables and constants; planner: the planner's cost model")
     parser.add_argument("--seed", type=int, default=d.seed, help="seed for generated traces and count-log victims")
-    for name, kind in FLAGS.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None, help="planner calibration" if name not in ("bamboo_depth", "checkpoint_every_iterations") else None)
-    parser.add_argument("--no-rollback", dest="varuna_rollback", action="store_false", default=None, help="artifact Varuna: keep the work since the last checkpoint on a restart (the paper's spot figures, small models)")
+    for name, (kind, text) in FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=argparse.SUPPRESS, help=text)
+    parser.add_argument("--no-rollback", dest="varuna_rollback", action="store_false", default=argparse.SUPPRESS, help="artifact Varuna: keep the work since the last checkpoint on a restart (the paper's spot figures, small models)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="any other SimConfig field (repeatable)")
     parser.add_argument("--timeline", default=d.timeline, choices=("changes", "iterations"), help="timeline rows at state changes only, or also one per iteration")
     parser.add_argument("--out", default=None, help="directory for the run's files (default results/sim/<run id>)")
@@ -69,9 +76,9 @@ def config_from_args(args) -> SimConfig:
         "seed": args.seed, "timeline": args.timeline,
     }
     for name in FLAGS:
-        if getattr(args, name) is not None:
+        if hasattr(args, name):
             data[name] = getattr(args, name)
-    if args.varuna_rollback is not None:
+    if hasattr(args, "varuna_rollback"):
         data["varuna_rollback"] = args.varuna_rollback
     for item in args.overrides:
         key, eq, value = item.partition("=")
