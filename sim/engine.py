@@ -337,7 +337,7 @@ class Simulation:
             working = set(self.decision.plan.nodes) if self.decision is not None and self.decision.plan is not None else set()
             hit = len(working & set(event.nodes))
             self.counts["working_removed"] += hit
-            if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint)) for a in decision.actions):
+            if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint, WaitForNodes)) for a in decision.actions):
                 self.counts["failures_survived"] += hit
         self.events.append(EventRecord(self.env.now, "decision", {
             **describe_event(event),
@@ -437,6 +437,9 @@ class Simulation:
             self.acct_t = now
             if self.pending_ready:
                 self._deliver_ready()
+            elif self.boundary:  # the iteration end a decision asked to see came with it
+                self.boundary = False
+                self._decide(IterationEnd(self.iterations))
             else:
                 self._reschedule()
         elif self.then_wait:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, OobleckPolicy
+from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, CheckpointSchedule, OobleckPolicy
 from sim.engine import Simulation
 from sim.timing import IterationCost, PlannerCosts, PlannerTiming
 
@@ -102,3 +104,21 @@ def test_a_failure_during_an_oobleck_reconfiguration_is_replanned_from_what_surv
     assert set(sim.decision.plan.nodes) == {"n1", "n2", "n3", "n4"}
     running = [r.time_s for r in sim.timeline if r.state == "running"]
     assert 507.0 in running  # the second pause runs 502..507
+
+
+def test_an_iteration_end_asked_for_is_seen_right_after_a_checkpoint_due_there():
+    class Watching(ArtifactVarunaPolicy):
+        """Asks to see every iteration end; records when it does."""
+
+        seen: list = []
+
+        def decide(self, view, event, current):
+            if type(event).__name__ == "IterationEnd":
+                self.seen.append(view.time_s)
+            return replace(super().decide(view, event, current), check_at_iteration_end=True)
+
+    policy = Watching(min_nodes=1, checkpoint_every=2)
+    policy.checkpoints = CheckpointSchedule(every_iterations=2)
+    run([(0, "add", "n1"), (130, "add", "end")], policy=policy)
+    # iterations end at 60, 70 (checkpoint to 75), 85, 95 (checkpoint to 100), 110, 120 (to 125)
+    assert policy.seen == [60.0, 75.0, 85.0, 100.0, 110.0, 125.0]
