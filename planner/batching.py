@@ -19,7 +19,7 @@ from .errors import InfeasibleError
 from .templates import PipelineTemplate
 
 
-def _line(template: PipelineTemplate) -> tuple[float, float]:
+def linear_cost(template: PipelineTemplate) -> tuple[float, float]:
     """(c, beta) with T(m) = c + beta m."""
     weights = template.weights
     kstar = template.kstar
@@ -35,7 +35,7 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
         raise InfeasibleError("no pipelines to give microbatches to")
     if total < k:
         raise InfeasibleError(f"{total} microbatches cannot feed {k} pipelines (each needs at least one)")
-    lines = [_line(t) for t in templates]
+    lines = [linear_cost(t) for t in templates]
     inverse = sum(1.0 / beta for _, beta in lines)
     tau = (total + sum(c / beta for c, beta in lines)) / inverse
     counts = [max(1, math.floor((tau - c) / beta)) for c, beta in lines]
@@ -67,3 +67,11 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
 
 def makespan_s(templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> float:
     return max(t.iteration_time(m) for t, m in zip(templates, counts))
+
+
+def makespan_lower_bound_s(lines: Sequence[tuple[float, float]], total: int) -> float:
+    """A lower bound on the best makespan of pipelines with T_i(m) = c_i + beta_i m: every
+    pipeline runs at least one microbatch, and sum_i (tau - c_i) / beta_i >= sum_i m_i."""
+    inverse = sum(1.0 / beta for _, beta in lines)
+    fractional = (total + sum(c / beta for c, beta in lines)) / inverse
+    return max(fractional, max(c + beta for c, beta in lines))

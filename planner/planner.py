@@ -10,10 +10,11 @@ the policies build on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Iterator, Sequence
 
 from .allreduce import exposed_allreduce_s, layer_allreduce_s
-from .batching import distribute_microbatches, makespan_s
+from .batching import distribute_microbatches, linear_cost, makespan_lower_bound_s
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
@@ -192,31 +193,44 @@ class Planner:
         return self._plan([self._templates[n] for n in sizes], counts, _split(nodes, sizes))
 
     def _best_shape(self, num_nodes: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The winning template sizes and microbatch counts for `num_nodes` nodes."""
+        """The winning template sizes and microbatch counts for `num_nodes` nodes.
+
+        Every multiset is first scored by a cheap lower bound on its makespan; they are
+        then solved exactly (batch split, exposed all-reduce) in bound order until the
+        bound exceeds the best iteration time found, which no later one can beat."""
         nodes = [str(i) for i in range(num_nodes)]
         sizes = self.template_sizes(num_nodes, k)
-        candidates = []
-        for parts in partitions(len(nodes), sizes, k):
-            if len(parts) > self.job.num_microbatches:
-                continue
-            templates = [self._templates[n] for n in reversed(parts)]
-            counts = distribute_microbatches(templates, self.job.num_microbatches)
-            candidates.append(Candidate(tuple(reversed(parts)), counts, makespan_s(templates, counts)))
-        if not candidates:
+        total = self.job.num_microbatches
+        lines = {n: linear_cost(self._templates[n]) for n in sizes}
+        first_stage_end = {n: self._templates[n].stages[0].end_layer for n in sizes}
+        synced: dict[int, list[float]] = {}  # replicas -> prefix sums of layer all-reduce times
+        scored = []
+        for parts in partitions(num_nodes, sizes, k):
+            if len(parts) <= total:
+                ordered = tuple(reversed(parts))
+                if len(parts) not in synced:
+                    synced[len(parts)] = [0.0, *accumulate(self.layer_allreduce_s(len(parts)))]
+                # Layer 0 is ready only when the slowest pipeline ends, so each pipeline's
+                # first stage syncs entirely after it: a floor on the exposed all-reduce.
+                exposed = max(synced[len(parts)][first_stage_end[n]] for n in set(parts)) if len(parts) > 1 else 0.0
+                bound = makespan_lower_bound_s([lines[n] for n in ordered], total) + exposed
+                scored.append((bound * (1 - 1e-12), ordered))
+        if not scored:
             raise InfeasibleError(
                 f"no way to split {num_nodes} nodes into >= {k} pipelines of {sizes[0]}..{sizes[-1]} nodes "
-                f"with {self.job.num_microbatches} microbatches"
+                f"with {total} microbatches"
             )
-        candidates.sort(key=lambda c: (c.makespan_s, -len(c.sizes), c.sizes))
+        scored.sort(key=lambda item: (item[0], -len(item[1]), item[1]))
         best_key, best = None, None
-        for candidate in candidates:
-            if best_key is not None and candidate.makespan_s > best_key[0]:
-                break  # the exposed all-reduce is >= 0: no later candidate can win
-            templates = [self._templates[n] for n in candidate.sizes]
-            plan = self._plan(templates, candidate.counts, _split(nodes, candidate.sizes))
-            key = (plan.iteration_time_s, -len(candidate.sizes), candidate.sizes)
+        for bound, ordered in scored:
+            if best_key is not None and bound > best_key[0]:
+                break
+            templates = [self._templates[n] for n in ordered]
+            counts = distribute_microbatches(templates, total)
+            plan = self._plan(templates, counts, _split(nodes, ordered))
+            key = (plan.iteration_time_s, -len(ordered), ordered)
             if best_key is None or key < best_key:
-                best_key, best = key, candidate
+                best_key, best = key, Candidate(ordered, counts, plan.compute_time_s)
         return best.sizes, best.counts
 
     def instantiate_best_effort(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
