@@ -61,6 +61,11 @@ class SimConfig:
     restart_load_gb_per_s: float | None = None
     checkpoint_fixed_s: float | None = None
     storage_gb_per_s: float | None = None
+    # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
+    # multiplied by its factor, 0 making it free; default 1
+    reconfigure_cost_factor: float | None = None  # reconfigurations and layer copies
+    restart_cost_factor: float | None = None  # starts and restarts
+    checkpoint_cost_factor: float | None = None  # checkpoints
     # output
     timeline: str = "changes"
 

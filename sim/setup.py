@@ -47,7 +47,7 @@ from traces.model import Trace
 from . import artifact_data as art
 from .config import SimConfig
 from .errors import SimError
-from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, Timing
+from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
 ARTIFACT_TO_PLANNER = {
     "BERT-large": "bert-large",
@@ -108,6 +108,10 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _artifact(config, derived)
     else:
         policy, timing = _planner(config, trace, derived)
+    factors = {kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")}
+    if any(value != 1.0 for value in factors.values()):
+        timing = ScaledPauses(timing, **factors)
+        derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
     return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived))
 
 
@@ -212,7 +216,8 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         planner = _cached_planner(name, cluster, batch, microbatch, f)
         schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
         horizon = _or(config.join_horizon_s, DEFAULT_JOIN_HORIZON_S)
-        policy = OobleckPolicy(planner, checkpoints=schedule, join_horizon_s=horizon, reconfigure_pause_s=costs.reconfigure_overhead_s)
+        pause_s = costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0)  # what a join costs, as timed
+        policy = OobleckPolicy(planner, checkpoints=schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s)
         resolved.update(fault_tolerance=f, join_horizon_s=horizon)
     elif config.policy == "bamboo":
         depth = config.bamboo_depth or art.BAMBOO_DEPTH

@@ -19,6 +19,9 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
     reconfiguration            reconfigure_overhead_s (Oobleck: rebuild process groups);
                                restart_overhead_s (Bamboo relaunches its workers, state kept)
     layer copies               the busiest node's bytes in or out / network bandwidth
+
+`ScaledPauses` wraps either one and multiplies each kind of pause by a factor (the
+`*_cost_factor` options: sensitivity studies, or free checkpoints with 0).
 """
 
 from __future__ import annotations
@@ -205,3 +208,29 @@ class PlannerTiming:
 
     def idle_gpus(self, plan: Any) -> int:
         return plan.idle_gpus if isinstance(plan, VarunaPlan) else 0
+
+
+class ScaledPauses:
+    """A timing whose pauses are scaled by kind: reconfiguration (`Reinstantiate`,
+    `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`) and checkpoint.
+    Iterations are untouched."""
+
+    def __init__(self, inner: Timing, *, reconfigure: float = 1.0, restart: float = 1.0, checkpoint: float = 1.0):
+        self.inner = inner
+        self.calibration = inner.calibration
+        self.samples_per_iteration = inner.samples_per_iteration
+        self.gpus_per_node = inner.gpus_per_node
+        self.factors = ((Checkpoint, checkpoint), ((Start, Restart, RestartFromCheckpoint), restart), ((Reinstantiate, CopyLayers), reconfigure))
+
+    def iteration(self, plan: Any) -> IterationCost:
+        return self.inner.iteration(plan)
+
+    def pause_s(self, action: Any, plan: Any) -> float:
+        seconds = self.inner.pause_s(action, plan)
+        for kinds, factor in self.factors:
+            if isinstance(action, kinds):
+                return seconds * factor
+        return seconds
+
+    def idle_gpus(self, plan: Any) -> int:
+        return self.inner.idle_gpus(plan)
