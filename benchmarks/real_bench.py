@@ -8,7 +8,10 @@
    Two compute modes: real tiny-gpt (CPU-bound: 4 processes share this machine's cores)
    and emulated layers (sleeps: isolates the software overhead).
 2. Emulation fidelity: planner-predicted vs measured iteration time in emulated mode on
-   8 and 16 emulated nodes (f = 1, the planner's own instantiation). Profiles: GPT-2 XL
+   8 and 16 emulated nodes. A third figure splits the error: "ideal 1F1B" replays torch's
+   1F1B order on the plan's stage times with free communication; its gap to the
+   prediction is the cost model's (T1 + T2 + T3 approximates 1F1B when the bottleneck is
+   not the last stage), the gap from it to the measurement is the runtime's (f = 1, the planner's own instantiation). Profiles: GPT-2 XL
    (the shared measured Oobleck profile, ~1 s stages) and GPT-3 350M (analytic on V100,
    ~20 ms stages with 4 MiB activations: the machine's cores and loopback become the
    bottleneck, which this case shows), and the same GPT-3 350M profile with activations
@@ -84,6 +87,54 @@ def synthetic_profile(directory: Path) -> Path:
     return write_oobleck_profile(ModelProfile("synthetic-8x15ms", 1, layers), directory)
 
 
+def ideal_1f1b_s(forward_s: list[float], backward_s: list[float], num_microbatches: int) -> float:
+    """Makespan of torch's Schedule1F1B order (stage i: min(m, S - i) forwards, then
+    alternating backward/forward, then the remaining backwards) with free communication:
+    what a zero-overhead runtime would take for these stage times."""
+    num_stages = len(forward_s)
+    orders = []
+    for i in range(num_stages):
+        warmup = min(num_microbatches, num_stages - i)
+        order, f, b = [("F", k) for k in range(warmup)], warmup, 0
+        while b < num_microbatches:
+            order.append(("B", b))
+            b += 1
+            if f < num_microbatches:
+                order.append(("F", f))
+                f += 1
+        orders.append(order)
+    done: dict[tuple[str, int, int], float] = {}
+    clock, position = [0.0] * num_stages, [0] * num_stages
+    progressed = True
+    while progressed:
+        progressed = False
+        for i in range(num_stages):
+            while position[i] < len(orders[i]):
+                kind, k = orders[i][position[i]]
+                need = ("F", i - 1, k) if kind == "F" and i > 0 else ("B", i + 1, k) if kind == "B" and i < num_stages - 1 else ("F", i, k) if kind == "B" else None
+                if need is not None and need not in done:
+                    break
+                start = max(clock[i], done[need] if need else 0.0)
+                clock[i] = start + (forward_s[i] if kind == "F" else backward_s[i])
+                done[(kind, i, k)] = clock[i]
+                position[i] += 1
+                progressed = True
+    return max(clock)
+
+
+def ideal_iteration_s(summary: dict, config: RunConfig) -> float:
+    """The plan's stage times (from the profile) through `ideal_1f1b_s`, slowest pipeline,
+    plus the plan's exposed all-reduce."""
+    layers = resolve_run_profile(config).layers
+    times = []
+    for pipe in summary["plan"]["pipelines"]:
+        spans = [range(*stage["layers"]) for stage in pipe["stages"]]
+        forward = [sum(layers[l].forward_s for l in span) for span in spans]
+        backward = [sum(layers[l].backward_s for l in span) for span in spans]
+        times.append(ideal_1f1b_s(forward, backward, pipe["microbatches"]))
+    return max(times) + summary["plan"]["allreduce_exposed_s"]
+
+
 def fidelity_case(name: str, model: str, nodes: int, global_batch: int, steps: int, tmp: Path) -> None:
     config = RunConfig(nodes=nodes, fault_tolerance=1, model=model, compute="emulated", global_batch=global_batch, steps=steps, timeout_s=300)
     start = time.perf_counter()
@@ -97,9 +148,11 @@ def fidelity_case(name: str, model: str, nodes: int, global_batch: int, steps: i
     shape = "+".join(f"{p['num_nodes']}" for p in plan["pipelines"])
     counts = "/".join(str(p["microbatches"]) for p in plan["pipelines"])
     predicted, measured = summary["predicted_iteration_s"], summary["steady_iteration_s"]
+    ideal = ideal_iteration_s(summary, config)
     print(
         f"{name:<10} {nodes:>3} nodes  pipelines {shape:<7} microbatches {counts:<7} "
         f"predicted {predicted:7.3f} s  measured {measured:7.3f} s  error {measured / predicted - 1:+6.1%}   "
+        f"ideal 1F1B {ideal:7.3f} s (model {ideal / predicted - 1:+5.1%}, runtime {measured / ideal - 1:+5.1%})   "
         f"(start-up {summary['startup_s']:.0f} s, wall {wall:.0f} s)"
     )
 

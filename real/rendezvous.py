@@ -148,10 +148,21 @@ def registered(store: dist.Store) -> list[WorkerInfo]:
 class Heartbeat:
     """A daemon thread that stamps hb/<id> every `interval_s` on its own store connection,
     and calls `on_abort` (default: exit the process) when the coordinator sets `abort` or
-    the coordinator's store goes away."""
+    the coordinator's store goes away.
 
-    def __init__(self, address: str, worker_id: int, interval_s: float, on_abort: Callable[[str], None] | None = None):
-        self._store = connect(address, timeout_s=max(5.0, 4 * interval_s))
+    `timeout_s` bounds connecting and each store operation; keep it generous (a loaded
+    machine can take seconds to accept a connection). A vanished coordinator is noticed
+    at once anyway: its connection resets."""
+
+    def __init__(
+        self,
+        address: str,
+        worker_id: int,
+        interval_s: float,
+        timeout_s: float = 60.0,
+        on_abort: Callable[[str], None] | None = None,
+    ):
+        self._store = connect(address, timeout_s=timeout_s)
         self._key = heartbeat_key(worker_id)
         self._interval_s = interval_s
         self._on_abort = on_abort or _exit_now

@@ -53,7 +53,7 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
     try:
         job = rv.get_json(store, rv.JOB)
         config = RunConfig.from_dict(job["config"])
-        heartbeat = rv.Heartbeat(address, info.worker_id, config.heartbeat_interval_s).start()
+        heartbeat = rv.Heartbeat(address, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
         threads = threads or config.threads_per_worker
         if threads:
             torch.set_num_threads(threads)
