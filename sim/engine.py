@@ -154,6 +154,8 @@ class Simulation:
                 self.env.process(self._boot(added))
             if removed:
                 self.job.interrupt(("removed", tuple(removed)))
+            if self.mode == RUNNING:
+                self._settle()  # the row carries the iterations ended by now, and comes after theirs
             self._row()
 
     def _boot(self, added):

@@ -1,0 +1,42 @@
+"""Timeline rows written at trace events that do not interrupt the job (an add while
+running) carry the iterations ended by then and come after those iterations' rows.
+
+By hand (artifact calibration, GPT-3-medium, Oobleck's 15-node row, 3 s start pause):
+14 nodes ready at 45 s, training from 48 s, one iteration every 819 / 19.10313139 s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sim.config import SimConfig
+from sim.run import simulate
+
+from .tiny import make_trace, nodes
+
+TAU = 819 / 19.10313139
+
+
+def run(timeline):
+    rows = [(0, "add", nodes(14)), (1000, "add", "extra"), (1500, "add", "late"), (2000, "add", "end")]
+    return simulate(SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline=timeline), trace=make_trace(rows))
+
+
+@pytest.mark.parametrize("timeline", ["changes", "iterations"])
+def test_row_at_an_add_counts_the_iterations_ended_before_it(timeline):
+    result = run(timeline)
+    at_add = [r for r in result.timeline if r.time_s == 1000.0]
+    assert len(at_add) == 1 and at_add[0].live_nodes == 15
+    assert at_add[0].iterations_done == math.floor((1000 - 48) / TAU)  # 22
+    times = [r.time_s for r in result.timeline]
+    assert times == sorted(times)
+
+
+def test_iteration_rows_count_up_one_by_one():
+    rows = [r for r in run("iterations").timeline if r.state == "running"]
+    done = [r.iterations_done for r in rows]
+    assert all(b - a in (0, 1) for a, b in zip(done, done[1:]))
+    ends = [r.time_s for r, previous in zip(rows[1:], rows) if r.iterations_done == previous.iterations_done + 1]
+    assert ends[:3] == pytest.approx([48 + TAU, 48 + 2 * TAU, 48 + 3 * TAU])
