@@ -370,6 +370,7 @@ class Simulation:
             self.counts["checkpoints_failed"] += 1
             self.events.append(EventRecord(now, "checkpoint_failed", {"iterations": self.iterations}))
         self.boundary = False
+        self.segments = []  # a disruptive decision abandons the pause in progress, if any
         if decision.rolls_back:
             self._rollback()
         segments = []

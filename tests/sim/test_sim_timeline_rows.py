@@ -40,3 +40,20 @@ def test_iteration_rows_count_up_one_by_one():
     assert all(b - a in (0, 1) for a, b in zip(done, done[1:]))
     ends = [r.time_s for r, previous in zip(rows[1:], rows) if r.iterations_done == previous.iterations_done + 1]
     assert ends[:3] == pytest.approx([48 + TAU, 48 + 2 * TAU, 48 + 3 * TAU])
+
+
+@pytest.mark.parametrize("calibration", ["artifact", "planner"])
+def test_nodes_ready_after_a_pause_abandoned_for_waiting_start_the_job(calibration):
+    # Oobleck, GPT-3-medium: ready at 45 s, start pause (3 s artifact, 40 s planner); three
+    # nodes leave at 46 s, during it, leaving 11 (< the artifact's 12) or... the planner's
+    # n0 is 1, so there all 14 leave. Three fresh nodes (or 14) arrive at 100 s, ready at
+    # 145 s: the job must start again then, not wait for ever.
+    lost = nodes(3) if calibration == "artifact" else nodes(14)
+    back = nodes(3, "m") if calibration == "artifact" else nodes(14, "m")
+    rows = [(0, "add", nodes(14)), (46, "remove", lost), (100, "add", back), (2000, "add", "end")]
+    result = simulate(SimConfig(policy="oobleck", model="GPT-3-medium", calibration=calibration, trace="hand"), trace=make_trace(rows))
+    waiting = [r.time_s for r in result.timeline if r.state == "waiting"]
+    assert 46.0 in waiting
+    restarting = [r.time_s for r in result.timeline if r.state == "restarting"]
+    assert 145.0 in restarting
+    assert result.summary.num_iterations > 0
