@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -35,8 +36,13 @@ def test_registering_the_commands_does_not_import_torch():
     ],
 )
 def test_bad_requests_exit_2_with_a_reason(args, message, capsys):
-    """Checked before any process or store is started, so in-process is safe."""
-    assert main(args) == 2
+    """Checked before any process or store is started, so in-process is safe (the SIGTERM
+    handler a launcher installs is put back)."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert main(args) == 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1  # one line, no traceback

@@ -25,11 +25,12 @@ TOLERANCE = 1e-5
 STEPS = 3
 
 
-def run_and_compare(tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[int, ...], global_batch: int):
+def run_and_compare(tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[int, ...], global_batch: int, microbatch: int = 1):
     params_dir = tmp_path / "params"
     args = [
         "run", "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node), "--f", str(len(pipelines) - 1),
         "--pipelines", ",".join(map(str, pipelines)), "--steps", str(STEPS), "--global-batch", str(global_batch),
+        "--microbatch", str(microbatch),
         "--dtype", "float64", "--timeout", "60", "--save-params", str(params_dir), "--out", str(tmp_path / "run"), "--json",
     ]  # fmt: skip
     result = ooblab(args, timeout_s=150)
@@ -37,7 +38,7 @@ def run_and_compare(tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[i
     assert result.returncode == 0 and summary["status"] == "finished", summary.get("reason") or result.stderr[-3000:]
     config = RunConfig(
         nodes=nodes, gpus_per_node=gpus_per_node, fault_tolerance=len(pipelines) - 1, steps=STEPS,
-        global_batch=global_batch, dtype="float64", pipelines=pipelines,
+        global_batch=global_batch, microbatch_size=microbatch, dtype="float64", pipelines=pipelines,
     )  # fmt: skip
     reference = train_reference(config)
     replicas = gather_params(params_dir)
@@ -51,8 +52,9 @@ def run_and_compare(tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[i
 
 @pytest.mark.timeout(200)
 def test_one_pipeline_matches_single_process(tmp_path):
-    summary, _ = run_and_compare(tmp_path, nodes=2, gpus_per_node=1, pipelines=(2,), global_batch=8)
-    assert [p["microbatches"] for p in summary["plan"]["pipelines"]] == [8]
+    """Also microbatches of 2 samples."""
+    summary, _ = run_and_compare(tmp_path, nodes=2, gpus_per_node=1, pipelines=(2,), global_batch=8, microbatch=2)
+    assert [p["microbatches"] for p in summary["plan"]["pipelines"]] == [4]
 
 
 @pytest.mark.timeout(200)
@@ -76,8 +78,11 @@ def test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process(
 
 @pytest.mark.timeout(200)
 def test_nodes_with_two_gpus_run_one_stage_per_gpu(tmp_path):
-    """g = 2: a node holds two consecutive one-GPU stages (2 nodes x 2 GPUs, 2 pipelines)."""
-    summary, _ = run_and_compare(tmp_path, nodes=2, gpus_per_node=2, pipelines=(1, 1), global_batch=16)
+    """g = 2: a node holds two consecutive one-GPU stages (2 nodes x 2 GPUs, 2 pipelines).
+    3 microbatches: one pipeline gets 1 < 2 stages and runs GPipe (1F1B refuses it), the
+    other runs 1F1B."""
+    summary, _ = run_and_compare(tmp_path, nodes=2, gpus_per_node=2, pipelines=(1, 1), global_batch=3)
+    assert sorted(summary["schedules"].values()) == ["1F1B", "GPipe"]
     for pipe in summary["plan"]["pipelines"]:
         assert all(s["num_gpus"] == 1 for s in pipe["stages"])
         assert len(pipe["stages"]) == 2 * pipe["num_nodes"]
