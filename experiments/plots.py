@@ -9,6 +9,8 @@ as PNG and PDF.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -17,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # figures are files here; notebooks display the returned Figure
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -30,6 +33,8 @@ SYSTEM_COLORS = {
     "varuna-nockpt": "#56B4E9",
     "ondemand": "#555555",
 }
+# Other series (f, models, traces): Okabe-Ito's remaining hues, then greys.
+SERIES_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000", "#999999")
 BREAKDOWN_FIELDS = (
     ("useful_compute_s", "useful compute", "#0072B2"),
     ("redundant_compute_s", "redundant compute", "#E69F00"),
@@ -57,6 +62,18 @@ RC = {
 }
 
 
+def _styled(function):
+    """Run a plotting function inside the module's rc settings, so every text it creates
+    (titles, legends, labels) gets the paper sizes, not only what exists at creation."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with plt.rc_context(RC):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
 def color(system: str) -> str:
     return SYSTEM_COLORS.get(system, "#333333")
 
@@ -76,6 +93,20 @@ def _figure(width_in: float, height_in: float, nrows: int = 1, ncols: int = 1, *
     return fig, axes
 
 
+def _header(fig, handles, labels, title: str = "", ncol: int | None = None) -> None:
+    """Title, then a legend row(s) under it, above the panels; lays the panels out below."""
+    height = fig.get_figheight()
+    ncol = ncol or max(1, min(len(labels), 6))
+    title_in = 0.25 if title else 0.0
+    legend_in = 0.2 * int(np.ceil(len(labels) / ncol)) + 0.05 if labels else 0.0
+    # lay the panels out first: tight_layout would otherwise make room for the title twice
+    fig.tight_layout(rect=(0, 0, 1, 1.0 - (title_in + legend_in) / height))
+    if title:
+        fig.suptitle(title, y=1.0 - 0.03 / height, va="top")
+    if labels:
+        fig.legend(handles, labels, loc="upper center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 1.0 - title_in / height))
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write `name`.png and `name`.pdf into `out_dir`; returns the paths."""
     out_dir = Path(out_dir)
@@ -89,6 +120,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     return paths
 
 
+@_styled
 def grouped_bars(
     table: pd.DataFrame,
     *,
@@ -101,13 +133,25 @@ def grouped_bars(
     ylabel: str = "",
     errors: str | None = None,
     title_fmt: str = "{}",
+    annotate: str | None = None,
+    reference: Mapping | None = None,
+    reference_label: str = "",
+    logy: bool = False,
+    ncols: int = 3,
+    title: str = "",
+    xtick_rotation: float = 0.0,
+    width_in: float | None = None,
+    row_height_in: float = 1.9,
 ):
     """Bars of `y` per `x`, one colour per system, one panel per value of `panel`.
-    With `errors`, a column of standard deviations drawn as error bars."""
+    With `errors`, a column of standard deviations drawn as error bars; with `annotate`,
+    a column of short texts (e.g. "OOM") written vertically where a bar stands; with
+    `reference`, {panel value (None without panels): y} drawn as a dashed line."""
     panels = list(dict.fromkeys(table[panel])) if panel else [None]
-    ncols = min(len(panels), 3)
+    ncols = min(len(panels), ncols)
     nrows = int(np.ceil(len(panels) / ncols))
-    fig, axes = _figure(FULL_IN if ncols > 1 else COLUMN_IN, 1.9 * nrows + 0.4, nrows, ncols)
+    width = width_in if width_in is not None else (FULL_IN if ncols > 1 else COLUMN_IN)
+    fig, axes = _figure(width, row_height_in * nrows + 0.4, nrows, ncols)
     systems = _systems(table[system])
     for index, name in enumerate(panels):
         ax = axes[index // ncols][index % ncols]
@@ -120,19 +164,28 @@ def grouped_bars(
             err = [float(part[errors].get(v, np.nan)) if errors and v in part.index else 0.0 for v in xs] if errors else None
             positions = np.arange(len(xs)) + (offset - (len(systems) - 1) / 2) * width
             ax.bar(positions, values, width, color=color(sys_name), label=label(sys_name), yerr=err, capsize=2 if errors else 0)
-        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
+            if annotate:
+                for pos, v in zip(positions, xs):
+                    text = part[annotate].get(v) if v in part.index else None
+                    if isinstance(text, str) and text:
+                        ax.annotate(text, (pos, 0), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=6, color=color(sys_name))
+        if reference is not None and reference.get(name) is not None and np.isfinite(reference.get(name)):
+            ax.axhline(reference[name], color=SYSTEM_COLORS["ondemand"], ls="--", lw=1, label=reference_label or None)
+        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=xtick_rotation, ha="right" if xtick_rotation else "center")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        if logy:
+            ax.set_yscale("log")
         if name is not None:
             ax.set_title(title_fmt.format(name))
     for index in range(len(panels), nrows * ncols):
         axes[index // ncols][index % ncols].set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(systems), frameon=False, bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    handles, labels = _legend_entries(axes)
+    _header(fig, handles, labels, title)
     return fig
 
 
+@_styled
 def throughput_over_time(
     timelines: Mapping[str, pd.DataFrame],
     live_nodes: pd.DataFrame | None = None,
@@ -166,7 +219,8 @@ def throughput_over_time(
     return fig
 
 
-def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | None = None, percent: bool = True, title_fmt: str = "{}"):
+@_styled
+def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | None = None, percent: bool = True, title_fmt: str = "{}", title: str = ""):
     """Stacked bars of where the time went (`breakdown_*` columns), one bar per `group`."""
     panels = list(dict.fromkeys(table[panel])) if panel else [None]
     ncols = min(len(panels), 3)
@@ -195,12 +249,12 @@ def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | N
             ax.set_title(title_fmt.format(name))
     for index in range(len(panels), nrows * ncols):
         axes[index // ncols][index % ncols].set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    fig.tight_layout()
+    handles, labels = _legend_entries(axes)
+    _header(fig, handles, labels, title, ncol=4)
     return fig
 
 
+@_styled
 def lines(
     table: pd.DataFrame,
     *,
@@ -212,26 +266,157 @@ def lines(
     band: str | None = None,
     colors: Mapping[str, str] | None = None,
     logy: bool = False,
+    logx: bool = False,
     title: str = "",
-    width_in: float = COLUMN_IN,
+    width_in: float | None = None,
+    panel: str | None = None,
+    title_fmt: str = "{}",
+    series_fmt: str = "{}",
+    ncols: int = 3,
+    sharey: bool = False,
+    xticks: Sequence[float] | None = None,
 ):
-    """One line per value of `series` (e.g. f, or system); `band` is a column of standard
-    deviations drawn as a shaded band."""
-    fig, axes = _figure(width_in, 2.3)
+    """One line per value of `series` (systems get their colours, anything else a
+    qualitative palette and the legend text `series_fmt.format(value)`), one panel per
+    value of `panel`; `band` is a column of spreads (e.g. standard errors over seeds)
+    drawn as a shaded band of +- that much."""
+    panels = list(dict.fromkeys(table[panel])) if panel else [None]
+    ncols = min(len(panels), ncols)
+    nrows = int(np.ceil(len(panels) / ncols))
+    width = width_in if width_in is not None else (COLUMN_IN if ncols == 1 else FULL_IN)
+    fig, axes = _figure(width, (2.3 if nrows == 1 else 1.9 * nrows + 0.4), nrows, ncols, sharey=sharey)
+    values = table[series].astype(str)
+    names = _systems(values) if colors is None and set(values) & set(SYSTEM_COLORS) else list(dict.fromkeys(values))
+    palette = dict(colors or {})
+    for index, name in enumerate(n for n in names if n not in palette and n not in SYSTEM_COLORS):
+        palette[name] = SERIES_COLORS[index % len(SERIES_COLORS)]
+    for index, pname in enumerate(panels):
+        ax = axes[index // ncols][index % ncols]
+        data_panel = table if pname is None else table[table[panel] == pname]
+        for name in names:
+            data = data_panel[data_panel[series].astype(str) == name].sort_values(x)
+            if data.empty:
+                continue
+            colour = palette.get(name, SYSTEM_COLORS.get(name))
+            text = label(name) if name in SYSTEM_LABELS else series_fmt.format(name)
+            ax.plot(data[x], data[y], marker="o", ms=2.5, lw=1, color=colour, label=text)
+            if band and band in data:
+                ax.fill_between(data[x], data[y] - data[band].fillna(0), data[y] + data[band].fillna(0), color=colour, alpha=0.15, lw=0)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if logy:
+            ax.set_yscale("log")
+        if logx:
+            ax.set_xscale("log")
+        if xticks is not None:
+            ax.set_xticks(list(xticks), [f"{v:g}" for v in xticks])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        if pname is not None:
+            ax.set_title(title_fmt.format(pname))
+        elif title:
+            ax.set_title(title)
+    for index in range(len(panels), nrows * ncols):
+        axes[index // ncols][index % ncols].set_visible(False)
+    if len(panels) == 1:
+        axes[0][0].legend(frameon=False)
+        fig.tight_layout()
+    else:
+        handles, texts = _legend_entries(axes)
+        _header(fig, handles, texts, title)
+    return fig
+
+
+def _legend_entries(axes):
+    """Legend handles over all panels, each label once."""
+    seen: dict[str, object] = {}
+    for row in axes:
+        for ax in row:
+            for handle, text in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(text, handle)
+    return list(seen.values()), list(seen.keys())
+
+
+# -- throughput over time, several panels --------------------------------------------------
+@dataclass(frozen=True)
+class TimelinePanel:
+    """One panel of `throughput_panels`: each system's timeline (`time_s`,
+    `samples_done`, one row per iteration), the live node count (`time_s`, `live_nodes`) and each
+    system's average throughput (drawn dotted)."""
+
+    title: str
+    timelines: Mapping[str, pd.DataFrame]
+    live_nodes: pd.DataFrame | None = None
+    averages: Mapping[str, float] = field(default_factory=dict)
+
+
+def committed_throughput(timeline: pd.DataFrame, bin_s: float) -> pd.DataFrame:
+    """Samples per second, in bins of `bin_s`, of the iterations that are never rolled
+    back (the artifact's view: work a restart throws away counts as nothing), each
+    iteration's samples spread over the running time that produced it.
+
+    Wants one timeline row per iteration (`timeline="iterations"`): `samples_done` is the
+    committed count, the count that survives to the end is its running minimum taken from
+    the end, and between two rows it grows linearly while the job runs, not otherwise."""
+    if timeline.empty:
+        return pd.DataFrame({"time_s": [], "throughput_samples_per_s": []})
+    timeline = timeline.sort_values("time_s", kind="stable")
+    t = timeline["time_s"].to_numpy(dtype=float)
+    done = timeline["samples_done"].to_numpy(dtype=float)
+    running = (timeline["state"] == "running").to_numpy() if "state" in timeline else np.ones(len(t), dtype=bool)
+    surviving = np.minimum.accumulate(done[::-1])[::-1]
+    xs, ys = [t[0]], [surviving[0]]
+    for i in range(len(t) - 1):
+        if not running[i]:  # no progress until the next row, then its count
+            xs.append(t[i + 1])
+            ys.append(surviving[i])
+        xs.append(t[i + 1])
+        ys.append(surviving[i + 1])
+    edges = np.arange(0.0, t[-1] + bin_s, bin_s)
+    if len(edges) < 2:
+        edges = np.array([0.0, bin_s])
+    at_edges = np.interp(edges, xs, ys, left=0.0)
+    return pd.DataFrame({"time_s": edges[:-1], "throughput_samples_per_s": np.diff(at_edges) / bin_s})
+
+
+@_styled
+def throughput_panels(panels: Sequence[TimelinePanel], *, ncols: int = 3, bin_s: float = 900.0, title: str = ""):
+    """Committed throughput over time (`committed_throughput`, bins of `bin_s`), one
+    panel per model or trace, each with its live node count underneath and each system's
+    average dotted."""
+    ncols = min(len(panels), ncols)
+    nrows = int(np.ceil(len(panels) / ncols))
+    with plt.rc_context(RC):
+        fig = plt.figure(figsize=(FULL_IN if ncols > 1 else COLUMN_IN * 1.3, 2.3 * nrows + 0.4))
+        grid = fig.add_gridspec(nrows, ncols)
+        for index, panel in enumerate(panels):
+            cell = grid[index // ncols, index % ncols].subgridspec(2, 1, height_ratios=[2.2, 1], hspace=0.08)
+            top = fig.add_subplot(cell[0])
+            low = fig.add_subplot(cell[1], sharex=top)
+            for system in _systems(panel.timelines):
+                data = committed_throughput(panel.timelines[system], bin_s)
+                top.step(data["time_s"] / 3600.0, data["throughput_samples_per_s"], where="post", color=color(system), label=label(system), lw=1)
+                if system in panel.averages and np.isfinite(panel.averages[system]):
+                    top.axhline(panel.averages[system], color=color(system), ls=":", lw=1)
+            top.set_title(panel.title)
+            top.set_ylabel("samples/s")
+            top.margins(x=0)
+            top.set_ylim(bottom=0)
+            plt.setp(top.get_xticklabels(), visible=False)
+            if panel.live_nodes is not None and not panel.live_nodes.empty:
+                low.step(panel.live_nodes["time_s"] / 3600.0, panel.live_nodes["live_nodes"], where="post", color="#333333", lw=0.8)
+            low.set_ylabel("nodes")
+            low.set_xlabel("time (h)")
+            low.set_ylim(bottom=0)
+        handles, texts = _legend_entries([[ax for ax in fig.axes]])
+        _header(fig, handles, texts, title)
+    return fig
+
+
+@_styled
+def text_figure(message: str):
+    """A small figure that says why a figure is empty (e.g. every run was out of memory)."""
+    fig, axes = _figure(COLUMN_IN, 1.0)
     ax = axes[0][0]
-    names = _systems(table[series].astype(str)) if colors is None else list(dict.fromkeys(table[series].astype(str)))
-    for name in names:
-        data = table[table[series].astype(str) == name].sort_values(x)
-        colour = (colors or {}).get(name, SYSTEM_COLORS.get(name))
-        ax.plot(data[x], data[y], marker="o", ms=2.5, lw=1, color=colour, label=label(name))
-        if band and band in data:
-            ax.fill_between(data[x], data[y] - data[band], data[y] + data[band], color=colour, alpha=0.2, lw=0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if logy:
-        ax.set_yscale("log")
-    if title:
-        ax.set_title(title)
-    ax.legend(frameon=False)
-    fig.tight_layout()
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
     return fig

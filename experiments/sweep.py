@@ -61,11 +61,11 @@ def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
 
 def _execute(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
-    summary = dict(runner(spec, run_dir))
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    text = json.dumps(dict(runner(spec, run_dir)), indent=2, sort_keys=True, default=str) + "\n"
+    (run_dir / "summary.json").write_text(text)
     # Written last: a run interrupted half-way is redone next time.
     (run_dir / "spec.json").write_text(spec.canonical())
-    return summary
+    return json.loads(text)  # what a later sweep will load: same types, same column order
 
 
 def run_sweep(
