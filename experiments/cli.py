@@ -1,0 +1,72 @@
+"""`ooblab reproduce`: regenerate the paper's figures (and the testbed's own).
+
+    ooblab reproduce --list
+    ooblab reproduce NAME [--quick] [--out DIR] [--processes N] [--force] [--no-progress]
+    ooblab reproduce all [--quick]
+
+Results and figures go to `results/NAME/` (`results/NAME/quick/` with `--quick`; set
+`OOBLAB_RESULTS` to move the tree); finished runs are skipped, so a second call only
+redraws. Reference traces are read from ../shared (`OOBLAB_SHARED`); without them the
+spot-trace experiments use labelled generated look-alikes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run an experiment and write its figures (the paper's and beyond)",
+        description="Run one experiment end to end: its runs (finished ones skipped), results/NAME/results.parquet, and its figures as PNG and PDF.",
+    )
+    parser.add_argument("name", nargs="?", help="experiment name, or 'all' (see --list)")
+    parser.add_argument("--list", action="store_true", help="name every experiment with a one-line description")
+    parser.add_argument("--quick", action="store_true", help="the small setting: seconds, into results/NAME/quick/")
+    parser.add_argument("--out", default=None, help="results directory (default results/NAME, or results/NAME/quick)")
+    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU; 1 for timing experiments)")
+    parser.add_argument("--force", action="store_true", help="rerun finished runs too")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from .registry import UnknownExperiment, all_experiments
+
+    experiments = all_experiments()
+    if args.list:
+        width = max(len(name) for name in experiments)
+        for name, experiment in experiments.items():
+            plural = "s" if len(experiment.paper_figures) > 1 else ""
+            figures = f"  [paper Figure{plural} {', '.join(experiment.paper_figures)}]" if experiment.paper_figures else f"  [{experiment.family}]"
+            print(f"{name:<{width}}  {experiment.description}{figures}")
+        return 0
+    if not args.name:
+        print("ooblab reproduce: error: name an experiment (or all); --list shows them", file=sys.stderr)
+        return 2
+    if args.processes is not None and args.processes < 1:
+        print(f"ooblab reproduce: error: --processes must be >= 1, got {args.processes}", file=sys.stderr)
+        return 2
+    names = list(experiments) if args.name == "all" else [args.name]
+    if args.name == "all" and args.out:
+        print("ooblab reproduce: error: --out names one experiment's directory; it cannot be used with all", file=sys.stderr)
+        return 2
+    from .reproduce import reproduce
+
+    for name in names:
+        try:
+            done = reproduce(name, quick=args.quick, out_dir=args.out, processes=args.processes, progress=not args.no_progress, force=args.force)
+        except UnknownExperiment as exc:
+            print(f"ooblab reproduce: error: {exc}", file=sys.stderr)
+            return 2
+        pngs = [p for p in done.figures if p.suffix == ".png"]
+        print(f"{name}: {len(done.table)} runs, {len(pngs)} figures in {done.seconds:.1f} s -> {done.out_dir}")
+        for path in pngs:
+            print(f"  {path} (+ .pdf)")
+        for line in done.errors[:5]:
+            print(f"  rejected: {line}")
+        if len(done.errors) > 5:
+            print(f"  ... {len(done.errors) - 5} more rejected runs (outcome 'error' in results.parquet)")
+    return 0

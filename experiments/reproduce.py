@@ -1,0 +1,60 @@
+"""Run one experiment end to end: its runs (skipping finished ones), its table, its
+figures as PNG and PDF under `results/NAME/` (the quick setting under
+`results/NAME/quick/`). `results` is what notebooks call: it loads what is there and
+runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import plots
+from .base import Setting
+from .paths import experiment_dir, shared_dir
+from .registry import get
+from .sweep import run_sweep
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    name: str
+    out_dir: Path
+    table: pd.DataFrame
+    figures: tuple[Path, ...]
+    seconds: float
+    errors: tuple[str, ...]  # one line per run the simulator or planner rejected
+
+
+def results(name: str, *, quick: bool, out_dir: str | Path | None = None, processes: int | None = None, progress: bool = True, force: bool = False) -> tuple[pd.DataFrame, Path]:
+    """The experiment's results table (running what is missing) and its directory."""
+    experiment = get(name)
+    out = Path(out_dir) if out_dir is not None else experiment_dir(name, quick=quick)
+    specs = experiment.specs(Setting(quick=quick, shared=shared_dir()))
+    workers = processes if processes is not None else experiment.processes
+    table = run_sweep(specs, experiment.runner, out, processes=workers, progress=progress, force=force)
+    return table, out
+
+
+def figures(name: str, table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+    """The experiment's figures (matplotlib Figures by name) from its table."""
+    return dict(get(name).figures(table, out_dir))
+
+
+def reproduce(name: str, *, quick: bool = False, out_dir: str | Path | None = None, processes: int | None = None, progress: bool = True, force: bool = False) -> Reproduction:
+    import matplotlib.pyplot as plt
+
+    start = time.perf_counter()
+    table, out = results(name, quick=quick, out_dir=out_dir, processes=processes, progress=progress, force=force)
+    paths: list[Path] = []
+    for fig_name, fig in figures(name, table, out).items():
+        paths.extend(plots.save(fig, out, fig_name))
+        plt.close(fig)
+    errors = ()
+    if "outcome" in table:
+        failed = table[table["outcome"] == "error"]
+        errors = tuple(f"{row.get('system', '')} {row.get('model', '')} {row.get('trace_label', '')}: {row.get('infeasible_reason', '')}" for _, row in failed.iterrows())
+    return Reproduction(name, out, table, tuple(paths), time.perf_counter() - start, errors)
