@@ -1,0 +1,35 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Across preemption rates
+#
+# Generated spot traces (the p3 profile, 30 nodes, 12 hours) with the burst rate scaled
+# from a quarter to twice the real EC2 P3 trace's: mean over seeds, with a band of one
+# standard error. The y axis is committed samples per second over the whole run.
+
+# %%
+from experiments import notebook as nb
+from experiments import rates
+
+table, out = nb.results("preemption-rates")
+figures = rates.figures(table, out)
+
+# %% [markdown]
+# All systems lose throughput as preemptions become frequent, and the cluster shrinks with
+# them (replacements take a while to arrive). Oobleck degrades most gracefully; Varuna's
+# restarts make it fall fastest, to almost nothing beyond about 15 removals per hour for
+# the larger model. The artifact's tables give Bamboo nothing for the GPT-3 models.
+
+# %%
+nb.show(figures)

@@ -1,0 +1,43 @@
+"""Every notebook executes on the quick setting (nbclient, a kernel per notebook) and
+shows figures; there is one notebook per experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import pytest
+from nbclient import NotebookClient
+
+from experiments.registry import all_experiments
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+TIMEOUT_S = 300  # per cell
+
+
+def test_one_notebook_per_experiment():
+    named = {ROOT / e.notebook for e in all_experiments().values()}
+    assert named == set(NOTEBOOKS)
+
+
+def test_no_notebook_shadows_a_package():
+    # notebooks run in notebooks/, which is first on the kernel's path
+    assert not {p.stem for p in NOTEBOOKS} & {"planner", "sim", "real", "traces", "experiments", "ooblab"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_quick_and_shows_figures(path, tmp_path_factory, monkeypatch):
+    # the session's quick results (tests/experiments fills the same tree when it runs first)
+    results = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    monkeypatch.setenv("OOBLAB_QUICK", "1")
+    monkeypatch.setenv("OOBLAB_RESULTS", str(results))
+    notebook = jupytext.read(path)
+    assert notebook.metadata["jupytext"]["text_representation"]["format_name"] == "percent"
+    NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    images = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert images, "the notebook showed no figure"
+    experiment = next(e for e in all_experiments().values() if ROOT / e.notebook == path)
+    assert (results / experiment.name / "quick" / "results.parquet").exists()
