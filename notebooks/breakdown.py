@@ -28,10 +28,13 @@ figures = breakdown.figures(table, out)
 
 # %% [markdown]
 # **Figure 1**: GPT-2 (the largest model all three systems hold in both calibrations) on
-# the 10-minute trace and the EC2 P3 spot trace. Oobleck spends nearly all its time on
-# useful work; Varuna's restarts and checkpoints take a quarter of it or more; Bamboo loses
-# its share to reconfigurations, redundant computation and, in the planner calibration,
-# work rolled back by fatal failures.
+# the 10-minute trace and the EC2 P3 spot trace. Varuna's restarts and checkpoints take a
+# quarter of its time or more; Bamboo loses its share to reconfigurations, redundant
+# computation and, in the planner calibration, work rolled back by fatal failures.
+# Oobleck spends nearly all its time on useful work, with one exception: in the planner
+# calibration on the bursty P3 trace, bursts of preemptions take every replica of some
+# layer (f = 1) and a third of its time is lost to rollbacks; it still commits more than
+# the other two (the fault-tolerance notebook shows what f = 2 changes).
 
 # %%
 nb.show(figures, *[name for name in figures if name.startswith("fig01")])

@@ -26,12 +26,14 @@ table, out = nb.results("cost")
 figures = cost.figures(table, out)
 
 # %% [markdown]
-# Oobleck on spot nodes costs about a third of the on-demand reference for every model,
-# close to the price ratio (0.91 / 3.06), because it wastes little of the time it pays
-# for. Varuna keeps that advantage only where failures are rare: with a failure every 10
-# minutes, or on the spot traces, its larger models cost several times the on-demand
-# price (restarts are paid for and produce nothing). Bamboo pays for its redundancy on
-# every trace. "OOM": the system cannot hold the model; "no progress": nothing committed.
+# Oobleck on spot nodes costs about a third of the on-demand reference (the price ratio
+# 0.91 / 3.06 is 0.30), because it wastes little of the time it pays for; in the planner
+# calibration the bursty spot traces push the larger models towards two thirds (restarts
+# from checkpoint). Varuna keeps the spot discount only where failures are rare: with a
+# failure every 10 minutes, or on the spot traces, its GPT-3 2.7B and 6.7B runs cost two
+# to five times the on-demand price, since restarts are paid for and produce nothing.
+# Bamboo pays for its redundancy on every trace. "OOM": the system cannot hold the model;
+# "no progress": nothing committed.
 
 # %%
 nb.show(figures)
