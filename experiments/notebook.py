@@ -2,14 +2,22 @@
 where missing), figures shown inline.
 
 `OOBLAB_QUICK=1` selects the quick setting (the test suite sets it); otherwise a notebook
-runs, or loads, the full one: `jupytext --to ipynb --execute notebooks/NAME.py` after (or
-instead of) `ooblab reproduce NAME`, which share `results/NAME/`.
+runs, or loads, the full one, sharing `results/NAME/` with `ooblab reproduce NAME`.
+`execute` runs a notebook file with nbclient (the test extras) and writes the executed
+`.ipynb`; from the command line:
+
+    python -m experiments.notebook notebooks/frequency.py [-o OUT.ipynb] [--timeout S]
+
+(default output `results/notebooks/NAME.ipynb`; `jupytext --to ipynb --execute` works
+too where nbconvert is installed).
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -49,3 +57,39 @@ def show(figures: Mapping[str, object], *names: str) -> None:
             fig.savefig(buffer, format="png")
         display(Markdown(f"**{name}**"), Image(buffer.getvalue()))
         plt.close(fig)
+
+
+def execute(path: str | Path, out: str | Path | None = None, *, timeout_s: int = 1800) -> Path:
+    """Run a jupytext notebook in its own directory with a fresh kernel and write the
+    executed notebook (`out`, default results/notebooks/NAME.ipynb); a failing cell
+    raises nbclient's CellExecutionError."""
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .paths import results_root
+
+    path = Path(path).resolve()
+    notebook = jupytext.read(path)
+    NotebookClient(notebook, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    target = Path(out) if out is not None else results_root() / "notebooks" / f"{path.stem}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.notebook", description="Execute a notebook (full size unless OOBLAB_QUICK=1) and write the .ipynb.")
+    parser.add_argument("notebook", help="a notebooks/*.py file")
+    parser.add_argument("-o", "--output", default=None, help="where to write the executed .ipynb (default results/notebooks/NAME.ipynb)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    args = parser.parse_args(argv)
+    if not Path(args.notebook).is_file():
+        print(f"python -m experiments.notebook: error: no such notebook {args.notebook!r}", file=sys.stderr)
+        return 2
+    print(execute(args.notebook, args.output, timeout_s=args.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

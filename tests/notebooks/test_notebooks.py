@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import jupytext
+import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from experiments.notebook import execute, main
 from experiments.registry import all_experiments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,12 +33,17 @@ def test_notebook_runs_quick_and_shows_figures(path, tmp_path_factory, monkeypat
     results = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
     monkeypatch.setenv("OOBLAB_QUICK", "1")
     monkeypatch.setenv("OOBLAB_RESULTS", str(results))
-    notebook = jupytext.read(path)
-    assert notebook.metadata["jupytext"]["text_representation"]["format_name"] == "percent"
-    NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert jupytext.read(path).metadata["jupytext"]["text_representation"]["format_name"] == "percent"
+    written = execute(path, results / "notebooks" / f"{path.stem}.ipynb", timeout_s=TIMEOUT_S)
+    notebook = nbformat.read(written, as_version=4)
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     images = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert images, "the notebook showed no figure"
     experiment = next(e for e in all_experiments().values() if ROOT / e.notebook == path)
     assert (results / experiment.name / "quick" / "results.parquet").exists()
+
+
+def test_command_line_names_a_missing_notebook(capsys):
+    assert main(["notebooks/nope.py"]) == 2
+    assert "no such notebook" in capsys.readouterr().err
