@@ -75,7 +75,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
         figs[f"cost-{calibration}"] = plots.grouped_bars(
             spot, x="where", y="usd_per_m", panel="model", system="system", x_order=order, annotate="note",
             reference=reference, reference_label=f"on-demand ({ON_DEMAND_NODES} nodes, cheapest system)",
-            xlabel="trace", ylabel="$ per million samples", title=CALIBRATION_TITLES[calibration],
+            xlabel="trace (*: the scaled spot traces)", ylabel="$ per million samples", title=CALIBRATION_TITLES[calibration],
         )
     return figs
 

@@ -30,9 +30,10 @@ figures = cost.figures(table, out)
 # 0.91 / 3.06 is 0.30), because it wastes little of the time it pays for; in the planner
 # calibration the bursty spot traces push the larger models towards two thirds (restarts
 # from checkpoint). Varuna keeps the spot discount only where failures are rare: with a
-# failure every 10 minutes, or on the spot traces, its GPT-3 2.7B and 6.7B runs cost two
-# to five times the on-demand price, since restarts are paid for and produce nothing.
-# Bamboo pays for its redundancy on every trace. "OOM": the system cannot hold the model;
+# failure every 10 minutes, or on the spot traces, its GPT-3 2.7B and 6.7B runs cost one
+# to three times the on-demand price, since restarts are paid for and produce nothing.
+# Bamboo pays for its redundancy on every trace: in the artifact calibration, whose
+# tables give it a third of Oobleck's throughput, it costs as much as on-demand or more. "OOM": the system cannot hold the model;
 # "no progress": nothing committed.
 
 # %%

@@ -27,9 +27,12 @@ figures = rates.figures(table, out)
 
 # %% [markdown]
 # All systems lose throughput as preemptions become frequent, and the cluster shrinks with
-# them (replacements take a while to arrive). Oobleck degrades most gracefully; Varuna's
-# restarts make it fall fastest, to almost nothing beyond about 15 removals per hour for
-# the larger model. The artifact's tables give Bamboo nothing for the GPT-3 models.
+# them (replacements take a while to arrive). Oobleck keeps the lead at every rate. In
+# relative terms Varuna falls fastest in the artifact calibration (every removal is a
+# restart), Bamboo in the planner calibration (losing two neighbouring nodes is fatal
+# there, and rolls back to its checkpoint); for GPT-3 2.7B Varuna is down to one or two
+# samples per second from about 15 removals per hour. The artifact's tables give Bamboo
+# nothing for the GPT-3 models.
 
 # %%
 nb.show(figures)
