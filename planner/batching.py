@@ -68,10 +68,3 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
 def makespan_s(templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> float:
     return max(t.iteration_time(m) for t, m in zip(templates, counts))
 
-
-def makespan_lower_bound_s(lines: Sequence[tuple[float, float]], total: int) -> float:
-    """A lower bound on the best makespan of pipelines with T_i(m) = c_i + beta_i m: every
-    pipeline runs at least one microbatch, and sum_i (tau - c_i) / beta_i >= sum_i m_i."""
-    inverse = sum(1.0 / beta for _, beta in lines)
-    fractional = (total + sum(c / beta for c, beta in lines)) / inverse
-    return max(fractional, max(c + beta for c, beta in lines))

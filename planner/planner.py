@@ -9,38 +9,18 @@ the policies build on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from .allreduce import exposed_allreduce_s, layer_allreduce_s
-from .batching import distribute_microbatches, linear_cost, makespan_lower_bound_s
+from .batching import distribute_microbatches, linear_cost
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
+from .mix import MixSearch, first_stage_allreduce_table
 from .plan import ExecutionPlan, JobSpec, PipelinePlan
 from .profile import ModelProfile
 from .templates import PipelineTemplate, TemplateSearch, TemplateSet, template_node_range
-
-
-def partitions(total: int, sizes: Sequence[int], min_parts: int) -> Iterator[tuple[int, ...]]:
-    """Multisets of `sizes` (as non-increasing tuples) summing to `total` with at least
-    `min_parts` members."""
-    ordered = sorted(set(sizes), reverse=True)
-
-    def walk(remaining: int, start: int, prefix: list[int]) -> Iterator[tuple[int, ...]]:
-        if remaining == 0:
-            if len(prefix) >= min_parts:
-                yield tuple(prefix)
-            return
-        for index in range(start, len(ordered)):
-            size = ordered[index]
-            if size <= remaining:
-                prefix.append(size)
-                yield from walk(remaining - size, index, prefix)
-                prefix.pop()
-
-    yield from walk(total, 0, [])
 
 
 def _split(nodes: Sequence[str], sizes: Sequence[int]) -> list[list[str]]:
@@ -50,13 +30,6 @@ def _split(nodes: Sequence[str], sizes: Sequence[int]) -> list[list[str]]:
         groups.append(list(nodes[start : start + n]))
         start += n
     return groups
-
-
-@dataclass(frozen=True)
-class Candidate:
-    sizes: tuple[int, ...]
-    counts: tuple[int, ...]
-    makespan_s: float
 
 
 class Planner:
@@ -193,45 +166,34 @@ class Planner:
         return self._plan([self._templates[n] for n in sizes], counts, _split(nodes, sizes))
 
     def _best_shape(self, num_nodes: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The winning template sizes and microbatch counts for `num_nodes` nodes.
-
-        Every multiset is first scored by a cheap lower bound on its makespan; they are
-        then solved exactly (batch split, exposed all-reduce) in bound order until the
-        bound exceeds the best iteration time found, which no later one can beat."""
+        """The winning template sizes and microbatch counts for `num_nodes` nodes (branch
+        and bound over template mixes, `planner.mix`)."""
         nodes = [str(i) for i in range(num_nodes)]
         sizes = self.template_sizes(num_nodes, k)
         total = self.job.num_microbatches
-        lines = {n: linear_cost(self._templates[n]) for n in sizes}
-        first_stage_end = {n: self._templates[n].stages[0].end_layer for n in sizes}
-        synced: dict[int, list[float]] = {}  # replicas -> prefix sums of layer all-reduce times
-        scored = []
-        for parts in partitions(num_nodes, sizes, k):
-            if len(parts) <= total:
-                ordered = tuple(reversed(parts))
-                if len(parts) not in synced:
-                    synced[len(parts)] = [0.0, *accumulate(self.layer_allreduce_s(len(parts)))]
-                # Layer 0 is ready only when the slowest pipeline ends, so each pipeline's
-                # first stage syncs entirely after it: a floor on the exposed all-reduce.
-                exposed = max(synced[len(parts)][first_stage_end[n]] for n in set(parts)) if len(parts) > 1 else 0.0
-                bound = makespan_lower_bound_s([lines[n] for n in ordered], total) + exposed
-                scored.append((bound * (1 - 1e-12), ordered))
-        if not scored:
-            raise InfeasibleError(
-                f"no way to split {num_nodes} nodes into >= {k} pipelines of {sizes[0]}..{sizes[-1]} nodes "
-                f"with {total} microbatches"
-            )
-        scored.sort(key=lambda item: (item[0], -len(item[1]), item[1]))
-        best_key, best = None, None
-        for bound, ordered in scored:
-            if best_key is not None and bound > best_key[0]:
-                break
+
+        def solve(ordered: tuple[int, ...]) -> float:
             templates = [self._templates[n] for n in ordered]
             counts = distribute_microbatches(templates, total)
-            plan = self._plan(templates, counts, _split(nodes, ordered))
-            key = (plan.iteration_time_s, -len(ordered), ordered)
-            if best_key is None or key < best_key:
-                best_key, best = key, Candidate(ordered, counts, plan.compute_time_s)
-        return best.sizes, best.counts
+            return self._plan(templates, counts, _split(nodes, ordered)).iteration_time_s
+
+        search = MixSearch(
+            {n: linear_cost(self._templates[n]) for n in sizes},
+            first_stage_allreduce_table(
+                {n: self._templates[n].stages[0].end_layer for n in sizes},
+                lambda replicas: [0.0, *accumulate(self.layer_allreduce_s(replicas))],
+            ),
+            total,
+            solve,
+        )
+        best, _ = search.best(num_nodes, k) if sizes else (None, 0)
+        if best is None:
+            raise InfeasibleError(
+                f"no way to split {num_nodes} nodes into >= {k} pipelines of "
+                + (f"{sizes[0]}..{sizes[-1]}" if sizes else "no feasible")
+                + f" nodes with {total} microbatches"
+            )
+        return best, distribute_microbatches([self._templates[n] for n in best], total)
 
     def instantiate_best_effort(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
         """`instantiate` over as many of `nodes` as can be used (in the given order),

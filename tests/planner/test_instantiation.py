@@ -123,3 +123,39 @@ def test_same_node_count_reuses_the_shape_with_new_names(gpt2_profile):
     assert [p.num_microbatches for p in first.pipelines] == [p.num_microbatches for p in second.pipelines]
     assert sorted(second.nodes) == sorted(other)
     assert second.iteration_time_s == first.iteration_time_s
+
+
+def all_mixes(total, sizes, min_parts):
+    """Every multiset of `sizes` summing to `total` with >= min_parts members (plain recursion)."""
+    out = []
+
+    def walk(remaining, allowed, prefix):
+        if remaining == 0:
+            if len(prefix) >= min_parts:
+                out.append(tuple(sorted(prefix)))
+            return
+        for size in [s for s in allowed if s <= remaining]:
+            walk(remaining - size, [s for s in allowed if s <= size], prefix + [size])
+
+    walk(total, sorted(sizes, reverse=True), [])
+    return out
+
+
+@pytest.mark.parametrize("num_nodes, f", [(14, 1), (16, 0), (13, 3)])
+def test_branch_and_bound_matches_exhaustive_search_on_many_mixes(num_nodes, f):
+    """n0 = 1 and a dozen or more nodes: hundreds of mixes; the pruned search must find the
+    same iteration time as solving every one of them."""
+    from planner.analytic import analytic_profile
+    from planner.hardware import make_cluster
+
+    planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", num_nodes, 1, inter_node_gbps=5), JobSpec(96, 1, f))
+    assert planner.min_nodes == 1
+    plan = planner.instantiate(names(num_nodes))
+    sizes = planner.template_sizes(num_nodes, f + 1)
+    mixes = all_mixes(num_nodes, sizes, f + 1)
+    assert len(mixes) > 50
+    best = min(
+        planner.build_plan([names(num_nodes)[sum(m[:i]) : sum(m[: i + 1])] for i in range(len(m))]).iteration_time_s
+        for m in mixes
+    )
+    assert math.isclose(plan.iteration_time_s, best, rel_tol=1e-12)
