@@ -169,7 +169,14 @@ class OobleckPolicy:
             why = note or f"{len(view.ready)} usable nodes, one pipeline needs n0 = {needed}"
             return Decision(None, (WaitForNodes(needed, why, rollback=restart),), after)
         action = RestartFromCheckpoint(note) if restart else Start()
-        return Decision(new, (action,), after, notes=(note,) if note else ())
+        notes = [note] if note else []
+        f = self.planner.job.fault_tolerance
+        if new.num_pipelines < f + 1:
+            notes.append(
+                f"{len(new.nodes)} nodes hold only {new.num_pipelines} pipeline(s): the job tolerates "
+                f"{new.num_pipelines - 1} simultaneous failure(s), not f = {f}"
+            )
+        return Decision(new, (action,), after, notes=tuple(notes))
 
     def _instantiate(self, nodes) -> ExecutionPlan | None:
         nodes = list(nodes)

@@ -123,3 +123,22 @@ def test_a_failure_during_a_reconfiguration_replans_from_the_completed_plan():
     decision = policy.decide(view(["n1", "n2", "n3", "n5", "n6"], "reconfiguring"), NodesRemoved(("n4",)), growing)
     # layers are still where the 4-node plan put them: replanned from it, without n4
     assert decision.plan == on_removal(planner, current.plan, ["n4"]).plan
+
+
+def test_start_says_when_fewer_than_f_plus_one_pipelines_fit():
+    """f = 3 asks for four replicas; when the nodes hold fewer, the job still starts and the
+    decision says how many failures it really tolerates."""
+    from planner.analytic import analytic_profile
+    from planner.hardware import make_cluster
+    from planner.plan import JobSpec
+    from planner.planner import Planner
+    from planner.policies.decisions import ClusterView, NodesReady
+    from planner.policies.oobleck import OobleckPolicy
+
+    planner = Planner(analytic_profile("gpt3-6.7b", "v100-16gb", 1), make_cluster("v100-16gb", 30, 1), JobSpec(1024, 1, 3))
+    n0 = planner.min_nodes
+    assert 30 < 4 * n0
+    nodes = tuple(f"n{i}" for i in range(30))
+    decision = OobleckPolicy(planner).decide(ClusterView(0.0, nodes), NodesReady(nodes), None)
+    assert decision.plan is not None and decision.plan.num_pipelines == 30 // n0
+    assert any("not f = 3" in note for note in decision.notes)
