@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from .config import COMPUTE_MODES, DEVICES, DTYPES, TINY_GPT, ConfigError, RunConfig, TinyGptSpec
+from .config import COMPUTE_MODES, DEVICES, DTYPES, POLICIES, TINY_GPT, ConfigError, RunConfig, TinyGptSpec
 
 _DEFAULTS = RunConfig()
 _TINY = TinyGptSpec()
@@ -128,6 +128,20 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / local workers)")
     parser.add_argument("--device", default=d.device, choices=DEVICES, help="auto: CUDA + NCCL when available (real compute), else CPU + gloo")
     parser.add_argument("--save-params", default=None, help="directory where every rank saves its final layers")
+    failures = parser.add_argument_group("failures, joins and checkpoints")
+    failures.add_argument("--policy", default=d.policy, choices=POLICIES,
+                          help="oobleck: live reconfiguration from in-memory replicas; varuna: checkpoint, stop everything, restart")
+    failures.add_argument("--inject", default=None, metavar="STEP:WORKER:KIND[:POINT],...",
+                          help="failures and joins: STEP (e.g. 3) or TIME (e.g. 2.5s after training starts), WORKER (node2 or node2/1), "
+                          "KIND crash|hang|join, POINT forward|backward|allreduce|optimizer|reconfigure (step-based crashes and hangs)")
+    failures.add_argument("--trace", default=None, help="replay a trace (file or generator spec): node names become workers; removes kill, adds start")
+    failures.add_argument("--time-scale", type=float, default=d.time_scale, help="replay the trace this many times faster")
+    failures.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="checkpoint every K steps, asynchronously (0: never)")
+    failures.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)")
+    failures.add_argument("--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats")
+    failures.add_argument("--wait-for-nodes", type=float, default=d.wait_for_nodes_s, help="seconds to wait for nodes when too few are left, then fail")
+    failures.add_argument("--join-horizon", type=float, default=d.join_horizon_s, help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds")
+    failures.add_argument("--no-respawn", action="store_true", help="never start replacement worker processes (a worker that cannot tear down costs its node)")
     add_tiny_arguments(parser)
 
 
@@ -157,10 +171,20 @@ def config_from_args(args) -> RunConfig:
         seed=args.seed,
         lr=args.lr,
         timeout_s=args.timeout,
+        heartbeat_interval_s=args.heartbeat_interval,
         heartbeat_timeout_s=args.heartbeat_timeout,
         threads_per_worker=args.threads,
         device=args.device,
         save_params_dir=args.save_params,
+        policy=args.policy,
+        inject=args.inject,
+        trace=args.trace,
+        time_scale=args.time_scale,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=args.checkpoint_dir,
+        wait_for_nodes_s=args.wait_for_nodes,
+        join_horizon_s=args.join_horizon,
+        respawn=not args.no_respawn,
     )
 
 
@@ -188,6 +212,9 @@ def _report(summary: dict, directory, as_json: bool) -> None:
     steady, predicted = summary.get("steady_iteration_s"), summary.get("predicted_iteration_s")
     print(f"throughput {summary['avg_samples_per_s']:.2f} samples/s"
           + (f"; iteration {steady:.4f} s measured (steady), {predicted:.4f} s predicted" if steady and predicted else ""))
+    if summary.get("recovery_s") or summary.get("num_restarts"):
+        recoveries = ", ".join(f"{r['kind']} {r['total_s']:.2f} s" for r in summary.get("recoveries", []))
+        print(f"{summary['num_reconfigurations']} reconfiguration(s), {summary['num_restarts']} restart(s); recoveries: {recoveries or 'none'}")
     print(f"results in {directory}")
 
 
@@ -217,7 +244,10 @@ def handle_coordinator(args) -> int:
         from .launch import default_run_dir
         from .results import write_results
 
-        coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event)
+        run_dir = args.out or default_run_dir()
+        coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
+        if coordinator.needs_local_processes:
+            raise ConfigError("--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)")
     except (ConfigError, ValueError) as exc:
         return _error("coordinator", exc)
     print(f"coordinator listening on {coordinator.address}", file=sys.stderr, flush=True)
@@ -228,7 +258,7 @@ def handle_coordinator(args) -> int:
         os.replace(tmp, args.address_file)
     _exit_on_sigterm()
     outcome = coordinator.run()
-    summary, directory = write_results(outcome, args.out or default_run_dir())
+    summary, directory = write_results(outcome, run_dir)
     _report(summary.to_dict(), directory, args.json)
     return 0 if outcome.status == "finished" else 1
 

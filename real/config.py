@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
 COMPUTE_MODES = ("real", "emulated")
+POLICIES = ("oobleck", "varuna")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
 TINY_GPT = "tiny-gpt"
@@ -60,6 +61,15 @@ class RunConfig:
     - `gpu`: the planner's GPU type for memory and links; None: a CPU "GPU" of
       `gpu_memory_gb` (tiny-gpt) or v100-16gb (other models), as `ooblab plan` does.
     - `timeout_s`: every process group's timeout (collectives, rendezvous).
+    - Failures (part 2): `policy` decides what a membership change leads to ("oobleck":
+      live reconfiguration from in-memory replicas; "varuna": checkpoint, stop everything,
+      restart); `checkpoint_every` steps (0: never) into `checkpoint_dir` (default: the
+      run directory's `checkpoints/`); `inject` ("STEP:WORKER:crash|hang[:POINT],...",
+      see `real.failures`) and `trace` (a trace file or generator spec, replayed
+      `time_scale` times faster from the start of training) make failures and joins;
+      `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how
+      long the job waits for nodes when too few are left; `respawn` lets a local launcher
+      replace a worker that cannot tear down cleanly (and Varuna restart processes).
     """
 
     nodes: int = 2
@@ -82,11 +92,20 @@ class RunConfig:
     weight_decay: float = 0.01
     timeout_s: float = 60.0
     heartbeat_interval_s: float = 0.5
-    heartbeat_timeout_s: float = 30.0
+    heartbeat_timeout_s: float = 10.0
     startup_timeout_s: float = 300.0
     threads_per_worker: int | None = None
     device: str = "auto"
     save_params_dir: str | None = None
+    policy: str = "oobleck"
+    checkpoint_every: int = 10
+    checkpoint_dir: str | None = None
+    inject: str | None = None
+    trace: str | None = None
+    time_scale: float = 1.0
+    join_horizon_s: float = 1800.0
+    wait_for_nodes_s: float = 120.0
+    respawn: bool = True
 
     def __post_init__(self) -> None:
         ints = ("nodes", "gpus_per_node", "steps", "global_batch", "microbatch_size")
@@ -113,17 +132,28 @@ class RunConfig:
         if self.pipelines is not None:
             if not self.pipelines or any(not isinstance(n, int) or n < 1 for n in self.pipelines):
                 raise ConfigError(f"pipelines must be positive node counts, got {self.pipelines!r}")
-            if sum(self.pipelines) != self.nodes:
+            if self.trace is None and sum(self.pipelines) != self.nodes:
                 raise ConfigError(
                     f"pipelines {list(self.pipelines)} use {sum(self.pipelines)} nodes, the job has {self.nodes}"
                 )
-        for name in ("timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr"):
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be a whole number of steps >= 0 (0: never), got {self.checkpoint_every!r}")
+        for name in ("timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr",
+                     "time_scale", "join_horizon_s", "wait_for_nodes_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
             raise ConfigError("heartbeat_timeout_s must exceed heartbeat_interval_s")
         if self.threads_per_worker is not None and self.threads_per_worker < 1:
             raise ConfigError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
+
+    @property
+    def teardown_timeout_s(self) -> float:
+        """How long the coordinator waits for a survivor to tear down and report after a
+        failure: a survivor blocked in a rendezvous notices only at the group timeout."""
+        return self.timeout_s + self.heartbeat_timeout_s + 5.0
 
     @property
     def num_workers(self) -> int:

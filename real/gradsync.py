@@ -16,7 +16,7 @@ exposure model has it (`planner.allreduce`).
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -35,6 +35,7 @@ class GradientSync:
         groups: Mapping[tuple[int, ...], dist.ProcessGroup],
         layer_params: Mapping[int, Sequence[torch.nn.Parameter]],
         emulated_allreduce_s: float = 0.0,
+        issued: Callable[[], None] | None = None,
     ):
         self.buckets: list[tuple[dist.ProcessGroup, list[torch.nn.Parameter]]] = []
         for spec in layout.groups_of(rank):
@@ -45,6 +46,7 @@ class GradientSync:
             if params:
                 self.buckets.append((groups[spec.ranks], params))
         self.emulated_allreduce_s = emulated_allreduce_s
+        self._issued = issued  # called once every all-reduce is in flight (a failure point)
 
     @property
     def num_buckets(self) -> int:
@@ -55,6 +57,8 @@ class GradientSync:
         for group, params in self.buckets:
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             pending.append((dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True), flat, params))
+        if self._issued is not None:
+            self._issued()
         for work, flat, params in pending:
             work.wait()
             offset = 0

@@ -3,20 +3,32 @@
 The coordinator hosts a `TCPStore` on port 0 (the OS picks a free port) and publishes
 `host:port`. Everything else goes through keys of that store:
 
-    job                      the RunConfig (JSON) and, for emulated compute, layer times
+    job                      the RunConfig (JSON), layer times (emulated), injections
     workers/count            registration counter; workers/<id> = WorkerInfo (JSON)
-    hb/<id>                  the worker's last heartbeat (wall-clock seconds)
-    error/<id>               a worker's traceback when it fails (errors/count counts them)
-    abort                    set by the coordinator: workers exit at once
-    gen/latest               the newest published generation g
-    gen<g>/layout            the Layout of generation g
-    gen<g>/ready/<rank>      rank built its groups (wall-clock seconds)
-    gen<g>/step<k>/<rank>    rank finished step k: {"t": seconds, "loss_sum": float|null}
+    hb/<id>                  the worker's heartbeat counter (the coordinator watches it change)
+    error/<id>               a worker's fatal traceback (errors/count counts them)
+    fence/<id>               the coordinator fenced this worker: it must exit (its launcher kills it)
+    abort                    set by the coordinator: workers exit at once (the job failed)
+    orders/next, orders/<n>  the coordinator's orders, in sequence: run generation g, save
+                             layers to a checkpoint, end (workers read them in order)
+    gen<g>/directive         generation g: layout, rank -> worker, resume step, layer sources
+    gen<g>/built/<rank>      rank joined the generation's groups (wall-clock seconds)
+    gen<g>/ready/<rank>      rank holds its layers (after copies) and waits for go
+    gen<g>/go                "run" | "stop" | "abort", set by the coordinator
+    gen<g>/step<k>/<rank>    rank's gradients of step k are synchronised: {"t", "loss_sum"}
+    gen<g>/acks/<k>          ranks that reached step k's commit point (a counter)
+    gen<g>/commit/<k>        "ok" | "stop" (committed; stop after it) | "abort" (`commit`)
+    gen<g>/stopreq           the coordinator asks to stop at the next commit (a join)
+    gen<g>/fault/<rank>      rank's error in this generation; gen<g>/faults counts them
+    gen<g>/resume            after a failure: the first uncommitted step (the coordinator's)
+    gen<g>/left/<rank>       rank tore down: what it holds and for which step
     gen<g>/done/<rank>       rank finished training, saved and tore its groups down
     gen<g>/pg/...            torch.distributed's own rendezvous (PrefixStore "gen<g>/pg")
+    ckpt/<k>/<l>             layer l of the checkpoint of step k is on disk
+    inject/<i>               injection i fired (the victim's wall-clock time)
 
-A new generation gets a fresh key prefix, so part 2's reconfiguration can rebuild process
-groups without stale keys colliding.
+Every generation gets a fresh key prefix, so reconfiguration rebuilds process groups
+without stale keys colliding, and a fenced worker cannot rejoin an old generation.
 """
 
 from __future__ import annotations
@@ -37,7 +49,47 @@ JOB = "job"
 WORKER_COUNT = "workers/count"
 ERROR_COUNT = "errors/count"
 ABORT = "abort"
-LATEST = "gen/latest"
+ORDER_NEXT = "orders/next"
+
+
+def order_key(n: int) -> str:
+    return f"orders/{n}"
+
+
+def fence_key(worker_id: int) -> str:
+    return f"fence/{worker_id}"
+
+
+def directive_key(generation: int) -> str:
+    return f"gen{generation}/directive"
+
+
+def built_key(generation: int, rank: int) -> str:
+    return f"gen{generation}/built/{rank}"
+
+
+def go_key(generation: int) -> str:
+    return f"gen{generation}/go"
+
+
+def fault_key(generation: int, rank: int) -> str:
+    return f"gen{generation}/fault/{rank}"
+
+
+def fault_count_key(generation: int) -> str:
+    return f"gen{generation}/faults"
+
+
+def resume_key(generation: int) -> str:
+    return f"gen{generation}/resume"
+
+
+def left_key(generation: int, rank: int) -> str:
+    return f"gen{generation}/left/{rank}"
+
+
+def fired_key(index: int) -> str:
+    return f"inject/{index}"
 
 
 def worker_key(worker_id: int) -> str:
@@ -50,10 +102,6 @@ def heartbeat_key(worker_id: int) -> str:
 
 def error_key(worker_id: int) -> str:
     return f"error/{worker_id}"
-
-
-def layout_key(generation: int) -> str:
-    return f"gen{generation}/layout"
 
 
 def ready_key(generation: int, rank: int) -> str:
@@ -110,8 +158,19 @@ def get_json(store: dist.Store, key: str) -> Any:
     return json.loads(store.get(key).decode())
 
 
+def get_json_bytes(raw: bytes) -> Any:
+    return json.loads(raw.decode())
+
+
 def has(store: dist.Store, key: str) -> bool:
     return store.check([key])
+
+
+def publish_order(store: dist.Store, order: dict) -> int:
+    """Append an order to the sequence every worker follows; returns its number."""
+    n = store.add(ORDER_NEXT, 1) - 1
+    put_json(store, order_key(n), order)
+    return n
 
 
 def register(store: dist.Store, node: str, gpu: int) -> WorkerInfo:
@@ -146,9 +205,10 @@ def registered(store: dist.Store) -> list[WorkerInfo]:
 
 
 class Heartbeat:
-    """A daemon thread that stamps hb/<id> every `interval_s` on its own store connection,
-    and calls `on_abort` (default: exit the process) when the coordinator sets `abort` or
-    the coordinator's store goes away.
+    """A daemon thread that bumps hb/<id> every `interval_s` on its own store connection
+    (the coordinator judges liveness by the counter changing, on its own clock, so clocks
+    need not agree), and calls `on_abort` (default: exit the process) when the coordinator
+    sets `abort`, fences this worker, or its store goes away.
 
     `timeout_s` bounds connecting and each store operation; keep it generous (a loaded
     machine can take seconds to accept a connection). A vanished coordinator is noticed
@@ -164,6 +224,7 @@ class Heartbeat:
     ):
         self._store = connect(address, timeout_s=timeout_s)
         self._key = heartbeat_key(worker_id)
+        self._watch = [ABORT, fence_key(worker_id)]
         self._interval_s = interval_s
         self._on_abort = on_abort or _exit_now
         self._stop = threading.Event()
@@ -175,15 +236,16 @@ class Heartbeat:
         return self
 
     def _beat(self) -> None:
-        self._store.set(self._key, repr(time.time()))
+        self._store.add(self._key, 1)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
                 self._beat()
-                if self._store.check([ABORT]):
-                    self._on_abort(self._store.get(ABORT).decode())
-                    return
+                for key in self._watch:
+                    if self._store.check([key]):
+                        self._on_abort(f"{key}: {self._store.get(key).decode()}")
+                        return
             except Exception as exc:  # the coordinator is gone: nothing left to train for
                 if not self._stop.is_set():
                     self._on_abort(f"lost the coordinator's store: {exc}")

@@ -1,12 +1,15 @@
 """A finished (or failed) real run in the simulator's schema (`planner.records`).
 
 Times are seconds since the coordinator started. "Training first started" is when every
-rank had built its groups (`ready_s`): process start-up, registration and planning count
-as waiting, not as training. Summary extras: `losses` (the global training loss of every
-step: the mean over the global batch, as the single-process reference computes it),
-`final_loss`, the per-iteration times, the steady-state iteration time and throughput
-(iterations after the first, which includes the schedules' lazy set-up), the planner's
-predicted iteration time, and the plan.
+rank of generation 0 held its layers (`ready_s`): process start-up, registration and
+planning count as waiting, not as training. Summary extras: `losses` (the global
+training loss of every committed step: the mean over the global batch, as the
+single-process reference computes it), `final_loss`, the per-iteration times, the
+steady-state iteration time and throughput (iterations after the first, which includes
+the schedules' lazy set-up), the planner's predicted iteration time, the plans (first
+and last), and for failures `num_reconfigurations`, `num_restarts`, `recovery_s` (one
+duration per recovery: failure to the next completed iteration) and `recoveries` (each
+split into detection, rebuild, planning, checkpoint, respawn, copy and redo).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from planner.records import FINISHED, RUNNING, WAITING, EventRecord, RunSummary, TimeBreakdown, TimelineRow, write_run
+from planner.records import FINISHED, EventRecord, RunSummary, TimeBreakdown, TimelineRow, write_run
 
-from .coordinator import RunOutcome
+from .control import plan_dict, plan_samples_per_s
+from .outcome import RunOutcome
+from .recovery import RESTART
 
 
 def iteration_times_s(outcome: RunOutcome) -> list[float]:
@@ -42,6 +47,13 @@ def summarize(outcome: RunOutcome) -> RunSummary:
     last = outcome.step_end_s[-1] if outcome.step_end_s else ready
     span = last - ready
     steady = steady_iteration_s(times)
+    recoveries = outcome.recoveries
+    live = [r for r in recoveries if r.kind != RESTART]
+    restarts = [r for r in recoveries if r.kind == RESTART]
+    reconfig_s = sum(r.total_s - r.phases["redo"] for r in live)
+    restart_s = sum(r.total_s - r.phases["redo"] for r in restarts)
+    lost_s = sum(r.phases["redo"] for r in recoveries)
+    useful = max(0.0, span - reconfig_s - restart_s - lost_s)
     extra: dict[str, Any] = {
         "status": outcome.status,
         "reason": outcome.reason,
@@ -51,45 +63,52 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "iteration_times_s": times,
         "steady_iteration_s": steady,
         "steady_samples_per_s": config.global_batch / steady if steady else None,
-        "predicted_iteration_s": plan.iteration_time_s if plan else None,
-        "predicted_samples_per_s": plan.samples_per_s if plan else None,
+        "predicted_iteration_s": plan.iteration_time_s if plan is not None else None,
+        "predicted_samples_per_s": plan_samples_per_s(plan, config.global_batch),
         "startup_s": outcome.ready_s,
         "world_size": outcome.layout.world_size if outcome.layout else 0,
         "schedules": {str(k): v for k, v in outcome.schedules.items()},
-        "plan": plan.to_dict() if plan else None,
+        "plan": plan_dict(plan),
+        "initial_plan": plan_dict(outcome.initial_plan),
+        "generations": outcome.generations,
+        "recovery_s": [r.total_s for r in recoveries],
+        "recoveries": [r.to_dict() for r in recoveries],
+        "lost_iterations": outcome.lost_iterations,
+        "injections_fired": sorted(outcome.injections_fired),
     }
     return RunSummary(
-        policy="oobleck",
+        policy=config.policy,
         model=config.model,
-        trace="none",
+        trace=config.trace or ("inject" if config.inject else "none"),
         calibration="measured",
         duration_s=end_s,
         avg_samples_per_s=samples / span if span > 0 else 0.0,
         committed_samples=samples,
         num_iterations=iterations,
-        num_reconfigurations=0,
-        num_restarts=0,
-        num_checkpoints=0,
-        failures_survived=0,
+        num_reconfigurations=outcome.reconfigurations,
+        num_restarts=outcome.restarts,
+        num_checkpoints=outcome.checkpoints,
+        failures_survived=outcome.failures_survived,
         node_hours=config.nodes * end_s / 3600,
         cost_usd=0.0,
-        breakdown=TimeBreakdown(useful_compute_s=span, waiting_s=ready + (end_s - last)),
+        breakdown=TimeBreakdown(
+            useful_compute_s=useful,
+            reconfiguration_s=reconfig_s,
+            restart_s=restart_s,
+            lost_work_s=lost_s,
+            waiting_s=end_s - useful - reconfig_s - restart_s - lost_s,
+        ),
         extra=extra,
     )
 
 
 def timeline(outcome: RunOutcome) -> list[TimelineRow]:
-    config = outcome.config
-    nodes = config.nodes
-    rows = [TimelineRow(0.0, 0, 0, WAITING, 0, 0, 0.0, 0.0)]
-    if outcome.ready_s is not None:
-        rows.append(TimelineRow(outcome.ready_s, nodes, nodes, RUNNING, 0, 0, 0.0, 0.0))
-    for index, (end, duration) in enumerate(zip(outcome.step_end_s, iteration_times_s(outcome))):
-        rate = config.global_batch / duration if duration > 0 else 0.0
-        rows.append(TimelineRow(end, nodes, nodes, RUNNING, index + 1, (index + 1) * config.global_batch, rate, 0.0))
+    rows = list(outcome.rows)
     end = outcome.end_s if outcome.end_s is not None else outcome.now_s()
     iterations = len(outcome.step_end_s)
-    rows.append(TimelineRow(end, nodes, 0, FINISHED, iterations, iterations * config.global_batch, 0.0, 0.0))
+    last = rows[-1] if rows else None
+    end = max(end, last.time_s) if last else end
+    rows.append(TimelineRow(end, last.live_nodes if last else 0, 0, FINISHED, iterations, iterations * outcome.config.global_batch, 0.0, 0.0))
     return rows
 
 

@@ -1,31 +1,29 @@
 """A worker: one process per GPU (on CPU, per emulated GPU).
 
 It knows only the coordinator's address, its node name and its GPU index. It registers,
-reads the job, waits for the layout of generation g, joins that generation's process
-groups as its rank, trains, reporting every step to the store, and exits. A heartbeat
-thread stamps the store meanwhile and ends the process if the coordinator aborts the job
-or disappears. Any exception is written to `error/<id>` for the coordinator to report.
-
-The per-generation part (`_train_generation`) is separate from registration so that part 2
-can loop over generations (tear down, wait for g + 1, rebuild, resume).
+reads the job, and then follows the coordinator's orders in sequence (`orders/<n>`):
+run generation g (`session.WorkerSession`: join its groups if the directive names this
+worker, restore its layers, train, survive a failure), save layers to a checkpoint, or
+end. A heartbeat thread bumps its counter in the store meanwhile and ends the process if
+the coordinator aborts the job, fences this worker or disappears. A fatal error (one
+outside a generation's training, e.g. no CUDA) is written to `error/<id>` for the
+coordinator to report, and the process exits with status 1.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 import traceback
 
 import torch
-import torch.distributed as dist
 
 from . import rendezvous as rv
 from .config import RunConfig
 from .emulated import EmulatedLayerTimes
-from .groups import Generation, build_generation
-from .layout import Layout
-from .stage_runner import StageRunner
+from .failures import injections_from_json
+from .probe import FailureProbe
+from .session import WorkerSession, wait_key
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -45,11 +43,12 @@ def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
 
 
 def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None) -> int:
-    """Register with the coordinator at `address` as GPU `gpu` of `node` and train."""
+    """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
+    orders until it ends the job."""
     store = rv.connect(address, timeout_s=connect_timeout_s)
+    first_order = store.add(rv.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
     info = rv.register(store, node, gpu)
     heartbeat = None
-    generation: Generation | None = None
     try:
         job = rv.get_json(store, rv.JOB)
         config = RunConfig.from_dict(job["config"])
@@ -58,18 +57,20 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         if threads:
             torch.set_num_threads(threads)
         emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
-        number = 0
-        store.wait([rv.layout_key(number)])
-        layout = Layout.from_dict(rv.get_json(store, rv.layout_key(number)))
-        rank = layout.rank_of(node, gpu)
-        if rank is None:  # a spare in this plan (part 2 keeps spares for later generations)
-            return EXIT_OK
         device, backend = choose_device(config, gpu)
-        generation = build_generation(store, layout, rank, backend, config.timeout_s)
-        _train_generation(store, config, generation, device, emulation)
-        generation.teardown()
-        store.set(rv.done_key(number, rank), repr(time.time()))
-        return EXIT_OK
+        probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
+        checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
+        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store)
+        number = first_order
+        while True:
+            order = rv.get_json_bytes(wait_key(store, rv.order_key(number)))
+            number += 1
+            if order["kind"] == "end":
+                return EXIT_OK
+            if order["kind"] == "generation":
+                session.run_generation(int(order["generation"]))
+            elif order["kind"] == "save":
+                session.save(order)
     except Exception:
         text = traceback.format_exc()
         try:
@@ -81,17 +82,3 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
     finally:
         if heartbeat is not None:
             heartbeat.stop()
-        if generation is not None:
-            generation.teardown()
-
-
-def _train_generation(store: dist.Store, config: RunConfig, generation: Generation, device: torch.device, emulation) -> None:
-    runner = StageRunner(config, generation, device, emulation)
-    rank, number = generation.rank, generation.number
-    dist.barrier()
-    rv.put_json(store, rv.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
-    for step in range(config.steps):
-        loss_sum = runner.step(step)
-        rv.put_json(store, rv.step_key(number, step, rank), {"t": time.time(), "loss_sum": loss_sum})
-    if config.save_params_dir:
-        runner.save(config.save_params_dir)
