@@ -95,12 +95,24 @@ def plan_layout(plan: Any, generation: int, config: RunConfig, planner: Planner)
     raise LayoutError(f"the real backend cannot run a {type(plan).__name__}")
 
 
-def plan_dict(plan: Any) -> dict | None:
+def plan_dict(plan: Any, gpus_per_node: int = 1) -> dict | None:
+    """A plan as JSON: an Oobleck plan's own form; a Varuna plan's description plus its
+    replicas as pipelines (nodes in stage order), like an Oobleck plan's."""
     if plan is None:
         return None
     if isinstance(plan, ExecutionPlan):
         return plan.to_dict()
-    return describe_plan(plan)
+    info = describe_plan(plan)
+    if isinstance(plan, VarunaPlan):
+        c = plan.config
+        info["pipelines"] = [
+            {"nodes": list(dict.fromkeys(plan.nodes[(w * c.depth + s) // gpus_per_node] for s in range(c.depth))),
+             "stages": [list(range(lo, hi)) for lo, hi in c.stage_layers]}
+            for w in range(c.width)
+        ]  # fmt: skip
+        for pipe in info["pipelines"]:
+            pipe["num_nodes"] = len(pipe["nodes"])
+    return info
 
 
 def plan_samples_per_s(plan: Any, global_batch: int) -> float | None:

@@ -277,7 +277,7 @@ class Coordinator(RecoveryFlow):
         out.plan, out.layout, out.generations = plan, layout, number + 1
         if out.initial_plan is None:
             out.initial_plan = plan
-        detail = dict(generation=number, how=kind, resume_step=resume_step, world_size=layout.world_size, plan=plan_dict(plan))
+        detail = dict(generation=number, how=kind, resume_step=resume_step, world_size=layout.world_size, plan=plan_dict(plan, self.config.gpus_per_node))
         if number == 0:
             out.planned_s = out.now_s()
             out.event("plan_published", **detail)

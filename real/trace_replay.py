@@ -59,7 +59,7 @@ def schedule_from_trace(trace: Trace, time_scale: float, capacity: int) -> Trace
     if max_live > capacity:
         raise TraceScheduleError(
             f"trace {trace.name!r} has up to {max_live} live nodes at once, more than the job's {capacity} "
-            f"(--nodes): pass --nodes {max_live} or rescale the trace (`ooblab traces rescale`)"
+            f"(--nodes): pass --nodes {max_live} or shrink the trace (`ooblab traces convert --cap N` or `--rescale LO HI`)"
         )
     if not initial:
         raise TraceScheduleError(f"trace {trace.name!r} has no node at time 0: the job would have nothing to start on")
