@@ -7,13 +7,16 @@ An entry names when, whom and what:
 - whom: a node (`node2`: its GPU 0) or one GPU of it (`node2/1`); a failure takes the
   whole node out (its other GPUs' workers are fenced with it);
 - what: `crash` (SIGKILL), `hang` (SIGSTOP: only the heartbeat deadline or an operation's
-  timeout reveals it), or `join` (the node, taken out by an earlier entry, is started
-  again: a fresh process registers and the policy takes it in at an iteration boundary);
+  timeout reveals it), `stall` (the worker's main thread stops for good while its
+  heartbeat goes on: a worker that cannot tear down cleanly; step-based only), or
+  `join` (the node, taken out by an earlier entry, is started again: a fresh process
+  registers and the policy takes it in at an iteration boundary);
 - where, for step-based crashes and hangs: the point of the worker's step at which it
   kills or freezes itself: `forward` (its first forward of the step, the default),
   `backward` (its first backward), `allreduce` (gradient all-reduce issued, not
   finished), `optimizer` (the step committed, inside the optimizer step), `reconfigure`
-  (inside the state copy of a reconfiguration that resumes at or after the step).
+  (inside the state copy of a reconfiguration that resumes at or after the step),
+  `teardown` (tearing down after a failure of a generation running the step).
 
 Step-based crashes and hangs are carried out by the victim itself (deterministic: the
 worker signals itself when it reaches the point), everything else by the coordinator.
@@ -26,8 +29,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-KINDS = ("crash", "hang", "join")
-POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure")
+KINDS = ("crash", "hang", "stall", "join")
+POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure", "teardown")
 DEFAULT_POINT = "forward"
 
 _WHEN = re.compile(r"^(?:(?P<step>\d+)|(?P<secs>\d+(?:\.\d*)?|\.\d+)s)$")
@@ -53,7 +56,7 @@ class Injection:
     @property
     def by_worker(self) -> bool:
         """Carried out by the victim itself (a step-based crash or hang)."""
-        return self.step is not None and self.kind in ("crash", "hang")
+        return self.step is not None and self.kind in ("crash", "hang", "stall")
 
     def describe(self) -> str:
         when = f"step {self.step}" if self.step is not None else f"{self.at_s:g} s"
@@ -86,7 +89,7 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
     label = f"--inject entry {index + 1} ({entry!r})"
     fields = entry.split(":")
     if len(fields) not in (3, 4) or not all(fields):
-        raise InjectionError(f"{label}: expected STEP:WORKER:crash|hang|join[:POINT], e.g. 3:node1:crash or 2.5s:node0:hang")
+        raise InjectionError(f"{label}: expected STEP:WORKER:crash|hang|stall|join[:POINT], e.g. 3:node1:crash or 2.5s:node0:hang")
     when, who, kind = fields[:3]
     match = _WHEN.match(when)
     if match is None:
@@ -105,6 +108,8 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
     if kind not in KINDS:
         raise InjectionError(f"{label}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     point = fields[3] if len(fields) == 4 else DEFAULT_POINT
+    if kind == "stall" and step is None:
+        raise InjectionError(f"{label}: a stall is step-based (the worker stalls itself)")
     if len(fields) == 4:
         if step is None or kind == "join":
             raise InjectionError(f"{label}: a point applies to step-based crashes and hangs only")

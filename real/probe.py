@@ -1,18 +1,21 @@
 """The worker's failure points: where a scheduled crash or hang strikes (`real.failures`).
 
 The worker calls `probe(point, step)` at named points of its step (`forward`,
-`backward`, `allreduce`, `optimizer`) and of a reconfiguration's state copy
-(`reconfigure`). An injection scheduled for this worker fires the first time the worker
-reaches its point during its step (for `reconfigure`: a copy resuming at or after its
-step): it records the time under `inject/<i>` (with compare-and-set, so a respawned
-process never fires it again) and sends itself SIGKILL (crash) or SIGSTOP (hang). With
-nothing scheduled for this worker a probe costs one comparison.
+`backward`, `allreduce`, `optimizer`), of a reconfiguration's state copy
+(`reconfigure`) and of its teardown after a failure (`teardown`). An injection scheduled
+for this worker fires the first time the worker reaches its point during its step (for
+`reconfigure`: a copy resuming at or after its step): it records the time under
+`inject/<i>` (with compare-and-set, so a respawned process never fires it again) and
+sends itself SIGKILL (crash) or SIGSTOP (hang), or blocks its main thread for good
+(stall: the heartbeat thread goes on). With nothing scheduled for this worker a probe
+costs one comparison.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from typing import Sequence
 
@@ -51,4 +54,6 @@ class FailureProbe:
             won = self._store.compare_set(fired_key(item.index), "", stamp).decode()
             if won != stamp:
                 return  # an earlier incarnation of this worker already fired it
+        if item.kind == "stall":
+            threading.Event().wait()  # never set: only the coordinator's fence ends this
         os.kill(os.getpid(), SIGNALS[item.kind])

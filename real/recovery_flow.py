@@ -88,11 +88,18 @@ class RecoveryFlow:
                 self._write_manifest(step)
                 break
 
-    def _write_manifest(self, step: int) -> None:
-        self.manifest = write_manifest(self.config.checkpoint_dir, step, self.planner.profile.num_layers)
+    def _write_manifest(self, step: int) -> bool:
+        try:
+            manifest = write_manifest(self.config.checkpoint_dir, step, self.planner.profile.num_layers)
+        except OSError as exc:  # e.g. workers on other machines wrote to their own disks
+            self.outcome.event("checkpoint_unusable", step=step, reason=str(exc))
+            self._ckpt_pending = [k for k in self.ckpt_pending if k > step]
+            return False
+        self.manifest = manifest
         self._ckpt_pending = [k for k in self.ckpt_pending if k > step]
         self.outcome.checkpoints += 1
         self.outcome.event("checkpoint", step=step, directory=self.config.checkpoint_dir)
+        return True
 
     def _failure_time(self, t_detect: float) -> float:
         """The earliest failure behind this detection: an injected victim's own stamp, a
@@ -166,7 +173,7 @@ class RecoveryFlow:
             if store.check([rv.fault_key(g, r)]):
                 self.outcome.event("fault", generation=g, rank=r, error=_headline(store.get(rv.fault_key(g, r)).decode()),
                                    after_s=round(reports[r]["t_fault"] - self.failure_detected_s, 3) if reports[r].get("t_fault") else None,
-                                   left_after_s=round(reports[r]["t"] - self.failure_detected_s, 3))
+                                   left_after_s=round(reports[r]["t"] - self.failure_detected_s, 3), timing=reports[r].get("timing"))
         unclean = expect - reports.keys()
         for r in sorted(unclean):
             wid = d.workers[r]
@@ -184,19 +191,29 @@ class RecoveryFlow:
                 del self.holdings[wid]
 
     def _replace(self, d: Directive, unclean: set[int]) -> None:
-        """Fresh processes for workers that could not tear down (their node stays)."""
+        """Fresh processes for workers that could not tear down (their node stays: the
+        policy is asked once they have registered, and their layers come from replicas)."""
+        replaced = []
         for r in sorted(unclean):
             stage, wid = d.layout.stages[r], d.workers[r]
             processes = self.members.processes
             if processes is not None and self.config.respawn:
                 self.mark_phase("respawn")
                 processes.spawn(stage.node, stage.gpu)
+                replaced.append(stage.node)
                 self.outcome.event("worker_replaced", node=stage.node, gpu=stage.gpu, worker=wid)
             else:
                 for other in self.members.live_workers(stage.node):
                     self.members.fence(other, f"node {stage.node} lost an unclean worker")
                 if stage.node not in self.removed:
                     self.removed.append(stage.node)
+        if replaced:
+            try:
+                self.await_nodes(replaced)
+            except NodesLost:
+                pass  # the policy hears of them with the other removals
+            self.pending_ready = [n for n in self.pending_ready if n not in replaced]
+            self.mark_phase("planning")
 
     def decide_and_execute(self, resume: int) -> None:
         while True:
@@ -312,8 +329,7 @@ class RecoveryFlow:
                 self.outcome.event("checkpoint_failed", step=step)
                 return False
             time.sleep(POLL_S)
-        self._write_manifest(step)
-        return True
+        return self._write_manifest(step)
 
     def restart_processes(self, plan) -> None:
         """Varuna's "stop everything": kill every worker, start fresh ones on every live node."""

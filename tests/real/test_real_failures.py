@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 
 import pytest
@@ -29,7 +30,8 @@ def test_a_schedule_parses_steps_times_workers_kinds_and_points():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("3:node1", "expected STEP:WORKER:crash|hang|join"),
+        ("3:node1", "expected STEP:WORKER:crash|hang|stall|join[:POINT]"),
+        ("2s:node1:stall", "a stall is step-based"),
         ("3:node1:crash:forward:x", "expected STEP:WORKER"),
         ("x:node1:crash", "neither a step"),
         ("-1:node1:crash", "neither a step"),
@@ -44,7 +46,7 @@ def test_a_schedule_parses_steps_times_workers_kinds_and_points():
     ],
 )
 def test_bad_schedules_name_the_entry_and_the_problem(text, message):
-    with pytest.raises(InjectionError, match=message):
+    with pytest.raises(InjectionError, match=re.escape(message)):
         parse_injections(text, NODES)
 
 

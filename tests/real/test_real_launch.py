@@ -115,6 +115,42 @@ def test_a_worker_killed_or_frozen_by_hand_is_survived(tmp_path, how):
     assert len(lost) == 1 and expected in lost[0]["reason"]
 
 
+@pytest.mark.timeout(200)
+def test_a_frozen_worker_on_another_machine_is_fenced_by_its_node_launcher(tmp_path):
+    """Multi-machine path: the coordinator cannot signal remote processes, so it fences a
+    silent worker through the store; that node's launcher (`ooblab node`) kills it, and
+    the job reconfigures onto the other two nodes."""
+    address_file = tmp_path / "address"
+    coordinator = start([
+        "coordinator", "--nodes", "3", "--f", "1", "--steps", "80", "--host", "127.0.0.1", "--advertise", "127.0.0.1",
+        "--address-file", str(address_file), "--threads", "1", "--heartbeat-timeout", "2", "--heartbeat-interval", "0.25",
+        "--timeout", "20", "--out", str(tmp_path / "run"), "--json",
+    ])  # fmt: skip
+    launchers = {}
+    try:
+        address = wait_for_file(address_file, 60)
+        for name in ("hostA", "hostB", "hostC"):
+            launchers[name] = start(["node", "--coordinator", address, "--name", name, "--threads", "1"])
+        read_until(coordinator.stderr, "training_started", 120)
+        time.sleep(0.5)
+        (victim,) = worker_pids(launchers["hostC"].pid)
+        os.kill(victim, signal.SIGSTOP)
+        done = {name: finish(process, 120) for name, process in launchers.items()}
+        result = finish(coordinator, 60)
+    finally:
+        for process in [coordinator, *launchers.values()]:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            assert_no_leftovers(process.pid)
+    summary = result.json()
+    assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
+    assert summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1
+    assert done["hostA"].returncode == 0 and done["hostB"].returncode == 0 and done["hostC"].returncode == 1
+    nodes = sorted(node for p in summary["plan"]["pipelines"] for node in p["nodes"])
+    assert nodes == ["hostA", "hostB"]
+
+
 @pytest.mark.timeout(120)
 def test_a_job_with_no_node_left_fails_cleanly(tmp_path):
     """Killing the only worker leaves nothing to train on: the job waits for nodes, then

@@ -122,6 +122,25 @@ def test_hangs_are_detected_fenced_and_survived(tmp_path, seed):
 
 
 @pytest.mark.timeout(300)
+def test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica(tmp_path):
+    """node3 crashes; node0's main thread then stalls in its teardown while its
+    heartbeat goes on. After the teardown timeout the coordinator fences it and starts
+    a fresh process for node0, which receives all its layers from node2 (the other
+    pipeline's replica of the same stage) and training goes on."""
+    summary, events = run_job(tmp_path, nodes=4, f=1, pipelines="2,2", steps=8, inject="2:node3:crash:forward,2:node0:stall:teardown",
+                              extra=("--timeout", "5"))  # fmt: skip
+    all_fired(summary, 2)
+    (unclean,) = kinds(events, "worker_unclean")
+    (replaced,) = kinds(events, "worker_replaced")
+    assert replaced["node"] == "node0" and replaced["worker"] == unclean["worker"]
+    assert [e["node"] for e in kinds(events, "worker_lost")] == ["node3"]
+    assert summary["num_restarts"] == 0 and summary["num_reconfigurations"] == 1
+    (recovery,) = summary["recoveries"]
+    assert recovery["respawn_s"] > 0
+    assert "node0" in [n for p in summary["plan"]["pipelines"] for n in p["nodes"]]
+
+
+@pytest.mark.timeout(300)
 def test_more_than_f_failures_restart_from_the_last_checkpoint(tmp_path):
     """f = 1, two pipelines; both holders of the first half of the model (stage 0 of each
     pipeline) die in the optimizer step of step 7. No replica of those layers is left:
