@@ -60,7 +60,7 @@ class Membership:
         self.workers: dict[int, WorkerRecord] = {}
         self.ready_order: list[str] = []
         self._seen = 0
-        self.kill_times: dict[int, float] = {}  # worker id -> when the coordinator killed it
+        self._last_poll_s = time.time()
         self.unknown_exits: list[tuple[int, int]] = []
 
     # -- registrations -------------------------------------------------------------------
@@ -117,14 +117,18 @@ class Membership:
         return dead
 
     def poll_heartbeats(self, now: float | None = None) -> dict[int, str]:
-        """Live workers whose heartbeat counter has not moved for the timeout."""
+        """Live workers whose heartbeat counter has not moved for the timeout. If the
+        coordinator itself was not scheduled for a while (a loaded machine), it cannot
+        tell, and waits a full timeout more rather than fence healthy workers."""
         now = time.time() if now is None else now
+        starved = now - self._last_poll_s > self.heartbeat_timeout_s / 2
+        self._last_poll_s = now
         silent = {}
         for wid, rec in self.workers.items():
             if not rec.alive:
                 continue
             beats = self.store.add(rv.heartbeat_key(wid), 0)
-            if beats != rec.beats:
+            if beats != rec.beats or starved:
                 rec.beats, rec.seen_s = beats, now
             elif now - rec.seen_s > self.heartbeat_timeout_s:
                 silent[wid] = f"worker {wid} ({rec.info.node} gpu {rec.info.gpu}) missed heartbeats for {now - rec.seen_s:.1f} s"
@@ -145,11 +149,7 @@ class Membership:
 
     def kill(self, wid: int, sig: int = signal.SIGKILL) -> bool:
         rec = self.workers[wid]
-        if self.processes is not None and self.processes.signal(rec.info.pid, sig):
-            if sig == signal.SIGKILL:
-                self.kill_times.setdefault(wid, time.time())
-            return True
-        return False
+        return self.processes is not None and self.processes.signal(rec.info.pid, sig)
 
     def owns(self, wid: int) -> bool:
         return self.processes is not None and self.processes.owns(self.workers[wid].info.pid)

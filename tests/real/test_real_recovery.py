@@ -27,8 +27,8 @@ from real.reference import gather_params, max_relative_difference, train_referen
 from .conftest import ooblab
 
 TOLERANCE = 1e-5
-STEP_POINTS = [p for p in POINTS if p != "reconfigure"]
-FAST = ["--timeout", "15", "--heartbeat-timeout", "2", "--heartbeat-interval", "0.25"]
+STEP_POINTS = [p for p in POINTS if p not in ("reconfigure", "teardown")]
+FAST = ["--timeout", "15", "--heartbeat-timeout", "3", "--heartbeat-interval", "0.25"]
 
 
 def run_job(tmp_path, *, nodes: int, f: int, steps: int, inject: str | None = None, pipelines: str | None = None,
