@@ -49,6 +49,7 @@ def run_job(tmp_path, *, nodes: int, f: int, steps: int, inject: str | None = No
     assert len(replicas) == len(summary["plan"]["pipelines"]), "every pipeline of the final plan saved its replica"
     worst = max(max_relative_difference(params, reference.params) for params in replicas.values())
     assert worst <= TOLERANCE, f"parameters differ from the failure-free reference by {worst:.3e}"
+    print(f"max relative difference {worst:.2e} after {inject or extra}")
     assert summary["num_iterations"] == steps
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-9)
     return summary, events
