@@ -40,7 +40,7 @@ from .failures import injections_to_json, parse_injections
 from .membership import Membership, ProcessControl
 from .outcome import JobFailed, RunOutcome
 from .planning import make_plan, make_planner, resolve_run_profile
-from .recovery_flow import RecoveryFlow
+from .recovery_flow import NodesLost, RecoveryFlow
 from .schedule import EventSchedule
 from .trace_replay import load_trace_schedule
 
@@ -253,7 +253,11 @@ class Coordinator(RecoveryFlow):
             if self.decision.plan is None:
                 notes = [getattr(a, "reason", "") for a in self.decision.actions] + list(self.decision.notes)
                 raise JobFailed(f"cannot plan: {'; '.join(n for n in notes if n) or 'no plan'}")
-        self.execute(self.decision, 0)
+        try:
+            self.execute(self.decision, 0)
+        except NodesLost as exc:  # a first node died before generation 0 could be published
+            self.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+            self.decide_and_execute(0)
 
     # -- one generation -------------------------------------------------------------------------
     def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None) -> None:

@@ -249,7 +249,14 @@ class RecoveryFlow:
             self.decide_and_execute(resume)
             return
         self.outcome.event("planned_stop", generation=g, step=resume)
-        self.execute(decision, resume)
+        try:
+            self.execute(decision, resume)
+        except NodesLost as exc:  # a node the new plan needs died meanwhile: a failure after all
+            self.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+            self.failure_detected_s = time.time()
+            self.recovery = Recovery(len(self.outcome.recoveries), self._failure_time(self.failure_detected_s) - self.outcome.t0_wall)
+            self.recovery.until_step = resume
+            self.decide_and_execute(resume)
 
     # -- carrying out a decision ---------------------------------------------------------------
     def execute(self, decision: Decision, resume: int, *, same_plan: bool = False) -> None:
