@@ -29,6 +29,7 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
     "bamboo_depth": (int, "Bamboo's pipeline depth (default 12)"),
     "checkpoint_every_iterations": (int, "periodic checkpoint interval in iterations (default: Varuna 10)"),
     "checkpoint_every_s": (float, "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)"),
+    "duration_s": (float, "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)"),
 }
 
 

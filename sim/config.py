@@ -66,6 +66,9 @@ class SimConfig:
     reconfigure_cost_factor: float | None = None  # reconfigurations and layer copies
     restart_cost_factor: float | None = None  # starts and restarts
     checkpoint_cost_factor: float | None = None  # checkpoints
+    # how long: seconds from the trace's first event (None: until its last event; longer
+    # runs on past it with the membership as the trace left it)
+    duration_s: float | None = None
     # output
     timeline: str = "changes"
 
@@ -95,7 +98,7 @@ class SimConfig:
             else:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                     raise SimError(f"{f.name} must be a finite number >= 0, got {value!r}")
-                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "checkpoint_every_s") and value == 0:
+                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "checkpoint_every_s", "duration_s") and value == 0:
                     raise SimError(f"{f.name} must be > 0")
         if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")

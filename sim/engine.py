@@ -84,14 +84,18 @@ class Simulation:
         node_startup_s: float,
         price_per_node_hour: float,
         iteration_rows: bool = False,
+        duration_s: float | None = None,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
+        if duration_s is not None and not duration_s > 0:
+            raise SimError(f"duration_s must be > 0, got {duration_s!r}")
         self.trace, self.policy, self.timing = trace, policy, timing
         self.startup_s = node_startup_s
         self.iteration_rows = iteration_rows
         self.price_per_s = price_per_node_hour / 3600.0
-        self.start_s, self.end_s = trace.start_s, trace.end_s
+        self.start_s = trace.start_s
+        self.end_s = trace.end_s if duration_s is None else trace.start_s + duration_s
         self.env = simpy.Environment(initial_time=self.start_s)
         self.present: dict[str, int] = {}
         self.ready: dict[str, None] = {}

@@ -54,6 +54,7 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         node_startup_s=setup.node_startup_s,
         price_per_node_hour=setup.price_per_node_hour,
         iteration_rows=config.timeline == "iterations",
+        duration_s=config.duration_s,
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

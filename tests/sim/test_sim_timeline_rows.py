@@ -57,3 +57,23 @@ def test_nodes_ready_after_a_pause_abandoned_for_waiting_start_the_job(calibrati
     restarting = [r.time_s for r in result.timeline if r.state == "restarting"]
     assert 145.0 in restarting
     assert result.summary.num_iterations > 0
+
+
+def test_duration_runs_past_the_last_event_at_the_last_membership_and_cuts_before_it():
+    rows = [(0, "add", nodes(14)), (1000, "add", "extra")]
+    base = SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline="iterations")
+    short = simulate(base, trace=make_trace(rows))
+    longer = simulate(base.with_(duration_s=3000.0), trace=make_trace(rows))
+    cut = simulate(base.with_(duration_s=500.0), trace=make_trace(rows))
+    assert short.summary.duration_s == 1000.0 and longer.summary.duration_s == 3000.0
+    assert short.summary.num_iterations == math.floor((1000 - 48) / TAU)
+    # after 1000 s the job runs on (15 nodes ready at 1045 s, a join pause, faster pace)
+    assert longer.summary.num_iterations > short.summary.num_iterations + math.floor(1900 / TAU)
+    assert max(r.live_nodes for r in longer.timeline) == 15
+    assert cut.summary.num_iterations == math.floor((500 - 48) / TAU)
+    assert max(r.live_nodes for r in cut.timeline) == 14
+
+
+def test_duration_must_be_positive():
+    with pytest.raises(Exception, match="duration_s"):
+        SimConfig(duration_s=0.0)
