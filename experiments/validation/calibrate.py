@@ -1,0 +1,185 @@
+"""The real backend's fixed overheads, measured once per setting, before and apart from
+any trace being validated (the simulator must not be fitted to the runs it is compared
+with).
+
+Two short jobs on the validation's model, node count and batch, each with one planned
+failure (a crash in the backward pass of step `CRASH_STEP`, of a node whose loss leaves a
+replica of every layer where the plan has one):
+
+- Oobleck: the crash, then the same node started again at step `JOIN_STEP`.
+  `reconfigure_overhead_s` = the recovery's duration minus the iterations it redid at
+  the new plan's steady pace (what the simulator's reconfiguration pause must cover:
+  detection, teardown, planning, group rebuild, layer copies, the new schedules'
+  set-up); `node_startup_s` = the join's process start to its registration.
+- Varuna: the crash. `restart_overhead_s` = the recovery's duration minus its redone
+  iterations and minus the periodic checkpoint time (the simulator charges Varuna's
+  checkpoint-then-restart as a checkpoint pause plus a restart pause).
+- Both: `checkpoint_fixed_s` = the extra time of the two iterations around each
+  periodic checkpoint before the crash (median over both runs; the calibration
+  checkpoints every `CHECKPOINT_EVERY` steps) above the median iteration.
+
+The byte-proportional parts of the simulator's restart and checkpoint model are switched
+off (bandwidths `UNLIMITED_GB_PER_S`): the measured constants hold the whole cost for
+this model, as it moves the same bytes every time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+CRASH_STEP = 8
+JOIN_STEP = 12
+CHECKPOINT_EVERY = 2  # the calibration runs checkpoint often, to time several checkpoints
+STARTUP_ALLOWANCE_S = 15.0  # how long the calibration run waits for the joining node
+UNLIMITED_GB_PER_S = 1e6
+
+
+@dataclass(frozen=True)
+class Overheads:
+    reconfigure_overhead_s: float
+    restart_overhead_s: float
+    checkpoint_fixed_s: float
+    node_startup_s: float
+    details: Mapping[str, Any]  # what each figure was computed from
+
+    def sim_options(self, policy: str) -> dict[str, float]:
+        """The simulator's pause options for `policy`."""
+        return {
+            "reconfigure_overhead_s": self.reconfigure_overhead_s,
+            "restart_overhead_s": self.restart_overhead_s,
+            "checkpoint_fixed_s": self.checkpoint_fixed_s,
+            "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
+            "storage_gb_per_s": UNLIMITED_GB_PER_S,
+            "node_startup_s": self.node_startup_s,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Overheads":
+        return cls(**dict(data))
+
+
+def _events(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _detail(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    return event.get("detail") or {k: v for k, v in event.items() if k not in ("time_s", "kind")}
+
+
+def steady_s(times: list[float]) -> float:
+    return statistics.median(times) if times else math.nan
+
+
+def checkpoint_extra_s(times: list[float], every: int, upto: int) -> tuple[float, list[float]]:
+    """Median extra time of the iteration pairs (k-1, k) around checkpoints after step
+    k - 1 (k a multiple of `every`, 1 < k < upto) above the median iteration."""
+    body = times[1:upto]
+    if not body or not every:
+        return 0.0, []
+    base = statistics.median(body)
+    extras = [times[k - 1] + times[k] - 2 * base for k in range(every, upto, every) if k >= 2]
+    return (max(0.0, statistics.median(extras)) if extras else 0.0), extras
+
+
+def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
+    """A single recovery's duration minus the iterations it redid at the steady pace of
+    the iterations after it (before any later change)."""
+    recoveries = summary.get("recoveries") or []
+    if len(recoveries) != 1:
+        raise RuntimeError(f"the calibration run had {len(recoveries)} recoveries, expected 1 ({summary.get('status')}: {summary.get('reason')})")
+    rec = recoveries[0]
+    times = summary["iteration_times_s"]
+    ends = list(itertools.accumulate(times, initial=summary["startup_s"]))[1:]
+    done = min(range(len(ends)), key=lambda k: abs(ends[k] - rec["t_done_s"]))  # the step that ended it
+    after = times[done + 1 : done + 7]
+    pace = steady_s(after) if after else summary["steady_iteration_s"]
+    redone = 1 + int(summary.get("lost_iterations") or 0)
+    rec = {**rec, "completed_step": done, "pace_after_s": pace, "iterations_redone": redone}
+    return rec["total_s"] - redone * pace, rec
+
+
+def _victim(config, policy: str) -> str:
+    """The last node of the first pipeline (Oobleck) or of the plan (Varuna) the policy
+    starts with: the same call the coordinator makes."""
+    from planner.policies import NodesReady
+    from real.control import make_policy, view
+    from real.planning import make_planner, resolve_run_profile
+
+    profile = resolve_run_profile(config)
+    c = config.with_(policy=policy)
+    plan = make_policy(c, make_planner(c, profile), profile).decide(view(c.node_names(), "waiting", 0, 0, 0.0), NodesReady(tuple(c.node_names())), None).plan
+    if hasattr(plan, "pipelines"):
+        return plan.pipelines[0].nodes[-1]
+    return plan.nodes[-1]
+
+
+def calibrate(base, directory: Path, progress: Callable[[str], None] = print) -> Overheads:
+    """Run the two calibration jobs from `base` (a `RunConfig` without failures) and
+    return the overheads; results are cached in `directory/overheads.json`."""
+    from real.launch import run_local
+
+    directory = Path(directory)
+    cached = directory / "overheads.json"
+    if cached.exists():
+        return Overheads.from_dict(json.loads(cached.read_text()))
+    from real.planning import make_planner, make_plan
+
+    base = base.with_(checkpoint_every=CHECKPOINT_EVERY, trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
+
+    planner = make_planner(base)
+    pace = make_plan(planner, base.with_(pipelines=None), base.node_names()).iteration_time_s
+    details: dict[str, Any] = {"predicted_iteration_s": pace}
+
+    victim = _victim(base, "oobleck")
+    steps = JOIN_STEP + math.ceil(STARTUP_ALLOWANCE_S / pace) + 6
+    config = base.with_(policy="oobleck", steps=steps, inject=f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join")
+    progress(f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}")
+    run = run_local(config, directory / "oobleck")
+    summary = run.summary.to_dict()
+    if summary["status"] != "finished":
+        raise RuntimeError(f"the Oobleck calibration run failed: {summary['reason']}")
+    reconfigure, rec = redone_overhead_s(summary)
+    events = _events(run.directory)
+    joined = next((e["time_s"] for e in events if e["kind"] == "injected" and "join" in str(_detail(e).get("what")) and _detail(e).get("applied")), None)
+    ready = next((e["time_s"] for e in events if e["kind"] == "node_ready" and _detail(e).get("node") == victim and joined is not None and e["time_s"] >= joined), None)
+    if joined is None or ready is None:
+        raise RuntimeError(f"the Oobleck calibration run never saw {victim} rejoin (raise STARTUP_ALLOWANCE_S on a slow machine)")
+    startup = ready - joined
+    ckpt_o, extras_o = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
+    details["oobleck"] = {"run_dir": str(run.directory), "recovery": rec, "joined_s": joined, "ready_s": ready,
+                          "checkpoint_extras_s": extras_o, "iteration_times_s": summary["iteration_times_s"]}
+
+    victim = _victim(base, "varuna")
+    steps = CRASH_STEP + 8
+    config = base.with_(policy="varuna", steps=steps, inject=f"{CRASH_STEP}:{victim}:crash:backward")
+    progress(f"calibration 2/2: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
+    run = run_local(config, directory / "varuna")
+    summary = run.summary.to_dict()
+    if summary["status"] != "finished":
+        raise RuntimeError(f"the Varuna calibration run failed: {summary['reason']}")
+    restart_total, rec_v = redone_overhead_s(summary)
+    ckpt_v, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
+    extras = extras_o + extras_v
+    checkpoint = max(0.0, statistics.median(extras)) if extras else 0.0
+    details["varuna"] = {"run_dir": str(run.directory), "recovery": rec_v, "checkpoint_extras_s": extras_v,
+                         "iteration_times_s": summary["iteration_times_s"]}
+    overheads = Overheads(
+        reconfigure_overhead_s=max(0.0, reconfigure),
+        restart_overhead_s=max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0)),
+        checkpoint_fixed_s=checkpoint,
+        node_startup_s=max(0.0, startup),
+        details=details,
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
+    return overheads

@@ -1,0 +1,84 @@
+"""A whole validation: prepare, calibrate, run each policy on both sides, compare, write.
+
+`validate(spec, out_dir)` writes under `out_dir`:
+  trace.csv                      what both sides replayed
+  profile/                       what both sides planned with (in `shared_dir` if given)
+  calibration/overheads.json     the measured fixed overheads and their two runs (ditto)
+  <policy>/real/, <policy>/sim/  each side's run record (config, summary, timeline, events)
+  <policy>/timeline_{real,sim}.csv, recoveries.json
+  report.json                    the spec, the overheads, per-run comparisons, the errors
+  validation.png                 throughput over time, simulated vs measured, per policy
+and returns the report as a dict (its `errors` hold the three headline figures).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from .calibrate import calibrate
+from .compare import summarize
+from .runs import base_run_config, run_policy
+from .spec import ValidationSpec, prepare_model, prepare_trace
+
+
+def validate(spec: ValidationSpec, out_dir: str | Path, progress: Callable[[str], None] = print, shared_dir: str | Path | None = None) -> dict:
+    """Run the validation into `out_dir`; `shared_dir` (default `out_dir`) keeps the
+    profile and the calibration, so validations of one setting on several traces measure
+    them once."""
+    from traces import save_events_csv
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prepared = prepare_trace(spec)
+    trace_file = out / "trace.csv"
+    save_events_csv(prepared.trace, trace_file)
+    nodes = int(prepared.trace.live_counts()["live_nodes"].max())
+    keep = Path(shared_dir) if shared_dir is not None else out
+    keep.mkdir(parents=True, exist_ok=True)
+    model = prepare_model(spec, keep, progress)
+    progress(f"trace: {prepared.note}; model: {model.note}; {nodes} nodes, {spec.compute} compute")
+    overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress)
+    progress("overheads: " + ", ".join(f"{k} {v:.3f} s" for k, v in overheads.to_dict().items() if k != "details"))
+    from traces import compress, load
+
+    replayed = compress(load(trace_file), prepared.time_scale)
+    event_times = sorted({e.time_s for e in replayed.events if e.time_s > 0})
+    results = []
+    for policy in spec.policies:
+        directory = out / policy
+        directory.mkdir(exist_ok=True)
+        result = run_policy(spec, model, overheads, policy, trace_file, prepared.time_scale, nodes, event_times, directory, progress, prepared.replay_s)
+        c = result.comparison
+        progress(f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({_pct(c.samples_error)}); "
+                 f"throughput errors {[_pct(e) for e in c.throughput_errors()]}; recovery errors {[_pct(e) for e in c.recovery_errors()]}")
+        results.append(result)
+    report = {
+        "spec": spec.to_dict(),
+        "trace": prepared.note,
+        "time_scale": prepared.time_scale,
+        "trace_events_s": event_times,
+        "model": model.note,
+        "nodes": nodes,
+        "overheads": {k: v for k, v in overheads.to_dict().items() if k != "details"},
+        "runs": [r.to_dict() for r in results],
+        "errors": summarize([r.comparison for r in results]),
+        "wall_s": time.perf_counter() - t0,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    try:
+        from .plots import timeline_figure
+
+        fig = timeline_figure(results, event_times, title=f"{spec.label or prepared.note}: {model.note}, {spec.compute}")
+        fig.savefig(out / "validation.png", dpi=110, bbox_inches="tight")
+        report["figure"] = str(out / "validation.png")
+    except ImportError:  # matplotlib missing: the numbers still stand
+        pass
+    return report
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}%"

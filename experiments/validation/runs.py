@@ -1,0 +1,147 @@
+"""One policy's real run on the trace and its simulated twin, and their comparison.
+
+The real run replays the trace file `time_scale` times faster from the start of
+training, for a number of steps that the simulator expects to cover the trace plus a
+tail. The simulator replays the same file (read back, so both see the same rounded
+times), compressed by the same factor, its later events shifted by `lead_s` (the
+simulated start-up: node start plus the start pause) so that its training starts when
+the trace's time 0 comes, exactly as on the real backend; it runs in the planner
+calibration on the same profile directory, cluster, batch, f and checkpoint interval,
+with the calibration's overheads, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .calibrate import Overheads
+from .compare import RunComparison, RunTimeline, compare_run
+from .spec import PreparedModel, ValidationSpec
+from .timelines import real_timeline, sim_timeline
+
+MIN_STEPS = 10
+
+
+def base_run_config(spec: ValidationSpec, model: PreparedModel, nodes: int, steps: int = 20):
+    from real.config import RunConfig
+
+    return RunConfig(
+        nodes=nodes,
+        fault_tolerance=spec.fault_tolerance,
+        compute=spec.compute,
+        steps=steps,
+        global_batch=spec.global_batch,
+        gpu=spec.gpu,
+        heartbeat_timeout_s=spec.heartbeat_timeout_s,
+        checkpoint_every=spec.checkpoint_every,
+        seed=spec.seed,
+        **model.run_fields,
+    )
+
+
+def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
+    """The trace file as the real backend reads it, compressed, later events shifted."""
+    from traces import compress, load
+    from traces.model import Trace, TraceEvent
+
+    trace = compress(load(trace_file), time_scale)
+    return Trace(tuple(TraceEvent(e.time_s + lead_s if e.time_s > 0 else 0.0, e.kind, e.node) for e in trace.events), "validation")
+
+
+def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, duration_s: float):
+    from sim.config import SimConfig
+
+    extra: dict[str, Any] = {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": 1800.0} if policy == "oobleck" else {"varuna_max_microbatch": 1}
+    return SimConfig(
+        policy=policy,
+        model=str(model.profile_dir),
+        trace="validation",
+        calibration="planner",
+        seed=spec.seed,
+        global_batch=spec.global_batch,
+        microbatch_size=1,
+        gpu=spec.gpu,
+        gpus_per_node=1,
+        checkpoint_every_iterations=spec.checkpoint_every,
+        duration_s=duration_s,
+        timeline="iterations",
+        **overheads.sim_options(policy),
+        **extra,
+    )
+
+
+def lead_s(overheads: Overheads) -> float:
+    """When the simulated job starts training: the first nodes' start-up, then the start pause."""
+    return overheads.node_startup_s + overheads.restart_overhead_s
+
+
+def simulate(spec, model, overheads, policy, trace_file, time_scale, window_s):
+    from sim.run import simulate as run_sim
+
+    lead = lead_s(overheads)
+    trace = sim_trace(trace_file, time_scale, lead)
+    return run_sim(sim_config(spec, model, overheads, policy, lead + window_s), trace=trace), lead
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    policy: str
+    real: RunTimeline
+    sim: RunTimeline
+    comparison: RunComparison
+    real_summary: dict
+    sim_summary: dict
+    run_dir: Path
+
+    def to_dict(self) -> dict:
+        keys = ("status", "num_iterations", "committed_samples", "num_reconfigurations", "num_restarts", "num_checkpoints", "recovery_s", "steady_samples_per_s", "predicted_samples_per_s", "startup_s")
+        sim_keys = ("num_iterations", "committed_samples", "num_reconfigurations", "num_restarts", "num_checkpoints")
+        return {
+            "policy": self.policy,
+            "run_dir": str(self.run_dir),
+            "real": {k: self.real_summary.get(k) for k in keys},
+            "sim": {k: self.sim_summary.get(k) for k in sim_keys},
+            "comparison": self.comparison.to_dict(),
+        }
+
+
+def write_timelines(result: PolicyResult, directory: Path) -> None:
+    """`timeline_real.csv` and `timeline_sim.csv`: per iteration end, samples/s and samples."""
+    for side in (result.real, result.sim):
+        lines = ["time_s,samples_per_s,samples_done"]
+        for i, (t, rate) in enumerate(side.throughput_points(), start=2):
+            if t <= result.comparison.window_s + 1e-9:
+                lines.append(f"{t:.6f},{rate:.6f},{i * side.samples_per_iteration}")
+        (directory / f"timeline_{side.side}.csv").write_text("\n".join(lines) + "\n")
+    (directory / "recoveries.json").write_text(json.dumps({"real": list(result.real.recoveries), "sim": list(result.sim.recoveries)}, indent=1))
+
+
+def run_policy(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, trace_file: Path,
+               time_scale: float, nodes: int, event_times_s: list[float], directory: Path,
+               progress: Callable[[str], None] = print, trace_end_s: float | None = None) -> PolicyResult:
+    from real.launch import run_local
+
+    trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
+    tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)
+    planned, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, trace_end + tail)
+    steps = max(MIN_STEPS, planned.summary.num_iterations)
+    config = base_run_config(spec, model, nodes, steps).with_(
+        policy=policy, trace=str(trace_file), time_scale=time_scale, wait_for_nodes_s=max(120.0, 2 * (trace_end + tail)),
+    )
+    progress(f"{policy}: real run of {steps} steps on the trace ({trace_end + tail:.0f} s of trace and tail expected) ...")
+    run = run_local(config, directory / "real")
+    summary = run.summary.to_dict()
+    if summary["status"] != "finished":
+        raise RuntimeError(f"the real {policy} run failed: {summary['reason']} (see {run.directory})")
+    real = real_timeline(summary, policy)
+    result, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, max(real.end_s, trace_end + tail) + 1.0)
+    sim = sim_timeline(result, policy, lead, real.end_s)
+    result.write(directory / "sim")
+    comparison = compare_run(real, sim, event_times_s)
+    out = PolicyResult(policy, real, sim, comparison, summary, result.summary.to_dict(), run.directory)
+    write_timelines(out, directory)
+    return out

@@ -1,0 +1,181 @@
+"""What one validation compares: a trace, a model, a node count, a compute mode.
+
+`ValidationSpec` holds every choice; `prepare_trace` turns the trace argument into the
+trace both sides replay (rescaled onto the node count when its peak differs, which the
+report says), `prepare_model` makes the profile both sides plan with:
+
+- `synthetic` (emulated compute; the default): 8 layers of 10 ms forward + 20 ms backward
+  per microbatch, 64 KiB activations, 1 MiB of parameters each; about 0.5 s per
+  iteration on 8 nodes, so a trace compressed to a few minutes holds tens of iterations
+  per phase, and the emulated workers sleep most of the time (a 2-core machine can host
+  16 of them).
+- a built-in planner model or an Oobleck profile directory (emulated compute): its
+  profile, as the backend resolves it (one-GPU stages).
+- `tiny-gpt` (real or emulated compute; shape `TINY_SHAPE`): profiled on this machine
+  first (`real.profiler`, one thread, as a worker runs, beside N - 1 processes computing
+  the same layers: `contended`), then planned from that.
+
+Both sides read the same profile directory, so they start from the same plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SYNTHETIC = "synthetic"
+TINY_GPT = "tiny-gpt"
+COMPUTE = ("emulated", "real")
+POLICIES = ("oobleck", "varuna")
+# tiny-gpt as validated: big enough that compute, not the per-message runtime, sets the
+# pace (about 30-60 ms per block and microbatch on one core)
+TINY_SHAPE = dict(vocab=256, seq_len=128, hidden=256, heads=4, blocks=4)
+
+
+class ValidationError(ValueError):
+    """A validation that cannot be set up; the message says which setting is wrong."""
+
+
+@dataclass(frozen=True)
+class ValidationSpec:
+    trace: str = "fixed:interval=1h,nodes=8,removals=3"
+    model: str = SYNTHETIC
+    window: str | None = None  # "START:END" (durations, e.g. "10h:12h"): a slice of the trace
+    nodes: int = 8
+    compute: str = "emulated"
+    fault_tolerance: int = 1
+    global_batch: int = 16
+    policies: tuple[str, ...] = POLICIES
+    target_duration_s: float = 90.0  # the compressed trace's length (sets the time scale)
+    time_scale: float | None = None  # explicit compression instead of target_duration_s
+    tail_s: float | None = None  # run on past the last event (default 15% of the trace, >= 8 s)
+    checkpoint_every: int = 10  # steps, both policies, both sides
+    gpu: str = "v100-16gb"  # the planner's GPU type (memory, links) on both sides
+    heartbeat_timeout_s: float = 10.0
+    seed: int = 0
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.compute not in COMPUTE:
+            raise ValidationError(f"compute must be one of {', '.join(COMPUTE)}, got {self.compute!r}")
+        if self.compute == "real" and self.model != TINY_GPT:
+            raise ValidationError(f"real compute runs {TINY_GPT!r} only, got model {self.model!r} (use --compute emulated)")
+        for name in ("nodes", "global_batch", "checkpoint_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.nodes < 2:
+            raise ValidationError(f"nodes must be >= 2 (a failure needs a survivor), got {self.nodes}")
+        if not isinstance(self.fault_tolerance, int) or self.fault_tolerance < 0:
+            raise ValidationError(f"fault_tolerance must be a whole number >= 0, got {self.fault_tolerance!r}")
+        bad = [p for p in self.policies if p not in POLICIES]
+        if bad or not self.policies:
+            raise ValidationError(f"policies must be among {', '.join(POLICIES)}, got {list(self.policies)}")
+        for name in ("target_duration_s", "time_scale", "tail_s", "heartbeat_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValidationError(f"{name} must be a positive number, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["policies"] = list(self.policies)
+        return data
+
+
+@dataclass(frozen=True)
+class PreparedTrace:
+    trace: Any  # traces.Trace, rebased to start at 0, at most `nodes` live
+    time_scale: float
+    span_s: float  # the original trace's span in trace seconds (a rescale may end earlier)
+    note: str  # what was done to it, for the report
+
+    @property
+    def replay_s(self) -> float:
+        """How long the compressed trace lasts."""
+        return self.span_s / self.time_scale
+
+
+def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedTrace:
+    """Load (or generate) the trace, rebase it to 0, rescale it onto [lo, nodes] when its
+    peak differs from `nodes`, and choose the time scale."""
+    from traces import TraceError, from_spec, rescale
+    from traces.model import Trace, TraceEvent
+
+    from traces import parse_duration_s, window
+
+    try:
+        trace = from_spec(spec.trace, rng=__import__("numpy").random.default_rng(spec.seed))
+        if spec.window:
+            start_text, sep, end_text = spec.window.partition(":")
+            if not sep:
+                raise TraceError(f"window {spec.window!r} is not START:END (e.g. 10h:12h)")
+            trace = window(trace, parse_duration_s(start_text), parse_duration_s(end_text))
+    except TraceError as exc:
+        raise ValidationError(f"trace {spec.trace!r}: {exc}") from None
+    if len(trace) == 0 or trace.duration_s <= 0:
+        raise ValidationError(f"trace {spec.trace!r} spans no time")
+    start = trace.start_s
+    trace = Trace(tuple(TraceEvent(e.time_s - start, e.kind, e.node) for e in trace.events), trace.name)
+    counts = trace.live_counts()["live_nodes"]
+    peak, low = int(counts.max()), int(counts[counts.index[-1]] if len(counts) == 1 else counts.min())
+    span_s = trace.duration_s  # rescaling drops trailing events that change nothing; keep the span
+    note = f"{len(trace)} events over {span_s:g} s, {low}-{peak} nodes"
+    if peak != spec.nodes:
+        lo = max(1, min(spec.nodes, round(low * spec.nodes / peak)))
+        trace = rescale(trace, lo, spec.nodes, rng=__import__("numpy").random.default_rng(spec.seed))
+        note += f"; rescaled onto {lo}-{spec.nodes} nodes"
+    scale = spec.time_scale or span_s / spec.target_duration_s
+    note += f"; replayed {scale:g}x faster ({span_s / scale:.1f} s)"
+    return PreparedTrace(trace, scale, span_s, note)
+
+
+def synthetic_profile(layers: int = 8, forward_s: float = 0.010, backward_s: float = 0.020):
+    from planner.profile import LayerProfile, ModelProfile
+
+    layer = lambda i: LayerProfile(f"layer{i}", forward_s, backward_s, 1 << 20, 1 << 20, 2 << 20, 1 << 16, 1 << 16)  # noqa: E731
+    return ModelProfile(f"{SYNTHETIC}-{layers}x{(forward_s + backward_s) * 1e3:g}ms", 1, tuple(layer(i) for i in range(layers)), source=SYNTHETIC)
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    run_fields: dict  # RunConfig fields that name the model
+    profile_dir: Path  # what the simulator plans with
+    note: str
+
+
+def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> PreparedModel:
+    from planner.oobleck_format import write_oobleck_profile
+
+    directory = Path(directory)
+    target = directory / "profile"
+    if spec.model == TINY_GPT:
+        from real.config import TinyGptSpec
+        from real.profiler import ProfilerSettings
+
+        from .contended import profile_with_neighbours
+
+        tiny = TinyGptSpec(**TINY_SHAPE)
+        if not (target / "mb1.json").exists():  # profiled once per output directory
+            progress(f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours ...")
+            profile = profile_with_neighbours(tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes - 1)
+            write_oobleck_profile(profile, target)
+        shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
+        return PreparedModel({"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny}, target,
+                             f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours")
+    if spec.model == SYNTHETIC:
+        profile = synthetic_profile()
+        note = f"{profile.name} (synthetic)"
+    else:
+        from planner.errors import PlannerError
+        from real.config import RunConfig
+        from real.planning import resolve_run_profile
+
+        try:
+            profile = resolve_run_profile(RunConfig(model=spec.model, compute="emulated", gpu=spec.gpu))
+        except PlannerError as exc:
+            raise ValidationError(f"model {spec.model!r}: {exc}") from None
+        note = f"{spec.model} ({profile.source})"
+    write_oobleck_profile(profile, target)
+    return PreparedModel({"model": str(target)}, target, note)

@@ -1,0 +1,76 @@
+"""Turn a real run's summary and a simulation's result into `compare.RunTimeline`s.
+
+Real: iteration ends are training start (`startup_s`) plus the cumulative iteration
+times; recoveries are the backend's own (failure to the interrupted iteration's
+completion). Simulated: iteration ends from the per-iteration timeline (the last time
+each count was reached, so a rollback's redone iterations count at their new time);
+a recovery starts at a removal that interrupts the job (the state right after it is a
+pause) and ends when the iteration count first exceeds its value at the removal; a
+removal during a recovery belongs to it (as on the real backend).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Mapping, Sequence
+
+from planner.records import TimelineRow
+
+from .compare import RunTimeline
+
+PAUSED_STATES = ("reconfiguring", "restarting", "checkpointing")
+
+
+def real_timeline(summary: Mapping[str, Any], policy: str) -> RunTimeline:
+    start = summary.get("startup_s")
+    if start is None:
+        raise ValueError(f"the real {policy} run never started training ({summary.get('status')}: {summary.get('reason')})")
+    ends = list(itertools.accumulate(summary["iteration_times_s"], initial=0.0))[1:]
+    recoveries = tuple(
+        (r["t_fail_s"] - start, r["t_done_s"] - start) for r in summary.get("recoveries", []) if r.get("t_done_s") is not None
+    )
+    batch = summary["committed_samples"] // summary["num_iterations"] if summary["num_iterations"] else 1
+    return RunTimeline("real", policy, int(batch), tuple(ends), recoveries, ends[-1] if ends else 0.0)
+
+
+def sim_iteration_ends(rows: Sequence[TimelineRow]) -> list[float]:
+    """The time each committed iteration count was last reached."""
+    ends: list[float] = []
+    for row in rows:
+        n = row.iterations_done
+        del ends[n:]
+        while len(ends) < n:
+            ends.append(row.time_s)
+    return ends
+
+
+def sim_recoveries(rows: Sequence[TimelineRow], removal_times_s: Sequence[float]) -> list[tuple[float, float]]:
+    """(failure, recovered) for every removal that paused the running job."""
+    out: list[tuple[float, float]] = []
+    for t in sorted(set(removal_times_s)):
+        if out and t < out[-1][1]:
+            continue  # inside a recovery already under way
+        at = [r for r in rows if r.time_s == t]
+        before = [r for r in rows if r.time_s < t]
+        if not at or not before or before[-1].state != "running" or at[-1].state not in PAUSED_STATES:
+            continue
+        done_at = at[-1].iterations_done
+        later = next((r.time_s for r in rows if r.time_s > t and r.iterations_done > done_at), None)
+        if later is not None:
+            out.append((t, later))
+    return out
+
+
+def sim_timeline(result: Any, policy: str, lead_s: float, end_s: float) -> RunTimeline:
+    """`result`: a `sim.run.SimResult` run with iteration rows on a trace shifted by
+    `lead_s` (its training starts then); times are returned relative to that start."""
+    first = result.summary.extra.get("first_start_s")
+    if first is None:
+        raise ValueError(f"the simulated {policy} run never started training ({result.summary.extra.get('infeasible_reason')})")
+    if abs(first - lead_s) > 1e-6:
+        raise ValueError(f"the simulated run started training at {first:g} s, not at the expected {lead_s:g} s")
+    rows = list(result.timeline)
+    removals = [e.time_s for e in result.events if e.kind == "remove"]
+    ends = [t - lead_s for t in sim_iteration_ends(rows)]
+    recoveries = tuple((a - lead_s, b - lead_s) for a, b in sim_recoveries(rows, removals))
+    return RunTimeline("sim", policy, result.summary.extra["samples_per_iteration"], tuple(ends), recoveries, end_s)

@@ -1,0 +1,113 @@
+"""Each side's timeline: the simulator's (a real simulation on a hand trace, checked by
+hand against the planner and the calibrated pauses) and the real backend's (a summary)."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s
+from experiments.validation.runs import lead_s, sim_config
+from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
+from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
+from planner.records import TimelineRow
+from traces.model import Trace
+
+
+@pytest.fixture()
+def model(tmp_path):
+    from planner.oobleck_format import write_oobleck_profile
+
+    directory = write_oobleck_profile(synthetic_profile(), tmp_path / "profile")
+    return PreparedModel({"model": str(directory)}, directory, "synthetic")
+
+
+OVERHEADS = Overheads(reconfigure_overhead_s=0.6, restart_overhead_s=5.0, checkpoint_fixed_s=0.01, node_startup_s=2.0, details={})
+
+
+def row(t, n, state="running"):
+    return TimelineRow(t, 4, 4, state, n, 8 * n, 1.0, 0.0)
+
+
+def test_iteration_ends_take_the_last_time_each_count_was_reached():
+    rows = [row(0, 0), row(1, 1), row(2, 2), row(3, 3), row(3.5, 1, "restarting"), row(5, 2), row(6, 3), row(7, 4)]
+    assert sim_iteration_ends(rows) == [1, 5, 6, 7]
+
+
+def test_a_removal_while_paused_or_of_an_idle_node_is_no_recovery():
+    rows = [row(0, 0), row(1, 1), row(2, 1, "checkpointing"), row(2.5, 1, "checkpointing"), row(3, 2), row(4, 2), row(5, 3)]
+    assert sim_recoveries(rows, [2.5]) == []  # paused already
+    assert sim_recoveries(rows, [4.0]) == []  # the job kept running
+
+
+@pytest.mark.parametrize("policy", ["oobleck", "varuna"])
+def test_a_simulated_recovery_is_the_pause_plus_one_iteration_at_the_new_plan(model, policy):
+    from planner.hardware import make_cluster
+    from planner.plan import JobSpec
+    from planner.planner import Planner
+    from sim.run import simulate
+
+    spec = ValidationSpec(global_batch=8, nodes=4)
+    lead = lead_s(OVERHEADS)
+    assert lead == pytest.approx(7.0)
+    nodes = [f"n{i}" for i in range(4)]
+    planner = Planner(synthetic_profile(), make_cluster("v100-16gb", 4, 1), JobSpec(8, 1, 1))
+    # a node of the plan leaves 10 s into training
+    victim = planner.instantiate(nodes).pipelines[0].nodes[-1] if policy == "oobleck" else nodes[-1]
+    trace = Trace.from_tuples([(0.0, "add", n) for n in nodes] + [(lead + 10.0, "remove", victim)])
+    result = simulate(sim_config(spec, model, OVERHEADS, policy, lead + 30.0), trace=trace)
+    side = sim_timeline(result, policy, lead, 30.0)
+    assert len(side.recoveries) == 1
+    fail, done = side.recoveries[0]
+    assert fail == pytest.approx(10.0)
+    if policy == "oobleck":
+        after = planner.instantiate([n for n in nodes if n != victim]).iteration_time_s
+        # reconfiguration pause + layer copies (a few MiB at 10 Gb/s: milliseconds) + one iteration
+        assert done - fail == pytest.approx(OVERHEADS.reconfigure_overhead_s + after, abs=0.02)
+    else:
+        # checkpoint, restart (byte terms off), one iteration of Varuna's plan on 3 nodes
+        assert done - fail > OVERHEADS.checkpoint_fixed_s + OVERHEADS.restart_overhead_s
+        assert done - fail < OVERHEADS.checkpoint_fixed_s + OVERHEADS.restart_overhead_s + 3.0
+    # iterations before the failure at the initial plan's pace, from time 0
+    if policy == "oobleck":
+        first = planner.instantiate(nodes).iteration_time_s
+        assert side.iteration_end_s[0] == pytest.approx(first)
+
+
+def test_a_simulation_that_starts_late_is_refused(model):
+    from sim.run import simulate
+
+    trace = Trace.from_tuples([(0.0, "add", f"n{i}") for i in range(4)] + [(30.0, "remove", "n0")])
+    result = simulate(sim_config(ValidationSpec(global_batch=8), model, OVERHEADS, "oobleck", 40.0), trace=trace)
+    with pytest.raises(ValueError, match="started training at 7"):
+        sim_timeline(result, "oobleck", 3.0, 20.0)
+
+
+def test_real_timeline_counts_from_training_start():
+    summary = {
+        "startup_s": 5.0, "iteration_times_s": [1.0, 1.0, 3.0, 1.0], "committed_samples": 32, "num_iterations": 4,
+        "recoveries": [{"t_fail_s": 7.5, "t_done_s": 10.0}],
+    }
+    side = real_timeline(summary, "oobleck")
+    assert side.iteration_end_s == (1.0, 2.0, 5.0, 6.0)
+    assert side.recoveries == ((2.5, 5.0),) and side.end_s == 6.0 and side.samples_per_iteration == 8
+
+
+def test_a_real_run_that_never_trained_is_an_error():
+    with pytest.raises(ValueError, match="never started"):
+        real_timeline({"startup_s": None, "status": "failed", "reason": "no nodes"}, "varuna")
+
+
+def test_calibration_arithmetic():
+    # checkpoints after steps 1, 3 (every 2): iterations 2 and 4 carry 0.1 s each
+    times = [2.0, 1.0, 1.1, 1.0, 1.1, 1.0, 1.0]
+    extra, extras = checkpoint_extra_s(times, 2, 6)
+    assert extras == pytest.approx([0.1, 0.1]) and extra == pytest.approx(0.1)
+    summary = {
+        "startup_s": 0.0, "iteration_times_s": [1.0, 1.0, 1.0, 3.0, 1.5, 1.5, 1.5], "steady_iteration_s": 1.0, "lost_iterations": 0,
+        "recoveries": [{"t_fail_s": 2.5, "t_done_s": 6.0, "total_s": 3.5}],
+    }
+    overhead, rec = redone_overhead_s(summary)
+    assert rec["completed_step"] == 3 and rec["pace_after_s"] == 1.5
+    assert overhead == pytest.approx(2.0)  # 3.5 s minus one iteration at the new pace
+    with pytest.raises(RuntimeError, match="2 recoveries"):
+        redone_overhead_s({**summary, "recoveries": summary["recoveries"] * 2})

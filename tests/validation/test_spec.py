@@ -1,0 +1,52 @@
+"""Validation settings: bad ones are refused by name; traces are rescaled and timed."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.validation.cli import QUICK
+from experiments.validation.spec import ValidationError, ValidationSpec, prepare_trace
+from ooblab.cli import main
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(compute="gpu"), "compute must be"),
+        (dict(compute="real", model="synthetic"), "real compute runs 'tiny-gpt' only"),
+        (dict(nodes=1), "nodes must be >= 2"),
+        (dict(policies=("oobleck", "bamboo")), "policies must be among"),
+        (dict(policies=()), "policies must be among"),
+        (dict(target_duration_s=0.0), "target_duration_s"),
+        (dict(global_batch=0), "global_batch"),
+    ],
+)
+def test_bad_settings_name_the_setting(changes, message):
+    with pytest.raises(ValidationError, match=message):
+        ValidationSpec(**changes)
+
+
+def test_trace_is_rescaled_onto_the_node_count_and_compressed_to_the_target():
+    prepared = prepare_trace(ValidationSpec(trace="fixed:interval=1h,nodes=10,removals=4", nodes=5, target_duration_s=60.0))
+    counts = prepared.trace.live_counts()["live_nodes"]
+    assert counts.max() == 5 and counts.min() == 3  # 6-10 nodes onto 3-5
+    assert prepared.time_scale == pytest.approx(4 * 3600 / 60.0)
+    assert "rescaled onto 3-5 nodes" in prepared.note
+
+
+def test_a_trace_at_the_node_count_is_kept_and_an_explicit_scale_wins():
+    prepared = prepare_trace(ValidationSpec(trace=QUICK["trace"], nodes=4, time_scale=100.0))
+    assert "rescaled" not in prepared.note and prepared.time_scale == 100.0
+    assert [e.time_s for e in prepared.trace.events if e.kind == "remove"] == [3600.0, 7200.0]
+
+
+def test_an_unreadable_trace_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,add,a\n5,explode,a\n")
+    with pytest.raises(ValidationError, match="bad.csv"):
+        prepare_trace(ValidationSpec(trace=str(bad)))
+
+
+def test_cli_refuses_a_bad_setting_with_status_2(capsys):
+    assert main(["validate", "--compute", "real", "--model", "synthetic"]) == 2
+    assert "tiny-gpt" in capsys.readouterr().err

@@ -1,0 +1,56 @@
+"""`ooblab validate --quick --json` end to end: calibration, real runs of both policies on
+a time-compressed trace, their simulated twins, the errors (a few minutes on 2 cores).
+
+The bars here are loose on purpose (the figures themselves are reported, not asserted:
+this machine is shared and small); what must hold is the structure: every run finished,
+each removal paired a measured recovery with a simulated one, every phase long enough
+was compared, and the headline errors are the medians of the per-run ones.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.timeout(600)
+def test_quick_validation_reports_the_three_errors_with_their_runs(tmp_path):
+    out = tmp_path / "v"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ooblab.cli", "validate", "--quick", "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=560, start_new_session=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    errors = report["errors"]
+    for key in ("throughput_error", "samples_error", "recovery_error"):
+        assert errors[key] is not None and errors[key] >= 0, key
+    assert [r["policy"] for r in report["runs"]] == ["oobleck", "varuna"]
+    removals = len(report["trace_events_s"])
+    assert removals == 2
+    per_phase, per_recovery = [], []
+    for run in report["runs"]:
+        c = run["comparison"]
+        assert run["real"]["status"] == "finished"
+        assert c["real_samples"] > 0 and c["sim_samples"] > 0
+        assert len(c["phases"]) >= 2
+        per_phase += [abs(p["error"]) for p in c["phases"]]
+        per_recovery += [abs(r["error"]) for r in c["recoveries"] if r["error"] is not None]
+        # every measured recovery found its simulated twin at the same trace event
+        assert all(r["sim_s"] is not None and abs(r["sim_fail_s"] - r["real_fail_s"]) < 1.0 for r in c["recoveries"])
+    assert errors["throughput_error"] == pytest.approx(statistics.median(per_phase))
+    assert errors["recovery_error"] == pytest.approx(statistics.median(per_recovery))
+    # Oobleck's live recoveries, as measured, stay far below Varuna's restarts
+    live = [r["real_s"] for r in report["runs"][0]["comparison"]["recoveries"]]
+    restart = [r["real_s"] for r in report["runs"][1]["comparison"]["recoveries"]]
+    assert live and restart and max(live) < min(restart)
+    # the calibration measured every overhead, and nothing came from the validated runs
+    overheads = json.loads((out / "calibration" / "overheads.json").read_text())
+    assert overheads["reconfigure_overhead_s"] > 0 and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
+    assert (out / "validation.png").stat().st_size > 10_000
+    for policy in ("oobleck", "varuna"):
+        assert (out / policy / "timeline_real.csv").exists() and (out / policy / "sim" / "summary.json").exists()
