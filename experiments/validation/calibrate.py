@@ -123,11 +123,19 @@ def _victim(config, policy: str) -> str:
     return plan.nodes[-1]
 
 
+def _run(base, policy: str, steps: int, inject: str, directory: Path):
+    from real.launch import run_local
+
+    run = run_local(base.with_(policy=policy, steps=steps, inject=inject), directory / policy)
+    summary = run.summary.to_dict()
+    if summary["status"] != "finished":
+        raise RuntimeError(f"the {policy} calibration run failed: {summary['reason']} (see {run.directory})")
+    return run, summary
+
+
 def calibrate(base, directory: Path, progress: Callable[[str], None] = print) -> Overheads:
     """Run the two calibration jobs from `base` (a `RunConfig` without failures) and
     return the overheads; results are cached in `directory/overheads.json`."""
-    from real.launch import run_local
-
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
@@ -142,12 +150,8 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
 
     victim = _victim(base, "oobleck")
     steps = JOIN_STEP + math.ceil(STARTUP_ALLOWANCE_S / pace) + 6
-    config = base.with_(policy="oobleck", steps=steps, inject=f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join")
     progress(f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}")
-    run = run_local(config, directory / "oobleck")
-    summary = run.summary.to_dict()
-    if summary["status"] != "finished":
-        raise RuntimeError(f"the Oobleck calibration run failed: {summary['reason']}")
+    run, summary = _run(base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory)
     reconfigure, rec = redone_overhead_s(summary)
     events = _events(run.directory)
     joined = next((e["time_s"] for e in events if e["kind"] == "injected" and "join" in str(_detail(e).get("what")) and _detail(e).get("applied")), None)
@@ -155,20 +159,16 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     if joined is None or ready is None:
         raise RuntimeError(f"the Oobleck calibration run never saw {victim} rejoin (raise STARTUP_ALLOWANCE_S on a slow machine)")
     startup = ready - joined
-    ckpt_o, extras_o = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
+    _, extras_o = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
     details["oobleck"] = {"run_dir": str(run.directory), "recovery": rec, "joined_s": joined, "ready_s": ready,
                           "checkpoint_extras_s": extras_o, "iteration_times_s": summary["iteration_times_s"]}
 
     victim = _victim(base, "varuna")
     steps = CRASH_STEP + 8
-    config = base.with_(policy="varuna", steps=steps, inject=f"{CRASH_STEP}:{victim}:crash:backward")
     progress(f"calibration 2/2: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
-    run = run_local(config, directory / "varuna")
-    summary = run.summary.to_dict()
-    if summary["status"] != "finished":
-        raise RuntimeError(f"the Varuna calibration run failed: {summary['reason']}")
+    run, summary = _run(base, "varuna", steps, f"{CRASH_STEP}:{victim}:crash:backward", directory)
     restart_total, rec_v = redone_overhead_s(summary)
-    ckpt_v, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
+    _, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
     extras = extras_o + extras_v
     checkpoint = max(0.0, statistics.median(extras)) if extras else 0.0
     details["varuna"] = {"run_dir": str(run.directory), "recovery": rec_v, "checkpoint_extras_s": extras_v,

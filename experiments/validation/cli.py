@@ -1,7 +1,7 @@
 """`ooblab validate`: the simulator against the real backend on one trace.
 
-    ooblab validate [--trace FILE|SPEC] [--model NAME] [--nodes N] [--compute emulated|real]
-                    [--quick] [--json] [--out DIR]
+    ooblab validate [--trace FILE|SPEC] [--window START:END] [--model NAME] [--nodes N]
+                    [--compute emulated|real] [--quick] [--json] [--out DIR]
 
 Profiles the model, measures the backend's fixed overheads once (two short calibration
 jobs, no trace), runs the trace time-compressed on the real backend for each policy
@@ -33,6 +33,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--trace", default=None, help=f"a trace file or generator spec (default {d.trace}; --quick: {QUICK['trace']})")
+    p.add_argument("--window", default=None, metavar="START:END", help="replay only this slice of the trace (durations, e.g. 10h:12h)")
     p.add_argument("--model", default=d.model, help="synthetic (a built-in emulated profile), a planner model name or profile directory (emulated), or tiny-gpt (profiled here; the only one for --compute real)")
     p.add_argument("--nodes", type=int, default=None, help=f"peak node count; the trace is rescaled onto it when its peak differs (default {d.nodes}; --quick: {QUICK['nodes']})")
     p.add_argument("--compute", default=d.compute, choices=("emulated", "real"))
@@ -58,6 +59,7 @@ def spec_from_args(args):
             values[key] = arg
     return ValidationSpec(
         model=args.model,
+        window=args.window,
         compute=args.compute,
         fault_tolerance=args.fault_tolerance,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),

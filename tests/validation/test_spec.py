@@ -50,3 +50,12 @@ def test_an_unreadable_trace_is_a_clear_error(tmp_path):
 def test_cli_refuses_a_bad_setting_with_status_2(capsys):
     assert main(["validate", "--compute", "real", "--model", "synthetic"]) == 2
     assert "tiny-gpt" in capsys.readouterr().err
+
+
+def test_a_window_slices_the_trace_and_a_bad_one_is_named():
+    spec = ValidationSpec(trace="fixed:interval=1h,nodes=8,removals=4", nodes=8, window="1.5h:3.5h")
+    prepared = prepare_trace(spec)
+    removals = [e.time_s for e in prepared.trace.events if e.kind == "remove"]
+    assert removals == [1800.0, 5400.0]  # the removals at 2 h and 3 h, rebased to the slice
+    with pytest.raises(ValidationError, match="START:END"):
+        prepare_trace(ValidationSpec(trace="fixed:interval=1h,nodes=8,removals=4", window="2h"))
