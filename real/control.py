@@ -135,7 +135,10 @@ class DecisionRecord:
         return cls(describe_event(event), [describe_action(a) for a in decision.actions], describe_plan(decision.plan), list(decision.notes))
 
     def to_dict(self) -> dict:
-        return {**self.event, "actions": self.actions, "plan": self.plan, **({"notes": self.notes} if self.notes else {})}
+        # PauseEnded's `kind` (the state the pause was in) would clash with the event
+        # record's own kind: logged as `pause_kind`
+        event = {("pause_kind" if k == "kind" else k): v for k, v in self.event.items()}
+        return {**event, "actions": self.actions, "plan": self.plan, **({"notes": self.notes} if self.notes else {})}
 
 
 def view(ready: Sequence[str], job_state: str, iterations: int, checkpoint_step: int, now_s: float) -> ClusterView:

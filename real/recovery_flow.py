@@ -362,6 +362,7 @@ class RecoveryFlow:
         deadline = time.time() + self.config.startup_timeout_s
         while not set(nodes) <= set(self.members.ready_nodes()):
             self.tick()
+            self._failed_starts(nodes)
             lost = [n for n in self.removed if n in set(nodes)]
             if lost:
                 raise NodesLost(f"nodes {lost} died while the job prepared to use them")
@@ -369,6 +370,23 @@ class RecoveryFlow:
                 missing = sorted(set(nodes) - set(self.members.ready_nodes()))
                 raise JobFailed(f"nodes {missing} did not register within {self.config.startup_timeout_s:.0f} s")
             time.sleep(POLL_S * 4)
+
+    def _failed_starts(self, nodes) -> None:
+        """Awaited nodes whose processes died before all of them registered (a trace's
+        removal during a restart kills a node's fresh workers): removed, like any lost
+        node, instead of awaited until the start-up timeout."""
+        processes = self.members.processes
+        if processes is None:
+            return
+        ready = set(self.members.ready_nodes())
+        for node in nodes:
+            if node in ready or node in self.removed:
+                continue
+            if len(processes.pids_of(node)) < self.config.gpus_per_node:
+                self.outcome.event("node_start_failed", node=node, reason="a worker process exited before its node was complete")
+                for wid in self.members.live_workers(node):
+                    self.members.fence(wid, f"node {node} lost a worker while starting")
+                self.removed.append(node)
 
     def wait_for_nodes(self) -> Decision:
         """Too few nodes: wait for arrivals until the policy has a plan."""

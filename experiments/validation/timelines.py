@@ -26,11 +26,23 @@ def real_timeline(summary: Mapping[str, Any], policy: str) -> RunTimeline:
     if start is None:
         raise ValueError(f"the real {policy} run never started training ({summary.get('status')}: {summary.get('reason')})")
     ends = list(itertools.accumulate(summary["iteration_times_s"], initial=0.0))[1:]
-    recoveries = tuple(
-        (r["t_fail_s"] - start, r["t_done_s"] - start) for r in summary.get("recoveries", []) if r.get("t_done_s") is not None
+    recoveries = merge_overlapping(
+        [(r["t_fail_s"] - start, r["t_done_s"] - start) for r in summary.get("recoveries", []) if r.get("t_done_s") is not None]
     )
     batch = summary["committed_samples"] // summary["num_iterations"] if summary["num_iterations"] else 1
     return RunTimeline("real", policy, int(batch), tuple(ends), recoveries, ends[-1] if ends else 0.0)
+
+
+def merge_overlapping(spans: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """A failure during a recovery belongs to it (the simulator's view; the backend logs
+    each failure's own recovery): overlapping spans become one, first failure to last end."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return tuple(out)
 
 
 def sim_iteration_ends(rows: Sequence[TimelineRow]) -> list[float]:

@@ -190,3 +190,20 @@ def test_a_trace_removes_and_adds_nodes_and_the_plan_grows_back(tmp_path):
     assert nodes == ["a", "b", "d", "e"] and summary["world_size"] == 4
     joins = [e for e in kinds(events, "decision") if e["event"] in ("NodesReady", "PauseEnded") and e["actions"][0]["action"] == "Reinstantiate"]
     assert len(joins) == 1 and summary["num_reconfigurations"] == 2 and summary["num_restarts"] == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_node_removed_while_varuna_restarts_is_dropped_not_awaited(tmp_path):
+    """A trace removes a second node while Varuna's restart is starting fresh processes:
+    its new worker dies before registering. The restart goes on without it at once
+    (it used to wait for the node until the start-up timeout), and training is correct."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("0,add,a\n0,add,b\n0,add,c\n0,add,d\n400,remove,c\n1400,remove,d\n")
+    summary, events = run_job(tmp_path, nodes=4, f=1, steps=12, extra=("--trace", str(trace), "--time-scale", "1", "--policy", "varuna"))
+    restarted = kinds(events, "processes_restarted")
+    assert restarted and sorted(restarted[0]["nodes"]) == ["a", "b", "d"]
+    failed = kinds(events, "node_start_failed") + [e for e in kinds(events, "worker_lost") if e["node"] == "d"]
+    assert [e["node"] for e in failed] == ["d"]
+    assert sorted(n for p in summary["plan"]["pipelines"] for n in p["nodes"]) == ["a", "b"]
+    # recovered within seconds of the second removal, not after the 300 s start-up timeout
+    assert summary["duration_s"] < 120

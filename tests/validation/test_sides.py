@@ -111,3 +111,12 @@ def test_calibration_arithmetic():
     assert overhead == pytest.approx(2.0)  # 3.5 s minus one iteration at the new pace
     with pytest.raises(RuntimeError, match="2 recoveries"):
         redone_overhead_s({**summary, "recoveries": summary["recoveries"] * 2})
+
+
+def test_overlapping_measured_recoveries_merge_like_the_simulator_counts_them():
+    from experiments.validation.timelines import merge_overlapping
+
+    assert merge_overlapping([(12.0, 30.0), (7.0, 25.0), (40.0, 41.0)]) == ((7.0, 30.0), (40.0, 41.0))
+    summary = {"startup_s": 0.0, "iteration_times_s": [1.0] * 40, "committed_samples": 40, "num_iterations": 40,
+               "recoveries": [{"t_fail_s": 7.0, "t_done_s": 25.0}, {"t_fail_s": 12.0, "t_done_s": 30.0}]}
+    assert real_timeline(summary, "varuna").recoveries == ((7.0, 30.0),)
