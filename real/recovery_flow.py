@@ -355,7 +355,15 @@ class RecoveryFlow:
                 processes.spawn(node, gpu)
         self.holdings.clear()
         self.outcome.event("processes_restarted", nodes=nodes)
-        self.await_nodes(plan.nodes)
+        lost = None
+        while True:  # a node lost while starting: let the others finish starting first, so
+            try:    # the policy re-plans with every node left, not with the first to register
+                self.await_nodes([n for n in plan.nodes if n not in self.removed])
+                break
+            except NodesLost as exc:
+                lost = exc
+        if lost is not None:
+            raise lost
 
     def await_nodes(self, nodes) -> None:
         """Until every node of `nodes` has a complete set of live workers."""
