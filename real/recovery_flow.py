@@ -231,6 +231,10 @@ class RecoveryFlow:
                 return
             except NodesLost as exc:
                 self.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+                if self.recovery is not None:  # the loss belongs to the recovery under way
+                    self.recovery.failures += 1
+                    self.recovery.nodes.extend(n for n in self.removed if n not in self.recovery.nodes)
+                    self._failure_time(time.time())  # consume its kill time, or the next recovery would start there
 
     # -- a planned stop --------------------------------------------------------------------
     def after_stop(self) -> None:
