@@ -100,13 +100,15 @@ class PreparedTrace:
 def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedTrace:
     """Load (or generate) the trace, rebase it to 0, rescale it onto [lo, nodes] when its
     peak differs from `nodes`, and choose the time scale."""
+    import numpy as np
+
     from traces import TraceError, from_spec, rescale
     from traces.model import Trace, TraceEvent
 
     from traces import parse_duration_s, window
 
     try:
-        trace = from_spec(spec.trace, rng=__import__("numpy").random.default_rng(spec.seed))
+        trace = from_spec(spec.trace, rng=np.random.default_rng(spec.seed))
         if spec.window:
             start_text, sep, end_text = spec.window.partition(":")
             if not sep:
@@ -124,7 +126,7 @@ def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedT
     note = f"{len(trace)} events over {span_s:g} s, {low}-{peak} nodes"
     if peak != spec.nodes:
         lo = max(1, min(spec.nodes, round(low * spec.nodes / peak)))
-        trace = rescale(trace, lo, spec.nodes, rng=__import__("numpy").random.default_rng(spec.seed))
+        trace = rescale(trace, lo, spec.nodes, rng=np.random.default_rng(spec.seed))
         note += f"; rescaled onto {lo}-{spec.nodes} nodes"
     scale = spec.time_scale or span_s / spec.target_duration_s
     note += f"; replayed {scale:g}x faster ({span_s / scale:.1f} s)"
