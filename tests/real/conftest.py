@@ -53,6 +53,15 @@ def assert_no_leftovers(sid: int, wait_s: float = 5.0) -> None:
     assert not left, f"processes left behind by the launcher: {left}"
 
 
+def reap(*processes: subprocess.Popen) -> None:
+    """Kill each launcher's session if it still runs, and check nothing of it is left."""
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        assert_no_leftovers(process.pid)
+
+
 @dataclass
 class Completed:
     returncode: int

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from .conftest import REPO, assert_no_leftovers, finish, ooblab, session_processes, start
+from .conftest import REPO, finish, ooblab, reap, session_processes, start
 
 
 def wait_for_file(path, timeout_s: float) -> str:
@@ -53,11 +53,7 @@ def test_coordinator_with_a_node_launcher_and_torchrun(tmp_path):
             assert done.returncode == 0, done.stderr[-3000:]
         result = finish(coordinator, 60)
     finally:
-        for process in [coordinator, *launchers]:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            assert_no_leftovers(process.pid)
+        reap(coordinator, *launchers)
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
     assert len(summary["losses"]) == 3 and summary["world_size"] == 4
@@ -101,10 +97,7 @@ def test_a_worker_killed_or_frozen_by_hand_is_survived(tmp_path, how):
         os.kill(victims[-1], signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         result = finish(process, 90)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        assert_no_leftovers(process.pid)
+        reap(process)
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
     assert summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1 and summary["failures_survived"] == 1
@@ -138,11 +131,7 @@ def test_a_frozen_worker_on_another_machine_is_fenced_by_its_node_launcher(tmp_p
         done = {name: finish(process, 120) for name, process in launchers.items()}
         result = finish(coordinator, 60)
     finally:
-        for process in [coordinator, *launchers.values()]:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            assert_no_leftovers(process.pid)
+        reap(coordinator, *launchers.values())
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
     assert summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1
@@ -165,10 +154,7 @@ def test_a_job_with_no_node_left_fails_cleanly(tmp_path):
         os.kill(victims[0], signal.SIGKILL)
         result = finish(process, 60)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        assert_no_leftovers(process.pid)
+        reap(process)
     summary = result.json()
     assert result.returncode == 1 and summary["status"] == "failed"
     assert "waited 2 s for nodes" in summary["reason"]
@@ -189,10 +175,7 @@ def test_a_killed_launcher_takes_its_workers_with_it(tmp_path, sig):
         process.communicate(timeout=30)
         assert process.returncode == -sig if sig == signal.SIGKILL else process.returncode == 128 + sig
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        assert_no_leftovers(process.pid)
+        reap(process)
 
 
 @pytest.mark.timeout(120)
