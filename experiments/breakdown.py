@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, spot_options
+from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
 from .simrun import sim_spec
 from .sweep import RunSpec
 
@@ -55,8 +55,7 @@ def _titled(data: pd.DataFrame, column: str) -> pd.DataFrame:
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     figs = {}
-    for calibration in [c for c in CALIBRATIONS if c in set(table["calibration"])]:
-        data = table[table["calibration"] == calibration]
+    for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]
         models = [m for m in MODELS if m in set(data["model"])]
         focus = FIG1_MODEL if FIG1_MODEL in models else models[0]

@@ -17,6 +17,14 @@ THROUGHPUT_LABEL = "throughput (samples/s)"
 RUN_THROUGHPUT_LABEL = "samples/s over the whole run"
 
 
+def by_calibration(table: pd.DataFrame):
+    """(calibration, its rows) for each calibration present, in `CALIBRATIONS` order."""
+    present = set(table["calibration"])
+    for calibration in CALIBRATIONS:
+        if calibration in present:
+            yield calibration, table[table["calibration"] == calibration]
+
+
 def spot_options(calibration: str, model: str, system: str) -> dict:
     """The paper's spot-trace figures turn Varuna's rollback off for the three smaller
     models (artifact calibration only: the planner calibration always rolls back)."""

@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, notes, spot_options
+from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, notes, spot_options
 from .simrun import sim_spec
 from .sweep import RunSpec
 
@@ -64,8 +64,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     figs = {}
     table = table.assign(usd_per_m=usd_per_million(table), note=notes(table))
     table.loc[(table["note"] == "") & table["usd_per_m"].isna(), "note"] = "no progress"
-    for calibration in [c for c in CALIBRATIONS if c in set(table["calibration"])]:
-        data = table[table["calibration"] == calibration]
+    for calibration, data in by_calibration(table):
         spot = data[data["market"] == "spot"]
         ondemand = data[(data["market"] == "on-demand") & (data["outcome"] == "ok")]
         reference = ondemand.groupby("model")["usd_per_m"].min().to_dict()

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import plots
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, THROUGHPUT_LABEL, notes
+from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, THROUGHPUT_LABEL, by_calibration, notes
 from .simrun import sim_spec
 from .sweep import RunSpec
 from .tracesrc import FREQUENCIES, paper_frequency
@@ -54,8 +54,7 @@ def _bars(data: pd.DataFrame, title: str):
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     figs = {}
-    for calibration in [c for c in CALIBRATIONS if c in set(table["calibration"])]:
-        data = table[table["calibration"] == calibration]
+    for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]
         figs[f"fig09-{calibration}"] = _bars(data[data["system"].isin(SYSTEMS)], title)
         figs[f"fig13-{calibration}"] = _bars(data[data["system"].isin(["oobleck", "varuna", NO_CKPT])], title)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, mean_std, run_throughput
+from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, mean_std, run_throughput
 from .simrun import sim_spec
 from .sweep import RunSpec
 
@@ -48,8 +48,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     figs = {}
     ran = table[table["outcome"] == "ok"]
     ran = ran.assign(run_samples_per_s=run_throughput(ran))
-    for calibration in [c for c in CALIBRATIONS if c in set(ran["calibration"])]:
-        data = ran[ran["calibration"] == calibration]
+    for calibration, data in by_calibration(ran):
         summary = mean_std(data, ["model", "system", "rate"], "run_samples_per_s")
         removals = data.groupby("rate")["trace_removals_per_hour"].mean()
         summary["removals_per_hour"] = summary["rate"].map(removals)

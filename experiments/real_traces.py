@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, notes, run_throughput
+from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, notes, run_throughput
 from .simrun import sim_spec
 from .sweep import RunSpec
 
@@ -47,8 +47,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     facts = table["trace_duration_h"].map(lambda h: f"{h:.0f} h") + table["trace_removals_per_hour"].map(lambda r: f", {r:.1f}/h")
     table = table.assign(where=table["trace_key"] + "\n" + facts)
     order = list(dict.fromkeys(table["where"]))
-    for calibration in [c for c in CALIBRATIONS if c in set(table["calibration"])]:
-        data = table[table["calibration"] == calibration]
+    for calibration, data in by_calibration(table):
         figs[f"real-traces-{calibration}"] = plots.grouped_bars(
             data, x="where", y="run_samples_per_s", panel="model", system="system", annotate="note", ncols=1, x_order=order,
             xlabel="trace (length, removals per hour)", ylabel="samples/s, whole run", title=f"Real traces scaled to a {PEAK_NODES}-node peak; {CALIBRATION_TITLES[calibration]}",

@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, run_throughput, spot_options
+from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, run_throughput, spot_options
 from .simrun import sim_spec
 from .sweep import RunSpec
 
@@ -61,8 +61,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
         run_samples_per_s=run_throughput(data),
         where=data["model"] + ", " + data["trace_key"].map(TRACE_SHORT) + "\n" + data["knob"].map(lambda k: f"{KNOBS[k]} cost"),
     )
-    for calibration in [c for c in CALIBRATIONS if c in set(data["calibration"])]:
-        part = data[data["calibration"] == calibration]
+    for calibration, part in by_calibration(data):
         figs[f"sensitivity-{calibration}"] = plots.lines(
             part, x="factor", y="run_samples_per_s", series="system", panel="where", xlabel="cost factor (1 = calibrated)",
             ylabel=RUN_THROUGHPUT_LABEL, title=CALIBRATION_TITLES[calibration],

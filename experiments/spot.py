@@ -21,7 +21,7 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, spot_options
+from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
 from .simrun import sim_spec, timeline
 from .sweep import RunSpec
 
@@ -71,8 +71,7 @@ def panel(rows: pd.DataFrame, out_dir: Path, title: str) -> plots.TimelinePanel:
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
     figs = {}
-    for calibration in [c for c in CALIBRATIONS if c in set(table["calibration"])]:
-        data = table[table["calibration"] == calibration]
+    for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]
         models = [m for m in MODELS if m in set(data["model"])]
         focus = FIG10_MODEL if FIG10_MODEL in models else models[0]
