@@ -48,8 +48,8 @@ class Overheads:
     node_startup_s: float
     details: Mapping[str, Any]  # what each figure was computed from
 
-    def sim_options(self, policy: str) -> dict[str, float]:
-        """The simulator's pause options for `policy`."""
+    def sim_options(self) -> dict[str, float]:
+        """The simulator's pause options (the same for every policy)."""
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
             "restart_overhead_s": self.restart_overhead_s,
@@ -65,15 +65,6 @@ class Overheads:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Overheads":
         return cls(**dict(data))
-
-
-def _events(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def _detail(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    return event.get("detail") or {k: v for k, v in event.items() if k not in ("time_s", "kind")}
 
 
 def steady_s(times: list[float]) -> float:
@@ -153,9 +144,9 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     progress(f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}")
     run, summary = _run(base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory)
     reconfigure, rec = redone_overhead_s(summary)
-    events = _events(run.directory)
-    joined = next((e["time_s"] for e in events if e["kind"] == "injected" and "join" in str(_detail(e).get("what")) and _detail(e).get("applied")), None)
-    ready = next((e["time_s"] for e in events if e["kind"] == "node_ready" and _detail(e).get("node") == victim and joined is not None and e["time_s"] >= joined), None)
+    events = run.outcome.events
+    joined = next((e.time_s for e in events if e.kind == "injected" and "join" in str(e.detail.get("what")) and e.detail.get("applied")), None)
+    ready = next((e.time_s for e in events if e.kind == "node_ready" and e.detail.get("node") == victim and joined is not None and e.time_s >= joined), None)
     if joined is None or ready is None:
         raise RuntimeError(f"the Oobleck calibration run never saw {victim} rejoin (raise STARTUP_ALLOWANCE_S on a slow machine)")
     startup = ready - joined

@@ -69,7 +69,7 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads,
         checkpoint_every_iterations=spec.checkpoint_every,
         duration_s=duration_s,
         timeline="iterations",
-        **overheads.sim_options(policy),
+        **overheads.sim_options(),
         **extra,
     )
 
