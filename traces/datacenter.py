@@ -38,6 +38,7 @@ import numpy as np
 from .datacenter_profiles import (
     DATACENTER_PROFILES,
     DEFAULT_DATACENTER_PROFILE,
+    SCOPES,
     DatacenterProfile,
 )
 from .errors import TraceError
@@ -109,6 +110,8 @@ def _check(profile: DatacenterProfile, days: float, spares: int, spare_delay_s: 
     if not (math.isfinite(profile.repair_sigma) and profile.repair_sigma >= 0):
         raise TraceError(f"repair_sigma must be >= 0, got {profile.repair_sigma!r}")
     for comp in profile.components:
+        if comp.scope not in SCOPES:
+            raise TraceError(f"component {comp.name}: scope {comp.scope!r} is not one of {', '.join(SCOPES)}")
         if not comp.mtbf_d > 0 or not (math.isfinite(comp.repair_median_h) and comp.repair_median_h > 0):
             raise TraceError(f"component {comp.name}: mtbf and repair must be > 0")
 
@@ -116,7 +119,8 @@ def _check(profile: DatacenterProfile, days: float, spares: int, spare_delay_s: 
 def _candidates(profile: DatacenterProfile, hosts_total: int, horizon_s: float, rng: np.random.Generator):
     """Every candidate failure, time-sorted: (ceil time s, component, first host, host count, repair s)."""
     racks = math.ceil(hosts_total / profile.hosts_per_rack)
-    parts = []
+    empty = np.zeros(0, dtype=np.int64)
+    parts = [(np.zeros(0), empty, empty, empty, np.zeros(0))]  # so that no component means no failure
     for index, comp in enumerate(profile.components):
         units = hosts_total * profile.gpus_per_host if comp.scope == "gpu" else (
             hosts_total if comp.scope == "host" else racks)

@@ -292,6 +292,9 @@ def test_spec_keys_reach_the_generator():
     racks = from_spec("datacenter:gpus=1024,days=54,seed=2,hosts_per_rack=4,switch_mtbf=20d")
     assert max(len(v) for v in burst_table(tuples(racks)).values()) == 4
     assert from_spec("datacenter:gpus=64,gpus_per_host=4,days=1").initial_nodes[-1] == "node16"
+    quiet = from_spec("datacenter:gpus=64,days=9,seed=1," + ",".join(f"{c}_mtbf=off" for c in
+                                                               ("gpu", "host", "cable", "switch", "software")))
+    assert [(t, k) for t, k, _ in tuples(quiet)] == [(0.0, "add")] * 8
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -308,6 +311,8 @@ def test_spec_keys_reach_the_generator():
     ("datacenter:profile=llama3-hardware,software_repair=1h", "profile llama3-hardware has no software component"),
     ("datacenter:hosts_per_rack=0", "hosts_per_rack must be >= 1"),
     ("datacenter:repair_sigma=-1", "repair_sigma must be >= 0"),
+    ("datacenter:spare_delay=soon", "duration 'soon' must be a number and a unit"),
+    ("datacenter:gpu_mtbf=0d", "gpu_mtbf must be > 0"),
 ])
 def test_spec_errors(spec, message):
     with pytest.raises(TraceError, match=message) as caught:
