@@ -36,8 +36,9 @@ def main() -> None:
     for gpus, days, spares in CASES:
         run = datacenter_failures(gpus, days, rng=np.random.default_rng(0), spares=spares)
         rows = [(e.time_s, e.kind, e.node) for e in run.trace.events]
-        gen_s = best_s(lambda: datacenter_failures(gpus, days, rng=np.random.default_rng(0), spares=spares))
-        base_s = best_s(lambda: Trace.from_tuples(rows))
+        gen_s = best_s(lambda g=gpus, d=days, k=spares: datacenter_failures(
+            g, d, rng=np.random.default_rng(0), spares=k))
+        base_s = best_s(lambda r=rows: Trace.from_tuples(r))
         print(f"{gpus:>8} {days:>5g} {spares:>6} {len(rows):>7} {len(run.interruption_time_s):>10} "
               f"{gen_s:>10.4f} {base_s:>9.4f} {gen_s / base_s:>6.2f}")
 

@@ -20,7 +20,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .datacenter import datacenter_failures, expected_interruptions_per_day, get_datacenter_profile
+from .datacenter import (
+    datacenter_failures,
+    expected_interruptions_per_day,
+    get_datacenter_profile,
+)
 from .datacenter_profiles import (
     DEFAULT_DATACENTER_PROFILE,
     LLAMA3_DAYS,
@@ -75,8 +79,10 @@ def profile_from_keys(keys: dict[str, str]) -> DatacenterProfile:
             value_s = parse_duration_s(keys[key])
             if value_s <= 0:
                 raise TraceError(f"{key} must be > 0, got {keys[key]!r}")
-            change = {"mtbf_d": value_s / 86400.0} if what == "mtbf" else {"repair_median_h": value_s / 3600.0}
-            comps[name] = replace(comps[name], **change)
+            if what == "mtbf":
+                comps[name] = replace(comps[name], mtbf_d=value_s / 86400.0)
+            else:
+                comps[name] = replace(comps[name], repair_median_h=value_s / 3600.0)
     return replace(prof, components=tuple(comps.values()))
 
 
@@ -101,8 +107,8 @@ def info_rows(keys: dict[str, str]) -> list[tuple[str, str, float]]:
     expected = expected_interruptions_per_day(gpus, prof)
     published = LLAMA3_UNEXPECTED / LLAMA3_DAYS
     return [
-        ("expected/day", f"{expected:.2f} interruptions per day with every host up "
-                         f"(profile {prof.name}, {gpus} GPUs)", expected),
-        ("published/day", f"{published:.2f} (Llama 3: {LLAMA3_UNEXPECTED} unexpected interruptions, "
-                          f"{LLAMA3_GPUS} GPUs, {LLAMA3_DAYS} days)", published),
+        ("expected/day", (f"{expected:.2f} interruptions per day with every host up "
+                          f"(profile {prof.name}, {gpus} GPUs)"), expected),
+        ("published/day", (f"{published:.2f} (Llama 3: {LLAMA3_UNEXPECTED} unexpected interruptions, "
+                           f"{LLAMA3_GPUS} GPUs, {LLAMA3_DAYS} days)"), published),
     ]
