@@ -347,3 +347,13 @@ def test_cli_bad_spec_exits_2(capsys):
     err = capsys.readouterr().err
     assert err.startswith("ooblab traces info: error: datacenter:") and "unknown key 'colour'" in err
     assert err.count("\n") == 1
+
+
+def test_generated_trace_round_trips_through_the_events_csv(tmp_path, capsys):
+    spec = "datacenter:gpus=2048,days=30,seed=5,spares=4"
+    out = tmp_path / "dc.csv"
+    assert run_cli(["generate", spec, "-o", str(out)]) == 0
+    capsys.readouterr()
+    from traces import load
+
+    assert tuples(load(out)) == tuples(from_spec(spec))
