@@ -6,6 +6,8 @@ Start with `load` (any supported file), `from_spec` (a file or a generator spec)
 (`traces.plot`, matplotlib) are imported only where used.
 """
 
+from .datacenter import DatacenterRun, datacenter, datacenter_failures
+from .datacenter_profiles import DATACENTER_PROFILES, DatacenterProfile
 from .errors import TraceError
 from .events_csv import save_events_csv, write_events_csv
 from .generators import fixed_interval, parse_duration_s, round_interval_to_hours
@@ -19,7 +21,10 @@ from .stats import TraceStats
 from .transform import cap, compress, rescale, window
 
 __all__ = [
+    "DATACENTER_PROFILES",
     "DEFAULT_SEED",
+    "DatacenterProfile",
+    "DatacenterRun",
     "FORMATS",
     "LoadReport",
     "SPOT_PROFILES",
@@ -30,6 +35,8 @@ __all__ = [
     "TraceStats",
     "cap",
     "compress",
+    "datacenter",
+    "datacenter_failures",
     "fixed_interval",
     "from_spec",
     "generate",

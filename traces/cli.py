@@ -54,13 +54,18 @@ def _guard(handler):
 
 
 def _info(args: argparse.Namespace) -> int:
+    from .spec import info_rows
+
     trace, report = _read(args)
     s = trace.stats()
+    extra = [] if report else info_rows(args.source)
     if args.json:
         out = s.as_dict()
         out["source"] = args.source
         out["format"] = report.fmt if report else "generator"
         out["notes"] = list(report.notes) if report else []
+        for label, _, value in extra:
+            out[label.replace("/day", "_per_day")] = value
         print(json.dumps(out, indent=2))
         return 0
     life = "n/a (no node was removed)" if s.median_lifetime_s != s.median_lifetime_s else (
@@ -75,7 +80,10 @@ def _info(args: argparse.Namespace) -> int:
                        f"initial {s.initial_nodes}, final {s.final_nodes}"),
         ("removals/hour", rate),
         ("bursts", f"{s.num_bursts} (removals sharing a timestamp), largest {s.largest_burst}"),
+        ("bursts/day", "undefined (zero duration)" if s.bursts_per_day != s.bursts_per_day
+                       else f"{s.bursts_per_day:.2f} (interruptions per day in a failure trace)"),
         ("lifetime", f"median {life}, completed lifetimes only"),
+        *((label, text) for label, text, _ in extra),
     ]
     for key, value in rows:
         print(f"{key:<14}{value}")
@@ -160,8 +168,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     convert.set_defaults(handler=_guard(_convert))
 
     gen = sub.add_parser("generate", help="generate a trace from a spec",
-                         description="SPEC: fixed:interval=1h[,nodes=30,removals=15,hour_decimals=N,seed=S,start=0s] "
-                                     "or spot[:nodes=N,hours=H,profile=p3|g4dn|gcp-a100,seed=S]")
+                         description="SPEC: fixed:interval=1h[,nodes=30,removals=15,hour_decimals=N,seed=S,start=0s], "
+                                     "spot[:nodes=N,hours=H,profile=p3|g4dn|gcp-a100,seed=S] "
+                                     "or datacenter[:gpus=16384,days=54,profile=llama3|llama3-hardware,seed=S,spares=K,...]")
     gen.add_argument("spec", metavar="SPEC")
     gen.add_argument("-o", "--output", default="-", metavar="OUT", help="output CSV (default stdout)")
     gen.add_argument("--seed", type=int, default=None, help="seed when the spec has no seed= (default 0)")

@@ -5,13 +5,16 @@ Syntax (keys in any order, values without spaces; durations take a unit: ms, s, 
     PATH                                   a trace file of any supported format
     fixed:interval=1h[,nodes=30][,removals=15][,hour_decimals=N][,seed=S][,start=0s]
     spot[:nodes=N][,hours=H][,profile=p3|g4dn|gcp-a100][,seed=S]
+    datacenter[:gpus=16384][,days=54][,profile=llama3|llama3-hardware][,seed=S][,spares=K]...
 
 ``fixed`` is `traces.generators.fixed_interval` (defaults: the paper's 30 nodes and 15
 removals; ``hour_decimals=3`` rounds the interval to 0.001 h as the Oobleck artifact did,
 so ``interval=10m,hour_decimals=3`` removes every 601.2 s; without ``seed`` the oldest
 node goes first). ``spot`` is `traces.spot.spot_market` (defaults: the profile's capacity
 and the length of the trace it was fitted to; profile p3). A file that exists wins over a
-generator of the same name. ``seed`` makes a spec self-contained; without it the ``rng``
+generator of the same name. ``datacenter`` is `traces.datacenter.datacenter_failures`
+(hardware failures of a large cluster; its keys are listed in `traces.datacenter_spec`).
+``seed`` makes a spec self-contained; without it the ``rng``
 argument is used, and without that seed 0.
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import datacenter_spec
 from .errors import TraceError
 from .generators import fixed_interval, parse_duration_s, round_interval_to_hours
 from .load import load
@@ -31,6 +35,7 @@ from .spot_profiles import DEFAULT_PROFILE
 GENERATOR_KEYS = {
     "fixed": ("interval", "nodes", "removals", "hour_decimals", "seed", "start"),
     "spot": ("nodes", "hours", "profile", "seed"),
+    "datacenter": datacenter_spec.KEYS,
 }
 
 
@@ -41,7 +46,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     if name not in GENERATOR_KEYS:
         raise TraceError(
             f"no such trace file, and {name!r} is not a generator "
-            f"(known: {', '.join(GENERATOR_KEYS)}; e.g. fixed:interval=1h or spot:nodes=30,hours=24)",
+            f"(known: {', '.join(GENERATOR_KEYS)}; e.g. fixed:interval=1h, spot:nodes=30,hours=24 "
+            f"or datacenter:gpus=16384,days=54)",
             source=spec,
         )
     keys: dict[str, str] = {}
@@ -98,6 +104,8 @@ def generate(spec: str, *, rng: np.random.Generator | None = None) -> Trace:
                 _int(keys, "nodes", 30, spec), _int(keys, "removals", 15, spec), interval_s,
                 rng=rng, start_s=start_s, name=spec,
             )
+        if name == "datacenter":
+            return datacenter_spec.from_keys(keys, rng, spec)
         profile = get_profile(keys.get("profile", DEFAULT_PROFILE))
         return spot_market(
             _int(keys, "nodes", profile.capacity_nodes, spec),
@@ -109,6 +117,17 @@ def generate(spec: str, *, rng: np.random.Generator | None = None) -> Trace:
     except TraceError as exc:
         if exc.source is not None:
             raise
+        raise TraceError(exc.reason, source=spec) from None
+
+
+def info_rows(spec: str) -> list[tuple[str, str, float]]:
+    """Extra (label, text, value) rows `ooblab traces info` prints for a generator spec."""
+    name, keys = parse_spec(spec)
+    if name != "datacenter":
+        return []
+    try:
+        return datacenter_spec.info_rows(keys)
+    except TraceError as exc:
         raise TraceError(exc.reason, source=spec) from None
 
 

@@ -10,6 +10,8 @@ Definitions (one place, so the CLI, the fit and the docs agree):
   over [first, last]; a trace whose events all share one timestamp has mean = that count.
 * A *burst* is the set of removals that share one timestamp (real traces are logged at
   minute or poll resolution, so "at the same time" means "within one sample").
+  ``bursts_per_day`` = bursts / duration in days: for a failure trace, where one
+  interruption is one burst, interruptions per day.
 * A node's *lifetime* runs from its add to its remove; nodes still live at the end are
   censored and left out, so ``median_lifetime_s`` is the median of completed lifetimes.
 
@@ -53,6 +55,7 @@ class TraceStats:
     num_bursts: int
     largest_burst: int
     median_lifetime_s: float  # NaN when no node was removed
+    bursts_per_day: float  # NaN when the duration is 0 and there are removals
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready dict (NaN becomes None)."""
@@ -130,8 +133,9 @@ def compute_stats(events: Sequence[EventLike], name: str) -> TraceStats:
     duration = end - start
     if duration > 0:
         per_hour = num_removes / (duration / 3600.0)
+        per_day = len(bursts) / (duration / 86400.0)
     else:
-        per_hour = 0.0 if num_removes == 0 else math.nan
+        per_hour = per_day = 0.0 if num_removes == 0 else math.nan
     return TraceStats(
         name=name,
         start_s=start,
@@ -150,4 +154,5 @@ def compute_stats(events: Sequence[EventLike], name: str) -> TraceStats:
         num_bursts=len(bursts),
         largest_burst=max(bursts, default=0),
         median_lifetime_s=float(np.median(lifetimes)) if lifetimes else math.nan,
+        bursts_per_day=per_day,
     )
