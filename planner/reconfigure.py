@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from .assignment import arrange, layer_positions_of, positions_of
+from .candidates import refill_proposals
 from .errors import InfeasibleError, PlannerError
 from .plan import ExecutionPlan
 from .planner import Planner
@@ -268,8 +269,18 @@ def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[s
     return result, notes
 
 
-def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) -> Reconfiguration:
-    """Reconfigure `plan` after the nodes in `removed` are gone."""
+def on_removal(
+    planner: Planner, plan: ExecutionPlan, removed: Sequence[str], *, throughput_tolerance: float | None = None
+) -> Reconfiguration:
+    """Reconfigure `plan` after the nodes in `removed` are gone.
+
+    By default the plan is Oobleck's (rules 1-3) with each changed pipeline's nodes in the
+    order that copies least. With `throughput_tolerance` t (a fraction in [0, 1)), the
+    refills of `candidates` compete too: among the options whose throughput is at least
+    (1 - t) x the fastest option's, the one that copies the fewest bytes wins (ties: the
+    faster, then Oobleck's rules first)."""
+    if throughput_tolerance is not None and not 0 <= throughput_tolerance < 1:
+        raise PlannerError(f"throughput tolerance must be a fraction in [0, 1), got {throughput_tolerance}")
     removed_set = set(removed)
     unknown = removed_set - set(plan.nodes)
     if unknown:
@@ -292,7 +303,27 @@ def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) ->
         new_plan = planner.build_plan(groups)
     if new_plan.num_pipelines <= planner.job.fault_tolerance:
         notes.append(f"only {new_plan.num_pipelines} pipeline(s) left: tolerates {new_plan.num_pipelines - 1} failure(s), not f = {planner.job.fault_tolerance}")
-    return finish(planner, plan, new_plan, notes)
+    chosen = finish(planner, plan, new_plan, notes)
+    if throughput_tolerance is None:
+        return chosen
+    return _cheapest_within(planner, plan, removed_set, chosen, throughput_tolerance)
+
+
+def _cheapest_within(planner: Planner, old: ExecutionPlan, removed: set[str], rules: Reconfiguration, tolerance: float) -> Reconfiguration:
+    """Oobleck's plan against the refills: the fewest bytes within the tolerance."""
+    proposals = refill_proposals(old, removed, planner.min_nodes, planner.template, _held_by(old), layer_bytes_of(planner))
+    options = [("Oobleck's rules", rules)]
+    for proposal in proposals:
+        options.append((proposal.label, finish(planner, old, planner.build_plan(proposal.groups))))
+    fastest = max(option.plan.samples_per_s for _, option in options)
+    floor = (1 - tolerance) * fastest
+    eligible = [(label, option) for label, option in options if option.plan.samples_per_s >= floor]
+    label, best = min(eligible, key=lambda item: (item[1].copy_bytes, -item[1].plan.samples_per_s))
+    compared = "; ".join(
+        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.plan.samples_per_s:.4g} samples/s" for name, option in options
+    )
+    note = f"chose {label} (tolerance {tolerance:g} of the fastest option's {fastest:.4g} samples/s) among {compared}"
+    return replace(best, notes=(*best.notes, note))
 
 
 def _regroup_for_growth(plan: ExecutionPlan, target_sizes: Sequence[int], added: Sequence[str]) -> list[list[str]]:
