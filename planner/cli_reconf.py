@@ -28,6 +28,17 @@ def register_arguments(parser) -> None:
     parser.add_argument("--join-horizon-s", type=float, default=1800.0, help="with --add: seconds over which a join must pay for its copies")
 
 
+def _ranges(layers) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9'."""
+    spans: list[list[int]] = []
+    for layer in layers:
+        if spans and layer == spans[-1][1] + 1:
+            spans[-1][1] = layer
+        else:
+            spans.append([layer, layer])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
+
+
 def removal_targets(plan: ExecutionPlan, spec: str) -> list[str]:
     """The nodes `--remove` names: a count or a comma-separated list of node names."""
     spec = spec.strip()
@@ -66,14 +77,14 @@ def reconfigure(planner: Planner, plan: ExecutionPlan, args) -> tuple[dict, Reco
         left = len(plan.nodes) - len(removed)
         wiped = lost_layers(plan, set(plan.nodes) - set(removed))
         if left < planner.min_nodes:
-            then = f" and then restart from its last checkpoint (no replica of layers {list(wiped)} is left)" if wiped else ", the survivors keeping their layers"
+            then = f" and then restart from its last checkpoint (no replica of layers {_ranges(wiped)} is left)" if wiped else ", the survivors keeping their layers"
             raise PlannerError(
                 f"removing {len(removed)} of {len(plan.nodes)} nodes leaves {left}, fewer than n0 = {planner.min_nodes} "
                 f"for one replica: the job would wait for nodes{then}; no reconfigured plan"
             )
         if wiped:
             raise PlannerError(
-                f"removing {len(removed)} node(s) leaves no replica of layers {list(wiped)}: "
+                f"removing {len(removed)} node(s) leaves no replica of layers {_ranges(wiped)}: "
                 "the job would restart from its last checkpoint; no reconfigured plan"
             )
         result = on_removal(planner, plan, removed, throughput_tolerance=args.throughput_tolerance)

@@ -119,15 +119,12 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
     alive = set(new.nodes)
     old_held = _held_by(old)
     holder_cache: dict[int, list[str]] = {}
+    where = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in old.pipelines]
 
     def holders(layer: int) -> list[str]:
         if layer not in holder_cache:
-            found = []
-            for pipe in old.pipelines:
-                node = pipe.nodes[layer_positions_of(pipe.template)[layer]]
-                if node in alive:
-                    found.append(node)
-            holder_cache[layer] = found
+            found = (nodes[position[layer]] for nodes, position in where)
+            holder_cache[layer] = [node for node in found if node in alive]
         return holder_cache[layer]
 
     sent: dict[str, int] = {}
@@ -142,7 +139,8 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
                 sources = holders(layer)
                 if not sources:
                     raise PlannerError(f"layer {layer} has no surviving replica to copy from")
-                src = min(sources, key=lambda s: sent.get(s, 0))
+                # the first holder that has sent nothing yet is the minimum: skip the scan
+                src = next((s for s in sources if not sent.get(s)), None) or min(sources, key=lambda s: sent.get(s, 0))
                 sent[src] = sent.get(src, 0) + layers[layer].copy_bytes
                 requests.setdefault((node, src), []).append(layer)
     return tuple(
@@ -282,10 +280,11 @@ def on_removal(
     if throughput_tolerance is not None and not 0 <= throughput_tolerance < 1:
         raise PlannerError(f"throughput tolerance must be a fraction in [0, 1), got {throughput_tolerance}")
     removed_set = set(removed)
-    unknown = removed_set - set(plan.nodes)
+    everyone = plan.nodes
+    unknown = removed_set - set(everyone)
     if unknown:
         raise PlannerError(f"removed nodes {sorted(unknown)} are not in the plan")
-    survivors = [n for n in plan.nodes if n not in removed_set]
+    survivors = [n for n in everyone if n not in removed_set]
     lost = lost_layers(plan, set(survivors))
     if lost:
         return Reconfiguration(None, lost_layers=lost, notes=(f"no surviving replica of layers {list(lost)}",))
@@ -295,7 +294,7 @@ def on_removal(
     groups = [[n for n in p.nodes if n not in removed_set] for p in plan.pipelines]
     groups, notes = regroup_after_removal(groups, n0)
     notes = list(notes)
-    if any(planner.template(len(g)) is None for g in groups):
+    if any(planner.template(size) is None for size in {len(g) for g in groups}):
         sizes = sorted(len(g) for g in groups)
         notes.append(f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes")
         new_plan = planner.instantiate(survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0)))
