@@ -7,6 +7,7 @@ import json
 import sys
 
 from .analytic import MODEL_SHAPES
+from . import cli_reconf
 from .catalog import resolve_profile
 from .errors import PlannerError
 from .hardware import DEFAULT_GPU, GPUS, make_cluster
@@ -33,6 +34,7 @@ def register(subparsers) -> None:
     parser.add_argument("--microbatch", type=int, default=DEFAULTS["microbatch"], help="samples per microbatch")
     parser.add_argument("--inter-node-gbps", type=float, default=None, help="override the GPU type's default network bandwidth (Gb/s)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    cli_reconf.register_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -48,13 +50,22 @@ def plan_from_args(args) -> tuple[Planner, TemplateSet, ExecutionPlan]:
 def run(args) -> int:
     try:
         planner, templates, plan = plan_from_args(args)
+        change = None
+        if args.remove is not None or args.add is not None or args.throughput_tolerance is not None:
+            change = cli_reconf.reconfigure(planner, plan, args)
     except PlannerError as exc:
         print(f"ooblab plan: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(to_json(planner, templates, plan), indent=2))
+        out = to_json(planner, templates, plan)
+        if change is not None:
+            out["reconfiguration"] = cli_reconf.to_json(*change)
+        print(json.dumps(out, indent=2))
     else:
-        print(render(planner, templates, plan))
+        text = render(planner, templates, plan)
+        if change is not None:
+            text += "\n" + "\n".join(cli_reconf.render(*change))
+        print(text)
     return 0
 
 

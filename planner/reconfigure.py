@@ -18,9 +18,13 @@ beats the copy time and the pause.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
+import numpy as np
+
+from .assignment import arrange, layer_positions_of, positions_of
+from .candidates import refill_proposals
 from .errors import InfeasibleError, PlannerError
 from .plan import ExecutionPlan
 from .planner import Planner
@@ -44,16 +48,31 @@ class LayerCopy:
 @dataclass(frozen=True)
 class Reconfiguration:
     """What a membership change leads to. `plan` is None when training cannot go on from
-    memory: `lost_layers` (restart from a checkpoint) or too few nodes (wait)."""
+    memory: `lost_layers` (restart from a checkpoint) or too few nodes (wait).
+
+    `lower_bound_bytes`: per new pipeline, the bytes of its layers that none of its nodes
+    held, summed (no ordering copies less); `keep_order_bytes`: what the copies would have
+    been had every changed pipeline kept its nodes in the rules' order (the figure before
+    the exact assignment)."""
 
     plan: ExecutionPlan | None
     copies: tuple[LayerCopy, ...] = ()
     lost_layers: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    lower_bound_bytes: int = 0
+    keep_order_bytes: int = 0
 
     @property
     def copy_bytes(self) -> int:
         return sum(c.total_bytes for c in self.copies)
+
+    @property
+    def busiest_node_bytes(self) -> int:
+        """The most bytes any one node receives."""
+        received: dict[str, int] = {}
+        for copy in self.copies:
+            received[copy.dst_node] = received.get(copy.dst_node, 0) + copy.total_bytes
+        return max(received.values(), default=0)
 
     def copy_time_s(self, bw_bytes_per_s: float) -> float:
         """Copies run in parallel; each node's link carries what it sends or receives."""
@@ -67,12 +86,25 @@ class Reconfiguration:
 
 
 def lost_layers(plan: ExecutionPlan, survivors: set[str]) -> tuple[int, ...]:
-    """Layers with no replica on a surviving node."""
-    held = set()
-    for node, layers in plan.node_layers.items():
-        if node in survivors:
-            held.update(layers)
-    return tuple(layer for layer in range(plan.num_layers) if layer not in held)
+    """Layers with no replica on a surviving node (a pipeline with no losses holds all)."""
+    lost: set[int] | None = None
+    for pipe in plan.pipelines:
+        gone = [k for k, node in enumerate(pipe.nodes) if node not in survivors]
+        if not gone:
+            return ()
+        positions = positions_of(pipe.template)
+        missing = {layer for k in gone for layer in positions[k]}
+        lost = missing if lost is None else lost & missing
+        if not lost:
+            return ()
+    return tuple(sorted(lost or ()))
+
+
+def changed_pipelines(old: ExecutionPlan, new: ExecutionPlan) -> list[int]:
+    """Indices of `new`'s pipelines that are not an old pipeline kept as it was (same
+    template size, same nodes in the same order): only their nodes can need copies."""
+    kept = {(p.template.num_nodes, p.nodes) for p in old.pipelines}
+    return [i for i, p in enumerate(new.pipelines) if (p.template.num_nodes, p.nodes) not in kept]
 
 
 def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple[LayerCopy, ...]:
@@ -80,28 +112,37 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
 
     Sources are chosen deterministically, spreading load: among the surviving old holders
     of a layer, the one that has sent the fewest bytes so far (then the earlier in the old
-    plan's order). Raises if a needed layer has no surviving holder.
+    plan's order). Raises if a needed layer has no surviving holder. Only pipelines that
+    changed are visited, so the cost follows the change, not the cluster.
     """
     layers = planner.profile.layers
     alive = set(new.nodes)
-    holders: dict[int, list[str]] = {}
-    for node, held in old.node_layers.items():
-        if node in alive:
-            for layer in held:
-                holders.setdefault(layer, []).append(node)
+    old_held = _held_by(old)
+    holder_cache: dict[int, list[str]] = {}
+    where = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in old.pipelines]
+
+    def holders(layer: int) -> list[str]:
+        if layer not in holder_cache:
+            found = (nodes[position[layer]] for nodes, position in where)
+            holder_cache[layer] = [node for node in found if node in alive]
+        return holder_cache[layer]
+
     sent: dict[str, int] = {}
     requests: dict[tuple[str, str], list[int]] = {}
-    for node, needed in new.node_layers.items():
-        have = set(old.node_layers.get(node, ()))
-        for layer in needed:
-            if layer in have:
-                continue
-            sources = holders.get(layer)
-            if not sources:
-                raise PlannerError(f"layer {layer} has no surviving replica to copy from")
-            src = min(sources, key=lambda s: sent.get(s, 0))
-            sent[src] = sent.get(src, 0) + layers[layer].copy_bytes
-            requests.setdefault((node, src), []).append(layer)
+    for index in changed_pipelines(old, new):
+        pipe = new.pipelines[index]
+        for node, needed in zip(pipe.nodes, positions_of(pipe.template)):
+            have = old_held.get(node, ())
+            for layer in needed:
+                if layer in have:
+                    continue
+                sources = holders(layer)
+                if not sources:
+                    raise PlannerError(f"layer {layer} has no surviving replica to copy from")
+                # the first holder that has sent nothing yet is the minimum: skip the scan
+                src = next((s for s in sources if not sent.get(s)), None) or min(sources, key=lambda s: sent.get(s, 0))
+                sent[src] = sent.get(src, 0) + layers[layer].copy_bytes
+                requests.setdefault((node, src), []).append(layer)
     return tuple(
         LayerCopy(
             dst_node=dst,
@@ -112,6 +153,73 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
         )
         for (dst, src), ls in requests.items()
     )
+
+
+class _HeldView:
+    """node -> frozenset of layers it holds in a plan, computed per node on demand (a
+    12,500-node plan's full map costs more than a reconfiguration may take)."""
+
+    def __init__(self, plan: ExecutionPlan):
+        self._where = {node: pipe for pipe in plan.pipelines for node in pipe.nodes}
+        self._index: dict[str, int] = {}
+        self._cache: dict[str, frozenset[int]] = {}
+
+    def get(self, node: str, default=()):
+        if node not in self._cache:
+            pipe = self._where.get(node)
+            if pipe is None:
+                return default
+            if pipe.nodes not in self._index:
+                for k, name in enumerate(pipe.nodes):
+                    self._index[name] = k
+            self._cache[node] = frozenset(positions_of(pipe.template)[self._index[node]])
+        return self._cache[node]
+
+
+def _held_by(plan: ExecutionPlan) -> _HeldView:
+    return _HeldView(plan)
+
+
+def layer_bytes_of(planner: Planner) -> np.ndarray:
+    return np.array([layer.copy_bytes for layer in planner.profile.layers], np.int64)
+
+
+def arrange_groups(planner: Planner, old: ExecutionPlan, groups: Sequence[Sequence[str]]) -> tuple[list[list[str]], int, int]:
+    """Each group's nodes in the order that copies the fewest bytes onto its template
+    (`assignment.arrange`); groups that are an old pipeline as it was stay as they are.
+    Returns (groups, keep-order bytes, lower bound bytes)."""
+    kept = {tuple(p.nodes) for p in old.pipelines}
+    held = _held_by(old)
+    layer_bytes = layer_bytes_of(planner)
+    arranged, keep, bound = [], 0, 0
+    for group in groups:
+        template = planner.template(len(group))
+        if tuple(group) in kept or template is None:
+            arranged.append(list(group))
+            continue
+        result = arrange(positions_of(template), list(group), held, layer_bytes)
+        arranged.append(list(result.nodes))
+        keep += result.keep_order_bytes
+        bound += result.lower_bound_bytes
+    return arranged, keep, bound
+
+
+def with_orders(plan: ExecutionPlan, groups: Sequence[Sequence[str]]) -> ExecutionPlan:
+    """`plan` with each pipeline's nodes replaced (same templates and microbatches)."""
+    return replace(plan, pipelines=tuple(replace(p, nodes=tuple(g)) for p, g in zip(plan.pipelines, groups)))
+
+
+def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequence[str] = ()) -> Reconfiguration:
+    """`new` with its pipelines ordered for the fewest copies from `old`, its copy plan and
+    figures."""
+    groups = [list(p.nodes) for p in new.pipelines]
+    changed = set(changed_pipelines(old, new))
+    todo = [groups[i] for i in sorted(changed)]
+    arranged, keep, bound = arrange_groups(planner, old, todo)
+    for i, group in zip(sorted(changed), arranged):
+        groups[i] = group
+    plan = with_orders(new, groups)
+    return Reconfiguration(plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 
 def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[str]], list[str]]:
@@ -159,13 +267,24 @@ def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[s
     return result, notes
 
 
-def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) -> Reconfiguration:
-    """Reconfigure `plan` after the nodes in `removed` are gone."""
+def on_removal(
+    planner: Planner, plan: ExecutionPlan, removed: Sequence[str], *, throughput_tolerance: float | None = None
+) -> Reconfiguration:
+    """Reconfigure `plan` after the nodes in `removed` are gone.
+
+    By default the plan is Oobleck's (rules 1-3) with each changed pipeline's nodes in the
+    order that copies least. With `throughput_tolerance` t (a fraction in [0, 1)), the
+    refills of `candidates` compete too: among the options whose throughput is at least
+    (1 - t) x the fastest option's, the one that copies the fewest bytes wins (ties: the
+    faster, then Oobleck's rules first)."""
+    if throughput_tolerance is not None and not 0 <= throughput_tolerance < 1:
+        raise PlannerError(f"throughput tolerance must be a fraction in [0, 1), got {throughput_tolerance}")
     removed_set = set(removed)
-    unknown = removed_set - set(plan.nodes)
+    everyone = plan.nodes
+    unknown = removed_set - set(everyone)
     if unknown:
         raise PlannerError(f"removed nodes {sorted(unknown)} are not in the plan")
-    survivors = [n for n in plan.nodes if n not in removed_set]
+    survivors = [n for n in everyone if n not in removed_set]
     lost = lost_layers(plan, set(survivors))
     if lost:
         return Reconfiguration(None, lost_layers=lost, notes=(f"no surviving replica of layers {list(lost)}",))
@@ -175,7 +294,7 @@ def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) ->
     groups = [[n for n in p.nodes if n not in removed_set] for p in plan.pipelines]
     groups, notes = regroup_after_removal(groups, n0)
     notes = list(notes)
-    if any(planner.template(len(g)) is None for g in groups):
+    if any(planner.template(size) is None for size in {len(g) for g in groups}):
         sizes = sorted(len(g) for g in groups)
         notes.append(f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes")
         new_plan = planner.instantiate(survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0)))
@@ -183,7 +302,27 @@ def on_removal(planner: Planner, plan: ExecutionPlan, removed: Sequence[str]) ->
         new_plan = planner.build_plan(groups)
     if new_plan.num_pipelines <= planner.job.fault_tolerance:
         notes.append(f"only {new_plan.num_pipelines} pipeline(s) left: tolerates {new_plan.num_pipelines - 1} failure(s), not f = {planner.job.fault_tolerance}")
-    return Reconfiguration(new_plan, copy_plan(planner, plan, new_plan), notes=tuple(notes))
+    chosen = finish(planner, plan, new_plan, notes)
+    if throughput_tolerance is None:
+        return chosen
+    return _cheapest_within(planner, plan, removed_set, chosen, throughput_tolerance)
+
+
+def _cheapest_within(planner: Planner, old: ExecutionPlan, removed: set[str], rules: Reconfiguration, tolerance: float) -> Reconfiguration:
+    """Oobleck's plan against the refills: the fewest bytes within the tolerance."""
+    proposals = refill_proposals(old, removed, planner.min_nodes, planner.template, _held_by(old), layer_bytes_of(planner))
+    options = [("Oobleck's rules", rules)]
+    for proposal in proposals:
+        options.append((proposal.label, finish(planner, old, planner.build_plan(proposal.groups))))
+    fastest = max(option.plan.samples_per_s for _, option in options)
+    floor = (1 - tolerance) * fastest
+    eligible = [(label, option) for label, option in options if option.plan.samples_per_s >= floor]
+    label, best = min(eligible, key=lambda item: (item[1].copy_bytes, -item[1].plan.samples_per_s))
+    compared = "; ".join(
+        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.plan.samples_per_s:.4g} samples/s" for name, option in options
+    )
+    note = f"chose {label} (tolerance {tolerance:g} of the fastest option's {fastest:.4g} samples/s) among {compared}"
+    return replace(best, notes=(*best.notes, note))
 
 
 def _regroup_for_growth(plan: ExecutionPlan, target_sizes: Sequence[int], added: Sequence[str]) -> list[list[str]]:
@@ -232,8 +371,8 @@ def on_addition(
         return Reconfiguration(fresh, notes=(f"instantiated over {len(nodes)} nodes",))
     sizes = [len(p.nodes) for p in fresh.pipelines]
     grown = planner.build_plan(_regroup_for_growth(plan, sizes, [n for n in nodes if n not in plan.nodes]))
-    copies = copy_plan(planner, plan, grown)
-    candidate = Reconfiguration(grown, copies, notes=(f"grew from {len(plan.nodes)} to {len(nodes)} nodes",))
+    candidate = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(nodes)} nodes",))
+    grown = candidate.plan
     copy_s = candidate.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
     if grown.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
         return candidate

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..errors import InfeasibleError, PlannerError
 from ..plan import ExecutionPlan
 from ..planner import Planner
-from ..reconfigure import copy_plan, lost_layers, on_addition, on_removal
+from ..reconfigure import finish, lost_layers, on_addition, on_removal
 from .decisions import (
     CheckpointSchedule,
     ClusterView,
@@ -153,11 +153,11 @@ class OobleckPolicy:
         new = self._instantiate(view.ready)
         if new is None:
             return Decision(None, (WaitForNodes(self.min_nodes, "waiting for nodes"),), memory)
-        try:
-            copies = copy_plan(self.planner, base, new)
+        try:  # each pipeline's nodes in the order that copies least from what they hold
+            result = finish(self.planner, base, new)
         except PlannerError:
             return self._launch(view, memory, restart=True, note="a layer's holders are not in the new plan")
-        return Decision(new, (Reinstantiate(f"resume over {len(new.nodes)} nodes"), CopyLayers(copies)), memory)
+        return Decision(result.plan, (Reinstantiate(f"resume over {len(new.nodes)} nodes"), CopyLayers(result.copies)), memory)
 
     def _launch(self, view: ClusterView, memory: OobleckMemory, *, restart: bool, note: str = "") -> Decision:
         """A fresh instantiation over every usable node, loaded from scratch (start) or

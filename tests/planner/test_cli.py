@@ -48,3 +48,70 @@ def test_infeasible_requests_exit_non_zero_with_one_line(args, reason):
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and reason in lines[0]
+
+
+# -- --remove / --add (issue 12) ---------------------------------------------------------
+
+SMALL = ["plan", "--model", "gpt3-350m", "--nodes", "7", "--f", "1", "--global-batch", "64", "--json"]
+
+
+def check_reconfiguration(out: dict) -> dict:
+    reconf = out["reconfiguration"]
+    copies = reconf["copies"]
+    assert reconf["copied_bytes"] == sum(c["param_bytes"] + c["optimizer_bytes"] for c in copies)
+    received: dict[str, int] = {}
+    for c in copies:
+        received[c["dst_node"]] = received.get(c["dst_node"], 0) + c["param_bytes"] + c["optimizer_bytes"]
+    assert reconf["busiest_node_bytes"] == max(received.values(), default=0)
+    assert reconf["lower_bound_bytes"] <= reconf["copied_bytes"] <= reconf["keep_order_bytes"]
+    return reconf
+
+
+def test_remove_count_prints_the_reconfigured_plan_and_its_copies(capsys):
+    assert main([*SMALL, "--remove", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    reconf = check_reconfiguration(out)
+    last = out["plan"]["pipelines"][0]["nodes"][-1]
+    assert reconf["remove"] == [last]
+    nodes = [n for p in reconf["plan"]["pipelines"] for n in p["nodes"]]
+    assert sorted(nodes) == sorted(f"node{i}" for i in range(7) if f"node{i}" != last)
+    assert sum(p["microbatches"] for p in reconf["plan"]["pipelines"]) == 64
+
+
+def test_remove_named_nodes_with_a_tolerance(capsys):
+    assert main([*SMALL, "--remove", "node0", "--throughput-tolerance", "0.05"]) == 0
+    reconf = check_reconfiguration(json.loads(capsys.readouterr().out))
+    assert reconf["remove"] == ["node0"] and any("chose" in n for n in reconf["notes"])
+
+
+def test_add_offers_new_nodes(capsys):
+    assert main([*SMALL, "--add", "2", "--join-horizon-s", "1e9"]) == 0
+    reconf = check_reconfiguration(json.loads(capsys.readouterr().out))
+    assert reconf["add"] == ["node7", "node8"]
+    assert {"node7", "node8"} <= {n for p in reconf["plan"]["pipelines"] for n in p["nodes"]}
+
+
+def test_remove_readable_output(capsys):
+    assert main([*SMALL[:-1], "--remove", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "reconfiguration: removed 1 node(s)" in out and "lower bound" in out
+
+
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        (SMALL + ["--remove", "node0,node99"], "--remove names nodes not in the plan: ['node99']"),
+        (SMALL + ["--remove", "7"], "remove between 1 and 6"),
+        (SMALL + ["--remove", "node1,node1"], "more than once"),
+        (SMALL + ["--remove", "1", "--throughput-tolerance", "1.5"], "fraction in [0, 1)"),
+        (SMALL + ["--throughput-tolerance", "0.1"], "applies to --remove only"),
+        (SMALL + ["--add", "0"], "positive number"),
+        (["plan", "--model", "gpt3-2.7b", "--nodes", "8", "--global-batch", "32", "--remove", "6"],
+         "leaves 2, fewer than n0 = 4 for one replica: the job would wait for nodes"),
+    ],
+)
+def test_bad_reconfiguration_requests_are_one_line_errors(args, reason):
+    result = subprocess.run([sys.executable, "-m", "ooblab.cli", *args], capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and reason in lines[0] and "Traceback" not in result.stderr

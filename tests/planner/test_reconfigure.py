@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.errors import PlannerError
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.profile import LayerProfile, ModelProfile
@@ -143,3 +146,120 @@ def test_copy_plan_of_identical_plans_is_empty():
     planner = ten_layer_planner()
     plan = published_plan(planner)
     assert copy_plan(planner, plan, plan) == ()
+
+
+# -- exact node ordering, figures, throughput tolerance (issue 12) ----------------------
+
+
+def two_gpu_planner(num_nodes: int = 10) -> Planner:
+    """Ten 1 GiB layers on 2 x 4 GiB GPUs per node: nodes split into two stages."""
+    layer = LayerProfile("l", 1.0, 2.0, GIB // 4, GIB // 4, GIB // 2, 0, 0)
+    model = ModelProfile("ten", 1, tuple(layer for _ in range(10)))
+    return Planner(model, cluster(4 * 1024, num_nodes, 2), JobSpec(64, 1, 1))
+
+
+def pipeline_bytes(planner, old, pipe, order) -> int:
+    """Bytes the nodes of `order` receive on `pipe`'s template (independent of the module:
+    the template's own node_layers and the old plan's node_layers)."""
+    layers = planner.profile.layers
+    return sum(
+        layers[l].copy_bytes
+        for k, node in enumerate(order)
+        for l in pipe.template.node_layers(k)
+        if l not in set(old.node_layers.get(node, ()))
+    )
+
+
+def check_exact(planner, old, result):
+    total = 0
+    for pipe in result.plan.pipelines:
+        best = min(pipeline_bytes(planner, old, pipe, p) for p in itertools.permutations(pipe.nodes))
+        assert pipeline_bytes(planner, old, pipe, pipe.nodes) == best
+        total += best
+    assert result.copy_bytes == total
+    assert result.lower_bound_bytes <= result.copy_bytes <= result.keep_order_bytes
+    received: dict[str, int] = {}
+    for copy in result.copies:
+        received[copy.dst_node] = received.get(copy.dst_node, 0) + copy.total_bytes
+    assert result.busiest_node_bytes == max(received.values(), default=0)
+
+
+def lower_bound_by_hand(planner, old, new) -> int:
+    layers = planner.profile.layers
+    total = 0
+    for pipe in new.pipelines:
+        held = {l for node in pipe.nodes for l in old.node_layers.get(node, ())}
+        total += sum(layers[l].copy_bytes for l in range(len(layers)) if l not in held)
+    return total
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lost=st.sets(st.integers(0, 13), min_size=1, max_size=6))
+def test_removal_orders_every_pipeline_for_the_fewest_bytes_exactly(lost):
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    result = on_removal(planner, plan, [str(n) for n in lost])
+    if result.plan is None:
+        return
+    check_exact(planner, plan, result)
+    assert result.lower_bound_bytes == lower_bound_by_hand(planner, plan, result.plan)
+    check_copy_plan(plan, result.plan, result.copies)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lost=st.sets(st.integers(0, 9), min_size=1, max_size=3))
+def test_exact_ordering_with_nodes_split_into_stages(lost):
+    planner = two_gpu_planner()
+    plan = planner.instantiate([str(i) for i in range(10)])
+    assert any(len({s.node_index for s in p.template.stages}) < p.template.num_stages for p in plan.pipelines)
+    result = on_removal(planner, plan, [str(n) for n in lost])
+    if result.plan is None:
+        return
+    check_exact(planner, plan, result)
+    check_copy_plan(plan, result.plan, result.copies)
+
+
+def test_losing_a_last_node_copies_less_than_keeping_the_order():
+    """The guard: on the published plan, losing node 13 (last of the 5-node pipeline)
+    switches it to the 4-node template; the exact order beats the kept order."""
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    result = on_removal(planner, plan, ["13"])
+    assert result.copy_bytes < result.keep_order_bytes
+    check_exact(planner, plan, result)
+
+
+@pytest.mark.parametrize("lost", [["13"], ["4"], ["1", "8"], ["12", "13"]])
+def test_throughput_tolerance_picks_the_cheapest_plan_within_it(lost):
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    rules = on_removal(planner, plan, lost)
+    for tolerance in (0.0, 0.05, 0.5):
+        chosen = on_removal(planner, plan, lost, throughput_tolerance=tolerance)
+        check_copy_plan(plan, chosen.plan, chosen.copies)
+        assert set(chosen.plan.nodes) == set(rules.plan.nodes)
+        assert chosen.plan.num_microbatches == 64
+        assert "chose" in chosen.notes[-1]
+        assert chosen.plan.samples_per_s >= (1 - tolerance) * max(chosen.plan.samples_per_s, rules.plan.samples_per_s) - 1e-9
+        if rules.plan.samples_per_s >= (1 - tolerance) * chosen.plan.samples_per_s:
+            assert chosen.copy_bytes <= rules.copy_bytes
+
+
+def test_a_refill_keeps_the_shortened_pipeline_and_copies_only_the_lost_layers():
+    """Losing node 1 (second of the 2-node pipeline [0, 1]) with a generous tolerance: a
+    donor gives a node and the 2-node pipeline keeps its template."""
+    planner = ten_layer_planner()
+    plan = published_plan(planner)
+    chosen = on_removal(planner, plan, ["1"], throughput_tolerance=0.5)
+    assert "chose refill" in chosen.notes[-1]
+    home = next(p for p in chosen.plan.pipelines if "0" in p.nodes)
+    assert len(home.nodes) == 2 and home.nodes[0] == "0"  # node 0 keeps its stage, a donor node takes node 1's
+    assert home.template is plan.pipelines[0].template
+    assert chosen.copy_bytes < on_removal(planner, plan, ["1"]).copy_bytes
+    check_exact(planner, plan, chosen)
+
+
+def test_bad_tolerance_is_a_planner_error():
+    planner = ten_layer_planner()
+    with pytest.raises(PlannerError, match="tolerance"):
+        on_removal(planner, published_plan(planner), ["1"], throughput_tolerance=1.5)
