@@ -123,7 +123,7 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
 def run_policy(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, trace_file: Path,
                time_scale: float, nodes: int, event_times_s: list[float], directory: Path,
                progress: Callable[[str], None] = print, trace_end_s: float | None = None) -> PolicyResult:
-    from real.launch import run_local
+    from real.launch.local import run_local
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
     tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)

@@ -8,7 +8,14 @@ from planner.analytic import analytic_profile
 from planner.errors import PlannerError
 from planner.oobleck_format import write_oobleck_profile
 from real.config import ConfigError, RunConfig, TinyGptSpec
-from real.planning import estimate_tiny_gpt, make_plan, make_planner, one_gpu_stages, resolve_run_profile, tiny_gpt_layer_params
+from real.control.planning import (
+    estimate_tiny_gpt,
+    make_plan,
+    make_planner,
+    one_gpu_stages,
+    resolve_run_profile,
+    tiny_gpt_layer_params,
+)
 
 
 def test_config_round_trips():
@@ -45,7 +52,7 @@ def test_unknown_settings_are_not_dropped():
 
 def test_estimate_counts_tiny_gpt_parameters_exactly():
     torch = pytest.importorskip("torch")
-    from real.tinygpt import build_layer
+    from real.models.tinygpt import build_layer
 
     spec = TinyGptSpec(vocab=50, seq_len=12, hidden=24, heads=3, blocks=3)
     counts = [sum(p.numel() for p in build_layer(spec, i, 0).parameters()) for i in range(spec.num_layers)]

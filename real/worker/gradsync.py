@@ -21,8 +21,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.distributed as dist
 
-from .emulated import sleep_until
-from .layout import Layout
+from ..models.emulated import sleep_until
+from ..protocol.layout import Layout
 
 
 class GradientSync:

@@ -23,10 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .layout import Layout
-
-LOCAL, PEER, CHECKPOINT, INIT = "local", "peer", "checkpoint", "init"
-KINDS = (LOCAL, PEER, CHECKPOINT, INIT)
+from ..protocol.layout import Layout
+from ..protocol.sources import LOCAL, PEER, Source
 
 
 class LostLayers(RuntimeError):
@@ -48,21 +46,6 @@ class Holding:
 
 
 @dataclass(frozen=True)
-class Source:
-    """Where one layer of one rank comes from (`rank`: the sender, for `peer`)."""
-
-    layer: int
-    kind: str
-    rank: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown source kind {self.kind!r}")
-        if (self.kind == PEER) != (self.rank is not None):
-            raise ValueError("a peer source names its rank, other sources do not")
-
-
-@dataclass(frozen=True)
 class Transfer:
     """Rank `src` sends `layer` to rank `dst` (`tag`: its position in the global order)."""
 
@@ -70,11 +53,6 @@ class Transfer:
     layer: int
     src: int
     dst: int
-
-
-def uniform_sources(layout: Layout, kind: str) -> tuple[tuple[Source, ...], ...]:
-    """Every layer of every rank from the same place (`checkpoint` or `init`)."""
-    return tuple(tuple(Source(l, kind) for l in s.layers) for s in layout.stages)
 
 
 def plan_sources(
@@ -128,11 +106,3 @@ def transfers(sources: Sequence[Sequence[Source]]) -> tuple[Transfer, ...]:
     """The peer copies in one global order (by receiving rank, then layer)."""
     items = [(dst, s.layer, s.rank) for dst, per_rank in enumerate(sources) for s in per_rank if s.kind == PEER]
     return tuple(Transfer(tag, layer, src, dst) for tag, (dst, layer, src) in enumerate(sorted(items)))
-
-
-def sources_to_json(sources: Sequence[Sequence[Source]]) -> list[list[list]]:
-    return [[[s.layer, s.kind, s.rank] for s in per_rank] for per_rank in sources]
-
-
-def sources_from_json(data: Sequence[Sequence[Sequence]]) -> tuple[tuple[Source, ...], ...]:
-    return tuple(tuple(Source(int(l), str(k), None if r is None else int(r)) for l, k, r in per_rank) for per_rank in data)

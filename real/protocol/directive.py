@@ -2,7 +2,7 @@
 
 A `Directive` is generation g's layout (ranks, stages, groups), which worker runs each
 rank, the step training resumes at, and where every rank gets each of its layers
-(`transfers.Source`), plus the checkpoint to load from when some layer comes from one.
+(`sources.Source`), plus the checkpoint to load from when some layer comes from one.
 Workers that are not named sit the generation out (spares) and keep what they hold.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .checkpoint import Manifest
 from .layout import Layout
-from .transfers import CHECKPOINT, Source, sources_from_json, sources_to_json
+from .manifest import Manifest
+from .sources import CHECKPOINT, Source, sources_from_json, sources_to_json
 
 START, RECONFIGURE, RESTART = "start", "reconfigure", "restart"
 

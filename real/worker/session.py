@@ -26,17 +26,19 @@ from typing import Mapping
 import torch
 import torch.distributed as dist
 
-from . import rendezvous as rv
-from .checkpoint import CheckpointWriter, layer_key, load_layer, save_layer
-from .commit import STOP, ack, report_step, wait_verdict
-from .config import RunConfig
-from .directive import START, Directive
+from ..config import RunConfig
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.commit import STOP, ack, report_step, wait_verdict
+from ..protocol.directive import START, Directive
+from ..protocol.sources import CHECKPOINT, INIT, LOCAL, PEER
+from ..state.checkpoint import CheckpointWriter, load_layer, save_layer
+from ..state.layer_state import LayerState
+from ..state.transfers import transfers
 from .exchange import exchange
 from .groups import Generation, build_generation
 from .probe import FailureProbe
 from .stage_runner import StageRunner
-from .state import LayerState
-from .transfers import CHECKPOINT, INIT, LOCAL, PEER, transfers
 
 SPARE, FINISHED, STOPPED, FAULT = "spare", "finished", "stopped", "fault"
 
@@ -95,7 +97,7 @@ class WorkerSession:
 
     # -- one generation ----------------------------------------------------------------
     def run_generation(self, number: int) -> str:
-        directive = Directive.from_dict(rv.get_json(self.store, rv.directive_key(number)))
+        directive = Directive.from_dict(rv.get_json(self.store, keys.directive_key(number)))
         rank = directive.rank_of_worker(self.info.worker_id)
         if rank is None:
             return SPARE
@@ -111,12 +113,12 @@ class WorkerSession:
 
     def _train(self, number: int, rank: int, directive: Directive, attempt: "_Attempt") -> str:
         attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
-        rv.put_json(self.store, rv.built_key(number, rank), {"t": time.time()})
+        rv.put_json(self.store, keys.built_key(number, rank), {"t": time.time()})
         runner = attempt.runner = StageRunner(self.config, attempt.generation, self.device, self.emulation, self.probe, directive.resume_step)
         runner.load(self._gather(directive, rank, runner))
         self.held, attempt.loaded = {}, True
-        rv.put_json(self.store, rv.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
-        go = wait_key(self.store, rv.go_key(number)).decode()
+        rv.put_json(self.store, keys.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
+        go = wait_key(self.store, keys.go_key(number)).decode()
         if go == "abort":
             raise RuntimeError("the coordinator aborted the generation before it started")
         if go == "stop":
@@ -130,7 +132,7 @@ class WorkerSession:
             runner.save(self.config.save_params_dir)
         attempt.close()
         self.held = runner.states(copy=False)
-        self.store.set(rv.done_key(number, rank), repr(time.time()))
+        self.store.set(keys.done_key(number, rank), repr(time.time()))
         return FINISHED
 
     def _committer(self, number: int, step: int, rank: int, world: int):
@@ -179,7 +181,7 @@ class WorkerSession:
     def _checkpoint_writer(self) -> CheckpointWriter:
         if self._writer is None:
             store = self._checkpoint_store or self.store
-            self._writer = CheckpointWriter(self.config.checkpoint_dir, lambda step, layer: store.set(layer_key(step, layer), "1"))
+            self._writer = CheckpointWriter(self.config.checkpoint_dir, lambda step, layer: store.set(keys.layer_key(step, layer), "1"))
         return self._writer
 
     # -- leaving a generation ------------------------------------------------------------
@@ -195,9 +197,9 @@ class WorkerSession:
         attempt.close()  # closes this rank's connections: peers blocked on it fail fast
         self._timing = {"closed": time.time() - t_fault}
         header = f"worker {self.info.worker_id} ({self.info.node} gpu {self.info.gpu}, pid {os.getpid()}), generation {number} rank {rank}:"
-        self.store.set(rv.fault_key(number, rank), f"{header}\n{text}")
-        self.store.add(rv.fault_count_key(number), 1)
-        resume = int(wait_key(self.store, rv.resume_key(number)).decode())
+        self.store.set(keys.fault_key(number, rank), f"{header}\n{text}")
+        self.store.add(keys.fault_count_key(number), 1)
+        resume = int(wait_key(self.store, keys.resume_key(number)).decode())
         self._timing["resumed"] = time.time() - t_fault
         if attempt.loaded:
             runner = attempt.runner
@@ -210,7 +212,7 @@ class WorkerSession:
     def _report_left(self, number: int, rank: int, t_fault: float | None) -> None:
         steps = {s.ready_step for s in self.held.values()}
         step = steps.pop() if len(steps) == 1 else -1
-        rv.put_json(self.store, rv.left_key(number, rank), {
+        rv.put_json(self.store, keys.left_key(number, rank), {
             "worker": self.info.worker_id, "step": step, "layers": sorted(self.held), "t_fault": t_fault, "t": time.time(), "timing": getattr(self, "_timing", None),
         })  # fmt: skip
 
@@ -222,4 +224,4 @@ class WorkerSession:
             if state is None or state.ready_step != int(order["step"]):
                 raise RuntimeError(f"asked to save layer {layer} at step {order['step']}, which this worker does not hold")
             save_layer(self.config.checkpoint_dir, state)
-            self.store.set(layer_key(state.ready_step, state.layer), "1")
+            self.store.set(keys.layer_key(state.ready_step, state.layer), "1")

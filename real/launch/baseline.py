@@ -19,10 +19,14 @@ from typing import Sequence
 
 import torch
 
-from .config import RunConfig
-from .emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
-from .stage_runner import DTYPES
-from .tinygpt import batch, build_layers, lm_loss
+from ..config import RunConfig
+from ..models.emulated import (
+    EmulatedLayerTimes,
+    EmulatedStage,
+    emulated_input,
+    emulated_loss,
+)
+from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
 
 
 def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple[int, int]], num_pipelines: int,
@@ -30,7 +34,7 @@ def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
-    from .launch import die_with_parent
+    from .local import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(threads)

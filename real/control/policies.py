@@ -36,8 +36,15 @@ from planner.policies import (
 )
 from planner.profile import ModelProfile
 
-from .config import RunConfig
-from .layout import Layout, LayoutError, PipelineAssignment, StageAssignment, layout_from_plan, sync_groups
+from ..config import RunConfig
+from ..protocol.layout import (
+    Layout,
+    LayoutError,
+    PipelineAssignment,
+    StageAssignment,
+    layout_from_plan,
+    sync_groups,
+)
 
 
 def make_policy(config: RunConfig, planner: Planner, profile: ModelProfile):

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from planner.records import EventRecord, TimelineRow
 
-from .config import RunConfig
-from .layout import Layout
+from ..config import RunConfig
+from ..protocol.layout import Layout
 from .recovery import Recovery
 
 

@@ -26,20 +26,27 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from planner.policies import Decision, NodesReady, NodesRemoved, OobleckMemory, PauseEnded, Start
-from planner.records import RECONFIGURING, RESTARTING, RUNNING, TimelineRow
-from planner.records import EventRecord
+from planner.policies import (
+    Decision,
+    NodesReady,
+    NodesRemoved,
+    OobleckMemory,
+    PauseEnded,
+    Start,
+)
+from planner.records import RECONFIGURING, RESTARTING, RUNNING, EventRecord, TimelineRow
 
-from . import rendezvous as rv
-from .commit import STOP, step_key, stop_request_key, verdict
-from .config import ConfigError, RunConfig
-from .control import DecisionRecord, make_policy, plan_dict, view
-from .directive import RESTART, START, Directive
-from .emulated import EmulatedLayerTimes
-from .failures import injections_to_json, parse_injections
+from ..config import ConfigError, RunConfig
+from ..models.emulated import EmulatedLayerTimes
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.commit import STOP, verdict
+from ..protocol.directive import RESTART, START, Directive
+from ..protocol.failures import injections_to_json, parse_injections
 from .membership import Membership, ProcessControl
 from .outcome import JobFailed, RunOutcome
 from .planning import make_plan, make_planner, resolve_run_profile
+from .policies import DecisionRecord, make_policy, plan_dict, view
 from .recovery_flow import NodesLost, RecoveryFlow
 from .schedule import EventSchedule
 from .trace_replay import load_trace_schedule
@@ -105,7 +112,7 @@ class Coordinator(RecoveryFlow):
             job["emulation"] = [
                 EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
             ]
-        rv.put_json(self.store, rv.JOB, job)
+        rv.put_json(self.store, keys.JOB, job)
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
         # the job as it runs
         self.members: Membership | None = None
@@ -148,7 +155,7 @@ class Coordinator(RecoveryFlow):
         except JobFailed as exc:
             out.status, out.reason = "failed", str(exc)
             out.event("failed", reason=str(exc))
-            self.store.set(rv.ABORT, str(exc))
+            self.store.set(keys.ABORT, str(exc))
         finally:
             rv.publish_order(self.store, {"kind": "end"})
         out.end_s = out.now_s()
@@ -159,7 +166,7 @@ class Coordinator(RecoveryFlow):
         """One round of watching: fatal errors, registrations, deaths, scheduled events,
         checkpoints. Deaths are fenced and their nodes queued in `removed`."""
         members = self.members
-        if self.store.add(rv.ERROR_COUNT, 0):
+        if self.store.add(keys.ERROR_COUNT, 0):
             time.sleep(FATAL_GRACE_S)
             errors = rv.reported_errors(self.store)
             for text in errors:
@@ -263,7 +270,7 @@ class Coordinator(RecoveryFlow):
     def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None) -> None:
         """Publish generation g + 1 running `plan` from `resume_step`; `sources_for(layout,
         workers)` says where each rank's layers come from."""
-        from .control import plan_layout
+        from .policies import plan_layout
 
         number = self.gen + 1
         layout = plan_layout(plan, number, self.config, self.planner)
@@ -274,7 +281,7 @@ class Coordinator(RecoveryFlow):
                 raise RuntimeError(f"the plan runs {stage.node} gpu {stage.gpu}, which has no live worker")
             workers.append(wid)
         directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest)
-        rv.put_json(self.store, rv.directive_key(number), directive.to_dict())
+        rv.put_json(self.store, keys.directive_key(number), directive.to_dict())
         rv.publish_order(self.store, {"kind": "generation", "generation": number})
         self.gen, self.directive = number, directive
         out = self.outcome
@@ -307,16 +314,16 @@ class Coordinator(RecoveryFlow):
                 decision = self.decide(NodesRemoved(tuple(spares)), RUNNING)
                 if decision.disruptive:
                     self.pending_decision = decision
-                    store.set(stop_request_key(g), "1")
-            if store.add(rv.fault_count_key(g), 0):
+                    store.set(keys.stop_request_key(g), "1")
+            if store.add(keys.fault_count_key(g), 0):
                 self.failure_detected_s = time.time()
                 return FAILED
-            if not built and store.check([rv.built_key(g, r) for r in world]):
+            if not built and store.check([keys.built_key(g, r) for r in world]):
                 built = True
-                self.mark_phase("copy", max(rv.get_json(store, rv.built_key(g, r))["t"] for r in world))
-            if built and not ready and store.check([rv.ready_key(g, r) for r in world]):
+                self.mark_phase("copy", max(rv.get_json(store, keys.built_key(g, r))["t"] for r in world))
+            if built and not ready and store.check([keys.ready_key(g, r) for r in world]):
                 ready = True
-                reports = [rv.get_json(store, rv.ready_key(g, r)) for r in world]
+                reports = [rv.get_json(store, keys.ready_key(g, r)) for r in world]
                 t_ready = max(r["t"] for r in reports)
                 self.mark_phase("redo", t_ready)
                 for pipe in d.layout.pipelines:
@@ -333,7 +340,7 @@ class Coordinator(RecoveryFlow):
                     if result == STOP and self.committed < self.config.steps:
                         return STOPPED
                     self.at_boundary()
-                if self.committed >= self.config.steps and store.check([rv.done_key(g, r) for r in world]):
+                if self.committed >= self.config.steps and store.check([keys.done_key(g, r) for r in world]):
                     return FINISHED
             time.sleep(POLL_S)
 
@@ -351,16 +358,16 @@ class Coordinator(RecoveryFlow):
             out.event("generation_ready", generation=g, schedules=dict(out.schedules))
         if decision.disruptive:
             self.pending_decision = decision
-            self.store.set(rv.go_key(g), "stop")
+            self.store.set(keys.go_key(g), "stop")
             return False
-        self.store.set(rv.go_key(g), "run")
+        self.store.set(keys.go_key(g), "run")
         self.row(RUNNING, t_ready_wall - out.t0_wall)
         return True
 
     def record_commit(self, g: int, step: int, d: Directive) -> None:
         """Step `step` of generation g is committed: its end time and global loss."""
         out, store = self.outcome, self.store
-        reports = [rv.get_json(store, step_key(g, step, r)) for r in range(d.layout.world_size)]
+        reports = [rv.get_json(store, keys.step_key(g, step, r)) for r in range(d.layout.world_size)]
         t_end = max(r["t"] for r in reports) - out.t0_wall
         total = sum(r["loss_sum"] for r in reports if r["loss_sum"] is not None)
         del out.step_end_s[step:], out.losses[step:]
@@ -380,7 +387,7 @@ class Coordinator(RecoveryFlow):
                 decision = self.decide(NodesReady(nodes), RUNNING)
                 if decision.disruptive:
                     self.pending_decision = decision
-                    self.store.set(stop_request_key(self.gen), "1")
+                    self.store.set(keys.stop_request_key(self.gen), "1")
 
     def close(self) -> None:
         """Drop the store (workers still connected see it vanish and exit)."""

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import torch
 
-from .config import RunConfig
-from .stage_runner import DTYPES
-from .tinygpt import batch, build_layers, lm_loss
+from ..config import RunConfig
+from .tinygpt import DTYPES, batch, build_layers, lm_loss
 
 
 @dataclass(frozen=True)

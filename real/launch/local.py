@@ -28,10 +28,10 @@ from typing import Callable
 
 from planner.records import EventRecord, RunSummary
 
-from .config import RunConfig
-from .coordinator import Coordinator
-from .outcome import RunOutcome
-from .results import write_results
+from ..config import RunConfig
+from ..control.coordinator import Coordinator
+from ..control.outcome import RunOutcome
+from ..control.results import write_results
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0  # finished job: workers are saving and tearing down
@@ -48,7 +48,7 @@ def die_with_parent() -> None:
 
 def _worker_entry(address: str, node: str, gpu: int, threads: int | None) -> None:
     die_with_parent()
-    from .worker import run_worker
+    from ..worker.main import run_worker
 
     raise SystemExit(run_worker(address, node, gpu, threads=threads))
 
@@ -164,7 +164,8 @@ def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Ca
 def run_node(address: str, node: str, gpus: int, threads: int | None = None) -> int:
     """Start this node's `gpus` workers against the coordinator at `address`, kill any the
     coordinator fences, wait for them; the worst exit status wins."""
-    from . import rendezvous as rv
+    from ..protocol import keys
+    from ..protocol import rendezvous as rv
 
     processes = LocalProcesses(address, threads)
     for gpu in range(gpus):
@@ -176,14 +177,14 @@ def run_node(address: str, node: str, gpus: int, threads: int | None = None) -> 
         mine: dict[int, int] = {}  # worker id -> pid
         seen = 0
         while any(p.exitcode is None for p in processes.processes.values()):
-            count = store.add(rv.WORKER_COUNT, 0)
-            while seen < count and store.check([rv.worker_key(seen)]):
-                info = rv.get_json(store, rv.worker_key(seen))
+            count = store.add(keys.WORKER_COUNT, 0)
+            while seen < count and store.check([keys.worker_key(seen)]):
+                info = rv.get_json(store, keys.worker_key(seen))
                 if info["host"] == host and info["pid"] in processes.processes:
                     mine[info["worker_id"]] = info["pid"]
                 seen += 1
             for wid, pid in mine.items():
-                if processes.owns(pid) and store.check([rv.fence_key(wid)]):
+                if processes.owns(pid) and store.check([keys.fence_key(wid)]):
                     processes.signal(pid, signal.SIGKILL)
             time.sleep(0.2)
     except Exception:

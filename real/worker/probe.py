@@ -21,8 +21,8 @@ from typing import Sequence
 
 import torch.distributed as dist
 
-from .failures import Injection
-from .rendezvous import fired_key
+from ..protocol.failures import Injection
+from ..protocol.keys import fired_key
 
 SIGNALS = {"crash": signal.SIGKILL, "hang": signal.SIGSTOP}
 

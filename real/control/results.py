@@ -18,10 +18,17 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from planner.records import FINISHED, EventRecord, RunSummary, TimeBreakdown, TimelineRow, write_run
+from planner.records import (
+    FINISHED,
+    EventRecord,
+    RunSummary,
+    TimeBreakdown,
+    TimelineRow,
+    write_run,
+)
 
-from .control import plan_dict, plan_samples_per_s
 from .outcome import RunOutcome
+from .policies import plan_dict, plan_samples_per_s
 from .recovery import RESTART
 
 

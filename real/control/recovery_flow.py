@@ -25,17 +25,30 @@ from __future__ import annotations
 
 import time
 
-from planner.policies import Checkpoint, CopyLayers, Decision, NodesReady, NodesRemoved, Reinstantiate, Restart, RestartFromCheckpoint, Start
+from planner.policies import (
+    Checkpoint,
+    CopyLayers,
+    Decision,
+    NodesReady,
+    NodesRemoved,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+)
 from planner.records import RUNNING, WAITING
 
-from . import rendezvous as rv
-from .checkpoint import Manifest, layer_key, write_manifest
-from .commit import resolve
-from .directive import RECONFIGURE, RESTART, START, Directive
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.commit import resolve
+from ..protocol.directive import RECONFIGURE, RESTART, START, Directive
+from ..protocol.manifest import Manifest
+from ..protocol.sources import CHECKPOINT, INIT, uniform_sources
+from ..state.checkpoint import write_manifest
+from ..state.transfers import Holding, LostLayers, plan_sources
 from .outcome import JobFailed
 from .recovery import RESTART as RESTART_KIND
 from .recovery import Recovery
-from .transfers import CHECKPOINT, INIT, Holding, LostLayers, plan_sources, uniform_sources
 
 SETTLE_S = 0.1  # after the first sign of a failure, wait this long for others that came with it
 POLL_S = 0.005
@@ -84,7 +97,7 @@ class RecoveryFlow:
     def checkpoints_tick(self) -> None:
         layers = range(self.planner.profile.num_layers)
         for step in sorted(self.ckpt_pending, reverse=True):
-            if step <= self.committed and self.store.check([layer_key(step, l) for l in layers]):
+            if step <= self.committed and self.store.check([keys.layer_key(step, l) for l in layers]):
                 self._write_manifest(step)
                 break
 
@@ -107,9 +120,9 @@ class RecoveryFlow:
         times = self.schedule.take_failure_times()
         fired = set(self.outcome.injections_fired)
         for item in self.injections:
-            if item.by_worker and item.index not in fired and self.store.check([rv.fired_key(item.index)]):
+            if item.by_worker and item.index not in fired and self.store.check([keys.fired_key(item.index)]):
                 self.outcome.injections_fired.append(item.index)
-                times.append(float(self.store.get(rv.fired_key(item.index)).decode()))
+                times.append(float(self.store.get(keys.fired_key(item.index)).decode()))
         return min(times) if times else t_detect
 
     # -- a failure ---------------------------------------------------------------------
@@ -125,14 +138,14 @@ class RecoveryFlow:
             self.recovery.failures += 1
             self._failure_time(t_detect)
         self.mark_phase("rebuild", max(t_detect, out.t0_wall + self.recovery.t_fail_s))
-        store.compare_set(rv.go_key(g), "", "abort")
+        store.compare_set(keys.go_key(g), "", "abort")
         resume = resolve(store, g, self.committed, self.config.steps)
         while self.committed < resume:
             self.record_commit(g, self.committed, d)
-        store.set(rv.resume_key(g), str(resume))
+        store.set(keys.resume_key(g), str(resume))
         reports, unclean = self.collect(g, d)
         if not self.removed and not unclean:
-            faults = [store.get(rv.fault_key(g, r)).decode() for r in range(d.layout.world_size) if store.check([rv.fault_key(g, r)])]
+            faults = [store.get(keys.fault_key(g, r)).decode() for r in range(d.layout.world_size) if store.check([keys.fault_key(g, r)])]
             for text in faults:
                 out.event("worker_error", traceback=text)
             from .coordinator import _headline
@@ -160,8 +173,8 @@ class RecoveryFlow:
         deadline = time.time() + self.config.teardown_timeout_s
         while True:
             for r in sorted(expect - reports.keys()):
-                if store.check([rv.left_key(g, r)]):
-                    reports[r] = rv.get_json(store, rv.left_key(g, r))
+                if store.check([keys.left_key(g, r)]):
+                    reports[r] = rv.get_json(store, keys.left_key(g, r))
             if expect <= reports.keys() or time.time() > deadline:
                 break
             self.tick()
@@ -170,8 +183,8 @@ class RecoveryFlow:
         from .coordinator import _headline
 
         for r in sorted(reports):
-            if store.check([rv.fault_key(g, r)]):
-                self.outcome.event("fault", generation=g, rank=r, error=_headline(store.get(rv.fault_key(g, r)).decode()),
+            if store.check([keys.fault_key(g, r)]):
+                self.outcome.event("fault", generation=g, rank=r, error=_headline(store.get(keys.fault_key(g, r)).decode()),
                                    after_s=round(reports[r]["t_fault"] - self.failure_detected_s, 3) if reports[r].get("t_fault") else None,
                                    left_after_s=round(reports[r]["t"] - self.failure_detected_s, 3), timing=reports[r].get("timing"))
         unclean = expect - reports.keys()
@@ -332,9 +345,9 @@ class RecoveryFlow:
                 return False
             writers.setdefault(str(holder), []).append(layer)
         rv.publish_order(self.store, {"kind": "save", "step": step, "writers": writers})
-        keys = [layer_key(step, l) for l in range(self.planner.profile.num_layers)]
+        written = [keys.layer_key(step, l) for l in range(self.planner.profile.num_layers)]
         deadline = time.time() + self.config.teardown_timeout_s
-        while not self.store.check(keys):
+        while not self.store.check(written):
             self.tick()
             if self.removed or time.time() > deadline:
                 self.outcome.event("checkpoint_failed", step=step)

@@ -24,7 +24,7 @@ from planner.plan import ExecutionPlan, JobSpec
 from planner.planner import Planner
 from planner.profile import LayerProfile, ModelProfile
 
-from .config import TINY_GPT, RunConfig, TinyGptSpec
+from ..config import TINY_GPT, RunConfig, TinyGptSpec
 
 DEFAULT_MODEL_GPU = "v100-16gb"
 CPU_FLOPS = 5e9  # one core's sustained FLOP/s in the analytic estimate

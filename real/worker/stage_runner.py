@@ -26,16 +26,19 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from .commit import COMMITTED
-from .config import RunConfig
-from .emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
+from ..config import RunConfig
+from ..models.emulated import (
+    EmulatedLayerTimes,
+    EmulatedStage,
+    emulated_input,
+    emulated_loss,
+)
+from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
+from ..protocol.commit import COMMITTED
+from ..state.layer_state import LayerState, capture, install
 from .gradsync import GradientSync
 from .groups import Generation
 from .probe import FailureProbe
-from .state import LayerState, capture, install
-from .tinygpt import batch, build_layers, lm_loss
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class StepAborted(RuntimeError):
@@ -58,7 +61,11 @@ class StageRunner:
         probe: FailureProbe | None = None,
         ready_step: int = 0,
     ):
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+        from torch.distributed.pipelining import (
+            PipelineStage,
+            Schedule1F1B,
+            ScheduleGPipe,
+        )
 
         self.config = config
         self.layout = generation.layout

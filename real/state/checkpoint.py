@@ -26,40 +26,13 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
 import torch
 
-from .state import LayerState
-
-MANIFEST = "checkpoint.json"
-
-
-def layer_key(step: int, layer: int) -> str:
-    return f"ckpt/{step}/{layer}"
-
-
-def layer_path(step: int, layer: int) -> str:
-    return f"step{step}/layer{layer}.pt"
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A complete checkpoint: every layer, ready for `step`."""
-
-    directory: str
-    step: int
-    files: Mapping[int, str]
-    time_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"directory": self.directory, "step": self.step, "files": {str(l): f for l, f in self.files.items()}, "time_s": self.time_s}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "Manifest":
-        return cls(str(data["directory"]), int(data["step"]), {int(l): str(f) for l, f in data["files"].items()}, float(data.get("time_s", 0.0)))
+from ..protocol.manifest import MANIFEST, Manifest, layer_path
+from .layer_state import LayerState
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -106,14 +79,6 @@ def write_manifest(directory: str | Path, step: int, num_layers: int) -> Manifes
         if old.is_dir() and tail.isdigit() and int(tail) < step:
             shutil.rmtree(old, ignore_errors=True)
     return manifest
-
-
-def read_manifest(directory: str | Path) -> Manifest | None:
-    path = Path(directory) / MANIFEST
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    return Manifest.from_dict({**data, "directory": str(directory)})
 
 
 class CheckpointWriter:

@@ -18,10 +18,11 @@ import traceback
 
 import torch
 
-from . import rendezvous as rv
-from .config import RunConfig
-from .emulated import EmulatedLayerTimes
-from .failures import injections_from_json
+from ..config import RunConfig
+from ..models.emulated import EmulatedLayerTimes
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.failures import injections_from_json
 from .probe import FailureProbe
 from .session import WorkerSession, wait_key
 
@@ -46,11 +47,11 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
     """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
     orders until it ends the job."""
     store = rv.connect(address, timeout_s=connect_timeout_s)
-    first_order = store.add(rv.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
+    first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
     info = rv.register(store, node, gpu)
     heartbeat = None
     try:
-        job = rv.get_json(store, rv.JOB)
+        job = rv.get_json(store, keys.JOB)
         config = RunConfig.from_dict(job["config"])
         heartbeat = rv.Heartbeat(address, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
         threads = threads or config.threads_per_worker
@@ -63,7 +64,7 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store)
         number = first_order
         while True:
-            order = rv.get_json_bytes(wait_key(store, rv.order_key(number)))
+            order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))
             number += 1
             if order["kind"] == "end":
                 return EXIT_OK

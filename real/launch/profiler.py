@@ -26,9 +26,8 @@ import torch
 
 from planner.profile import LayerProfile, ModelProfile
 
-from .config import TINY_GPT, TinyGptSpec
-from .stage_runner import DTYPES
-from .tinygpt import batch, build_layer, lm_loss
+from ..config import TINY_GPT, TinyGptSpec
+from ..models.tinygpt import DTYPES, batch, build_layer, lm_loss
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,7 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
 def _allreduce_worker(rank: int, world: int, port: int, sizes: list[int], dtype: str, repeats: int, warmup: int, timeout_s: float, queue) -> None:
     import torch.distributed as dist
 
-    from .launch import die_with_parent
+    from .local import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(1)

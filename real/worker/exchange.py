@@ -14,8 +14,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.distributed as dist
 
-from .state import LayerState, flatten, unflatten
-from .transfers import Transfer
+from ..state.layer_state import LayerState, flatten, unflatten
+from ..state.transfers import Transfer
 
 
 def exchange(

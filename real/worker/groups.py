@@ -15,8 +15,8 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from .layout import Layout
-from .rendezvous import pg_prefix
+from ..protocol.keys import pg_prefix
+from ..protocol.layout import Layout
 
 
 @dataclass

@@ -17,7 +17,16 @@ import os
 import signal
 import sys
 
-from .config import COMPUTE_MODES, DEVICES, DTYPES, POLICIES, TINY_GPT, ConfigError, RunConfig, TinyGptSpec
+from ..config import (
+    COMPUTE_MODES,
+    DEVICES,
+    DTYPES,
+    POLICIES,
+    TINY_GPT,
+    ConfigError,
+    RunConfig,
+    TinyGptSpec,
+)
 
 _DEFAULTS = RunConfig()
 _TINY = TinyGptSpec()
@@ -227,7 +236,7 @@ def _log_event(event) -> None:
 def handle_run(args) -> int:
     try:
         config = config_from_args(args)
-        from .launch import run_local
+        from .local import run_local
 
         _exit_on_sigterm()
         result = run_local(config, args.out, on_event=_log_event)
@@ -240,9 +249,9 @@ def handle_run(args) -> int:
 def handle_coordinator(args) -> int:
     try:
         config = config_from_args(args)
-        from .coordinator import Coordinator
-        from .launch import default_run_dir
-        from .results import write_results
+        from ..control.coordinator import Coordinator
+        from ..control.results import write_results
+        from .local import default_run_dir
 
         run_dir = args.out or default_run_dir()
         coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
@@ -264,7 +273,7 @@ def handle_coordinator(args) -> int:
 
 
 def handle_node(args) -> int:
-    from .rendezvous import parse_address
+    from ..protocol.rendezvous import parse_address
 
     try:
         parse_address(args.coordinator)
@@ -272,21 +281,21 @@ def handle_node(args) -> int:
             raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
     except ValueError as exc:
         return _error("node", exc)
-    from .launch import run_node
+    from .local import run_node
 
     _exit_on_sigterm()
     return run_node(args.coordinator, args.name, args.gpus, args.threads)
 
 
 def handle_worker(args) -> int:
-    from .rendezvous import parse_address
+    from ..protocol.rendezvous import parse_address
 
     gpu = args.gpu if args.gpu is not None else int(os.environ.get("LOCAL_RANK", "0"))
     try:
         parse_address(args.coordinator)
     except ValueError as exc:
         return _error("worker", exc)
-    from .worker import run_worker
+    from ..worker.main import run_worker
 
     return run_worker(args.coordinator, args.name, gpu, threads=args.threads)
 

@@ -20,7 +20,8 @@ from typing import Protocol
 
 import torch.distributed as dist
 
-from . import rendezvous as rv
+from ..protocol import keys
+from ..protocol import rendezvous as rv
 
 
 class ProcessControl(Protocol):
@@ -66,10 +67,10 @@ class Membership:
     # -- registrations -------------------------------------------------------------------
     def poll_registrations(self) -> list[str]:
         """Record new registrations; returns nodes that just became usable."""
-        count = self.store.add(rv.WORKER_COUNT, 0)
+        count = self.store.add(keys.WORKER_COUNT, 0)
         became = []
         while self._seen < count:
-            key = rv.worker_key(self._seen)
+            key = keys.worker_key(self._seen)
             if not self.store.check([key]):
                 break  # counted but not yet written: next poll
             info = rv.WorkerInfo(**rv.get_json(self.store, key))
@@ -127,7 +128,7 @@ class Membership:
         for wid, rec in self.workers.items():
             if not rec.alive:
                 continue
-            beats = self.store.add(rv.heartbeat_key(wid), 0)
+            beats = self.store.add(keys.heartbeat_key(wid), 0)
             if beats != rec.beats or starved:
                 rec.beats, rec.seen_s = beats, now
             elif now - rec.seen_s > self.heartbeat_timeout_s:
@@ -144,7 +145,7 @@ class Membership:
     def fence(self, wid: int, reason: str) -> None:
         """Dead for good: never in a directive again; killed by whoever can."""
         self.mark_dead(wid, reason)
-        self.store.set(rv.fence_key(wid), reason or "fenced")
+        self.store.set(keys.fence_key(wid), reason or "fenced")
         self.kill(wid)
 
     def kill(self, wid: int, sig: int = signal.SIGKILL) -> bool:

@@ -24,24 +24,10 @@ import time
 
 import torch.distributed as dist
 
+from .keys import acks_key, commit_key, step_key, stop_request_key
+
 OK, STOP, ABORT = "ok", "stop", "abort"
 COMMITTED = (OK, STOP)
-
-
-def acks_key(generation: int, step: int) -> str:
-    return f"gen{generation}/acks/{step}"
-
-
-def commit_key(generation: int, step: int) -> str:
-    return f"gen{generation}/commit/{step}"
-
-
-def stop_request_key(generation: int) -> str:
-    return f"gen{generation}/stopreq"
-
-
-def step_key(generation: int, step: int, rank: int) -> str:
-    return f"gen{generation}/step{step}/{rank}"
 
 
 def ack(store: dist.Store, generation: int, step: int, world_size: int) -> None:

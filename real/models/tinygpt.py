@@ -17,9 +17,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import TinyGptSpec
+from ..config import TinyGptSpec
 
 INIT_STD = 0.02
+DTYPES = {"float32": torch.float32, "float64": torch.float64}  # RunConfig.dtype -> torch
 MAX_STRIDE = 7
 
 
