@@ -9,7 +9,8 @@ and publishes generation 0; from then on it loops over generations:
   step (its time and global loss); periodic checkpoints completing; nodes joining
   (offered to the policy at iteration boundaries); liveness (exit statuses, heartbeat
   deadlines, reported faults); failures scheduled by time or by a trace;
-- on a failure (`recovery_flow.RecoveryFlow`): fence the dead, abort the step in
+- on a failure (`recovery_flow.RecoveryFlow`, handed the job's `JobState` and this
+  coordinator as its `JobControl`): fence the dead, abort the step in
   flight, collect the survivors' reports, ask the policy, and publish generation g + 1
   (a live reconfiguration with layer copies, or a restart from a checkpoint);
 - on a planned stop (a join the policy accepted): the same without a failure.
@@ -43,8 +44,9 @@ from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, verdict
 from ..protocol.directive import RESTART, START, Directive
 from ..protocol.failures import injections_to_json, parse_injections
+from .job import JobState
 from .membership import Membership, ProcessControl
-from .outcome import JobFailed, RunOutcome
+from .outcome import JobFailed, RunOutcome, headline
 from .planning import make_plan, make_planner, resolve_run_profile
 from .policies import DecisionRecord, make_policy, plan_dict, view
 from .recovery_flow import NodesLost, RecoveryFlow
@@ -58,18 +60,11 @@ FATAL_GRACE_S = 0.5
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
 
 
-def _headline(traceback_text: str) -> str:
-    """'worker 3 (node1 gpu 0, pid 42): RuntimeError: ...' from a reported traceback."""
-    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
-    first = lines[0].rstrip(":") if lines else "a worker"
-    return f"{first}: {lines[-1].strip()}" if len(lines) > 1 else first
-
-
 def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-class Coordinator(RecoveryFlow):
+class Coordinator:
     """Owns the store, the policy and the generations of one job."""
 
     def __init__(
@@ -114,17 +109,11 @@ class Coordinator(RecoveryFlow):
             ]
         rv.put_json(self.store, keys.JOB, job)
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
-        # the job as it runs
+        # the job as it runs: one state object, shared with the recovery flow
+        self.job = JobState()
         self.members: Membership | None = None
-        self.decision: Decision | None = None
-        self.gen = -1
-        self.directive: Directive | None = None
-        self.committed = 0
-        self.pending_ready: list[str] = []
-        self.pending_decision: Decision | None = None
-        self.removed: list[str] = []  # nodes lost since the policy last heard of them
         self.schedule: EventSchedule | None = None
-        self._started_go = False
+        self.flow = RecoveryFlow(self.job, self)
 
     @property
     def needs_local_processes(self) -> bool:
@@ -136,7 +125,7 @@ class Coordinator(RecoveryFlow):
         """Wait for the first nodes, plan, then run generation after generation."""
         out = self.outcome
         self.members = Membership(self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes)
-        self.schedule = EventSchedule(self, processes)
+        self.schedule = EventSchedule(self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes)
         try:
             if self.needs_local_processes and processes is None:
                 raise JobFailed("--trace and time-based --inject entries need the local launcher (ooblab run)")
@@ -147,11 +136,11 @@ class Coordinator(RecoveryFlow):
                 if end == FINISHED:
                     break
                 if end == STOPPED:
-                    self.after_stop()
-                elif self.after_failure():
+                    self.flow.after_stop()
+                elif self.flow.after_failure():
                     break
             out.status = "finished"
-            out.event("finished", iterations=self.committed, generations=self.gen + 1)
+            out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
         except JobFailed as exc:
             out.status, out.reason = "failed", str(exc)
             out.event("failed", reason=str(exc))
@@ -171,20 +160,20 @@ class Coordinator(RecoveryFlow):
             errors = rv.reported_errors(self.store)
             for text in errors:
                 self.outcome.event("worker_error", traceback=text)
-            raise JobFailed("; ".join(_headline(text) for text in errors))
+            raise JobFailed("; ".join(headline(text) for text in errors))
         for node in members.poll_registrations():
-            if self.gen >= 0:
+            if self.job.gen >= 0:
                 self.outcome.event("node_ready", node=node)
-            self.pending_ready.append(node)
+            self.job.pending_ready.append(node)
         dead = members.poll_exits()
         now = time.time()
-        if now - getattr(self, "_last_beat_check", 0.0) >= self.config.heartbeat_interval_s:
-            self._last_beat_check = now
+        if now - self.job.last_beat_check_s >= self.config.heartbeat_interval_s:
+            self.job.last_beat_check_s = now
             dead.update(members.poll_heartbeats(now))
         for wid, reason in dead.items():
             self.bury(wid, reason)
         self.schedule.due(now)
-        self.checkpoints_tick()
+        self.flow.checkpoints_tick()
 
     def bury(self, wid: int, reason: str) -> None:
         """A worker is dead: fence it and the rest of its node; the node is removed."""
@@ -194,16 +183,16 @@ class Coordinator(RecoveryFlow):
         self.outcome.event("worker_lost", worker=wid, node=node, reason=reason)
         for other in members.live_workers(node):
             members.fence(other, f"node {node} lost worker {wid}")
-        if node not in self.removed:
-            self.removed.append(node)
-        if node in self.pending_ready:
-            self.pending_ready.remove(node)
+        if node not in self.job.removed:
+            self.job.removed.append(node)
+        if node in self.job.pending_ready:
+            self.job.pending_ready.remove(node)
 
     def decide(self, event, job_state: str) -> Decision:
         ready = self.members.ready_nodes()[: self.config.nodes]
-        ckpt = self.manifest.step if self.manifest else 0
-        decision = self.policy.decide(view(ready, job_state, self.committed, ckpt, self.outcome.now_s()), event, self.decision)
-        self.decision = decision
+        ckpt = self.job.manifest.step if self.job.manifest else 0
+        decision = self.policy.decide(view(ready, job_state, self.job.committed, ckpt, self.outcome.now_s()), event, self.job.decision)
+        self.job.decision = decision
         if decision.disruptive or not isinstance(event, PauseEnded):
             self.outcome.event("decision", **DecisionRecord.of(event, decision).to_dict())
         return decision
@@ -219,8 +208,8 @@ class Coordinator(RecoveryFlow):
         rows = self.outcome.rows
         if rows and rows[-1].time_s > t:
             t = rows[-1].time_s
-        rows.append(TimelineRow(t, len(self.members.ready_nodes()) if self.members else 0, working, state, self.committed,
-                                self.committed * self.config.global_batch, rate, 0.0))
+        rows.append(TimelineRow(t, len(self.members.ready_nodes()) if self.members else 0, working, state, self.job.committed,
+                                self.job.committed * self.config.global_batch, rate, 0.0))
 
     # -- start ------------------------------------------------------------------------------
     def _await_initial(self) -> None:
@@ -235,7 +224,7 @@ class Coordinator(RecoveryFlow):
                 self.initial_nodes = sorted(wanted, key=natural_key)
                 break
             self.tick()
-            lost = [n for n in self.removed if n in wanted]
+            lost = [n for n in self.job.removed if n in wanted]
             if lost:
                 reasons = [rec.reason for rec in self.members.workers.values() if not rec.alive and rec.info.node in lost]
                 raise JobFailed("; ".join(reasons) or f"nodes {lost} were lost before the job started")
@@ -243,7 +232,7 @@ class Coordinator(RecoveryFlow):
                 got = len(self.members.workers)
                 raise JobFailed(f"only {got} of {len(wanted) * self.config.gpus_per_node} workers registered within {self.config.startup_timeout_s:.0f} s")
             time.sleep(POLL_S * 5)
-        self.pending_ready = [n for n in self.pending_ready if n not in wanted]
+        self.job.pending_ready = [n for n in self.job.pending_ready if n not in wanted]
         out.workers = [rec.info for rec in self.members.workers.values()]
         out.event("workers_registered", nodes=sorted(wanted, key=natural_key), workers=len(wanted) * self.config.gpus_per_node)
 
@@ -254,17 +243,17 @@ class Coordinator(RecoveryFlow):
                 plan = make_plan(self.planner, self.config, nodes)
             except ValueError as exc:
                 raise JobFailed(f"cannot plan: {exc}") from None
-            self.decision = Decision(plan, (Start(),), OobleckMemory())
+            self.job.decision = Decision(plan, (Start(),), OobleckMemory())
         else:
-            self.decision = self.policy.decide(view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None)
-            if self.decision.plan is None:
-                notes = [getattr(a, "reason", "") for a in self.decision.actions] + list(self.decision.notes)
+            self.job.decision = self.policy.decide(view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None)
+            if self.job.decision.plan is None:
+                notes = [getattr(a, "reason", "") for a in self.job.decision.actions] + list(self.job.decision.notes)
                 raise JobFailed(f"cannot plan: {'; '.join(n for n in notes if n) or 'no plan'}")
         try:
-            self.execute(self.decision, 0)
+            self.flow.execute(self.job.decision, 0)
         except NodesLost as exc:  # a first node died before generation 0 could be published
             self.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
-            self.decide_and_execute(0)
+            self.flow.decide_and_execute(0)
 
     # -- one generation -------------------------------------------------------------------------
     def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None) -> None:
@@ -272,7 +261,7 @@ class Coordinator(RecoveryFlow):
         workers)` says where each rank's layers come from."""
         from .policies import plan_layout
 
-        number = self.gen + 1
+        number = self.job.gen + 1
         layout = plan_layout(plan, number, self.config, self.planner)
         workers = []
         for stage in layout.stages:
@@ -283,7 +272,7 @@ class Coordinator(RecoveryFlow):
         directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest)
         rv.put_json(self.store, keys.directive_key(number), directive.to_dict())
         rv.publish_order(self.store, {"kind": "generation", "generation": number})
-        self.gen, self.directive = number, directive
+        self.job.gen, self.job.directive = number, directive
         out = self.outcome
         out.plan, out.layout, out.generations = plan, layout, number + 1
         if out.initial_plan is None:
@@ -298,7 +287,7 @@ class Coordinator(RecoveryFlow):
 
     def _watch(self) -> str:
         """Follow the current generation until it finishes, stops at a boundary or fails."""
-        g, d, store, out = self.gen, self.directive, self.store, self.outcome
+        g, d, store, out = self.job.gen, self.job.directive, self.store, self.outcome
         world = range(d.layout.world_size)
         mine = set(d.workers)
         nodes = {s.node for s in d.layout.stages}
@@ -306,49 +295,49 @@ class Coordinator(RecoveryFlow):
         going = False
         while True:
             self.tick()
-            if self.removed:
-                if set(self.removed) & nodes or any(not self.members.workers[w].alive for w in mine):
-                    self.failure_detected_s = time.time()
+            if self.job.removed:
+                if set(self.job.removed) & nodes or any(not self.members.workers[w].alive for w in mine):
+                    self.job.failure_detected_s = time.time()
                     return FAILED
-                spares, self.removed = self.removed, []
+                spares, self.job.removed = self.job.removed, []
                 decision = self.decide(NodesRemoved(tuple(spares)), RUNNING)
                 if decision.disruptive:
-                    self.pending_decision = decision
+                    self.job.pending_decision = decision
                     store.set(keys.stop_request_key(g), "1")
             if store.add(keys.fault_count_key(g), 0):
-                self.failure_detected_s = time.time()
+                self.job.failure_detected_s = time.time()
                 return FAILED
             if not built and store.check([keys.built_key(g, r) for r in world]):
                 built = True
-                self.mark_phase("copy", max(rv.get_json(store, keys.built_key(g, r))["t"] for r in world))
+                self.flow.mark_phase("copy", max(rv.get_json(store, keys.built_key(g, r))["t"] for r in world))
             if built and not ready and store.check([keys.ready_key(g, r) for r in world]):
                 ready = True
                 reports = [rv.get_json(store, keys.ready_key(g, r)) for r in world]
                 t_ready = max(r["t"] for r in reports)
-                self.mark_phase("redo", t_ready)
+                self.flow.mark_phase("redo", t_ready)
                 for pipe in d.layout.pipelines:
                     out.schedules[pipe.index] = reports[pipe.ranks[0]]["schedule"]
                 if not self.on_generation_ready(t_ready):
                     return STOPPED
                 going = True
             if going:
-                while self.committed < self.config.steps:
-                    result = verdict(store, g, self.committed)
+                while self.job.committed < self.config.steps:
+                    result = verdict(store, g, self.job.committed)
                     if result is None:
                         break
-                    self.record_commit(g, self.committed, d)
-                    if result == STOP and self.committed < self.config.steps:
+                    self.record_commit(g, self.job.committed, d)
+                    if result == STOP and self.job.committed < self.config.steps:
                         return STOPPED
                     self.at_boundary()
-                if self.committed >= self.config.steps and store.check([keys.done_key(g, r) for r in world]):
+                if self.job.committed >= self.config.steps and store.check([keys.done_key(g, r) for r in world]):
                     return FINISHED
             time.sleep(POLL_S)
 
     def on_generation_ready(self, t_ready_wall: float) -> bool:
         """Every rank holds its layers: tell the policy the pause is over; go or stop."""
-        out, g = self.outcome, self.gen
-        kind = RECONFIGURING if self.directive.kind not in (START, RESTART) else RESTARTING
-        newly, self.pending_ready = tuple(self.pending_ready), []
+        out, g = self.outcome, self.job.gen
+        kind = RECONFIGURING if self.job.directive.kind not in (START, RESTART) else RESTARTING
+        newly, self.job.pending_ready = tuple(self.job.pending_ready), []
         decision = self.decide(PauseEnded(kind, newly), kind)
         if g == 0 or out.ready_s is None:
             out.ready_s = t_ready_wall - out.t0_wall
@@ -357,7 +346,7 @@ class Coordinator(RecoveryFlow):
         else:
             out.event("generation_ready", generation=g, schedules=dict(out.schedules))
         if decision.disruptive:
-            self.pending_decision = decision
+            self.job.pending_decision = decision
             self.store.set(keys.go_key(g), "stop")
             return False
         self.store.set(keys.go_key(g), "run")
@@ -373,21 +362,21 @@ class Coordinator(RecoveryFlow):
         del out.step_end_s[step:], out.losses[step:]
         out.step_end_s.append(t_end)
         out.losses.append(total / d.layout.num_microbatches)
-        self.committed = step + 1
+        self.job.committed = step + 1
         self.row(RUNNING, t_end)
-        self.on_commit(step, t_end)
+        self.flow.on_commit(step, t_end)
 
     def at_boundary(self) -> None:
         """An iteration just ended: scheduled joins, and new nodes offered to the policy."""
-        self.schedule.at_step(self.committed)
-        if self.pending_ready and self.pending_decision is None:
-            nodes = tuple(n for n in self.pending_ready if n in self.members.ready_nodes())
-            self.pending_ready = []
+        self.schedule.at_step(self.job.committed)
+        if self.job.pending_ready and self.job.pending_decision is None:
+            nodes = tuple(n for n in self.job.pending_ready if n in self.members.ready_nodes())
+            self.job.pending_ready = []
             if nodes:
                 decision = self.decide(NodesReady(nodes), RUNNING)
                 if decision.disruptive:
-                    self.pending_decision = decision
-                    self.store.set(keys.stop_request_key(self.gen), "1")
+                    self.job.pending_decision = decision
+                    self.store.set(keys.stop_request_key(self.job.gen), "1")
 
     def close(self) -> None:
         """Drop the store (workers still connected see it vanish and exit)."""

@@ -19,6 +19,13 @@ from ..protocol.layout import Layout
 from .recovery import Recovery
 
 
+def headline(traceback_text: str) -> str:
+    """'worker 3 (node1 gpu 0, pid 42): RuntimeError: ...' from a reported traceback."""
+    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+    first = lines[0].rstrip(":") if lines else "a worker"
+    return f"{first}: {lines[-1].strip()}" if len(lines) > 1 else first
+
+
 class JobFailed(RuntimeError):
     """The job cannot go on (a fatal worker error, no nodes left, nothing registered)."""
 

@@ -26,14 +26,13 @@ from planner.policies import (
     CheckpointSchedule,
     ClusterView,
     Decision,
-    OobleckPolicy,
     VarunaPlan,
-    VarunaPolicy,
     VarunaSearch,
     describe_action,
     describe_event,
     describe_plan,
 )
+from planner.policies.build import PolicyOptions, build_policy
 from planner.profile import ModelProfile
 
 from ..config import RunConfig
@@ -49,16 +48,21 @@ from ..protocol.layout import (
 
 def make_policy(config: RunConfig, planner: Planner, profile: ModelProfile):
     """The policy object the simulator would use for this job."""
-    every = config.checkpoint_every or None
-    if config.policy == "oobleck":
-        return OobleckPolicy(planner, checkpoints=CheckpointSchedule(every_iterations=every), join_horizon_s=config.join_horizon_s)
-    search = VarunaSearch(
-        lambda b: profile if b == config.microbatch_size else None,
-        planner.cluster,
-        config.global_batch,
-        max_microbatch=config.microbatch_size,
+    options = PolicyOptions(
+        CheckpointSchedule(every_iterations=config.checkpoint_every or None),
+        gpus_per_node=config.gpus_per_node,
+        join_horizon_s=config.join_horizon_s,
+        max_nodes=config.nodes,
     )
-    return VarunaPolicy(search, config.gpus_per_node, checkpoints=CheckpointSchedule(every_iterations=every), max_nodes=config.nodes)
+    search = None
+    if config.policy == "varuna":
+        search = VarunaSearch(
+            lambda b: profile if b == config.microbatch_size else None,
+            planner.cluster,
+            config.global_batch,
+            max_microbatch=config.microbatch_size,
+        )
+    return build_policy(config.policy, options, planner=planner, search=search)
 
 
 def varuna_layout(plan: VarunaPlan, generation: int, config: RunConfig, layer_allreduce_s: Sequence[float] = ()) -> Layout:

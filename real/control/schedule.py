@@ -12,12 +12,12 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Sequence
 
-from .membership import ProcessControl
-
-if TYPE_CHECKING:
-    from .coordinator import Coordinator
+from ..protocol.failures import Injection
+from .membership import Membership, ProcessControl
+from .outcome import RunOutcome
+from .trace_replay import TraceSchedule
 
 
 @dataclass(frozen=True)
@@ -30,18 +30,21 @@ class Timed:
 
 
 class EventSchedule:
-    def __init__(self, coordinator: "Coordinator", processes: ProcessControl | None):
-        self.c = coordinator
+    """The job's timed failures and joins, carried out on `members` and `processes`."""
+
+    def __init__(self, trace: TraceSchedule | None, injections: Sequence[Injection], members: Membership,
+                 outcome: RunOutcome, gpus_per_node: int, processes: ProcessControl | None):
+        self.members, self.outcome, self.gpus_per_node = members, outcome, gpus_per_node
         self.processes = processes
         timed = []
-        if coordinator.trace is not None:
-            for e in coordinator.trace.events:
+        if trace is not None:
+            for e in trace.events:
                 timed.append(Timed(e.time_s, "crash" if e.kind == "remove" else "join", e.node, 0, f"trace {e.kind} {e.node} at {e.time_s:g} s"))
-        for item in coordinator.injections:
+        for item in injections:
             if item.at_s is not None:
                 timed.append(Timed(item.at_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}"))
         self.timed = sorted(timed, key=lambda t: t.t_s)
-        self.step_joins = sorted((i.step, i.node, i.describe()) for i in coordinator.injections if i.kind == "join" and i.step is not None)
+        self.step_joins = sorted((i.step, i.node, i.describe()) for i in injections if i.kind == "join" and i.step is not None)
         self.t0_wall: float | None = None
         self.failure_times: list[float] = []
 
@@ -72,19 +75,19 @@ class EventSchedule:
                 self.processes.signal(pid, signal.SIGKILL)
             self._done(item, bool(pids))
         else:
-            wid = self.c.members.worker_for(item.node, item.gpu)
-            ok = wid is not None and self.c.members.kill(wid, signal.SIGSTOP)
+            wid = self.members.worker_for(item.node, item.gpu)
+            ok = wid is not None and self.members.kill(wid, signal.SIGSTOP)
             self._done(item, ok)
 
     def _done(self, item: Timed, hit: bool) -> None:
         if hit:
             self.failure_times.append(time.time())
-        self.c.outcome.event("injected", what=item.label, applied=hit)
+        self.outcome.event("injected", what=item.label, applied=hit)
 
     def _join(self, node: str, label: str) -> None:
         if self.processes is None or (self.processes.pids_of(node)):
-            self.c.outcome.event("injected", what=label, applied=False, why="the node still has processes")
+            self.outcome.event("injected", what=label, applied=False, why="the node still has processes")
             return
-        for gpu in range(self.c.config.gpus_per_node):
+        for gpu in range(self.gpus_per_node):
             self.processes.spawn(node, gpu)
-        self.c.outcome.event("injected", what=label, applied=True)
+        self.outcome.event("injected", what=label, applied=True)
