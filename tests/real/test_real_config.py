@@ -88,3 +88,18 @@ def test_forced_grouping_needs_f_plus_one_pipelines():
     config = RunConfig(nodes=4, fault_tolerance=2, pipelines=(2, 2))
     with pytest.raises(PlannerError, match="cannot tolerate f = 2"):
         make_plan(make_planner(config), config, ["a", "b", "c", "d"])
+
+
+def test_the_real_backend_builds_its_policies_where_the_simulator_does():
+    from planner.policies import OobleckPolicy, VarunaPolicy
+    from real.control.policies import make_policy
+
+    for policy, kind in (("oobleck", OobleckPolicy), ("varuna", VarunaPolicy)):
+        config = RunConfig(nodes=4, policy=policy, checkpoint_every=3, join_horizon_s=42.0)
+        profile = resolve_run_profile(config)
+        built = make_policy(config, make_planner(config, profile), profile)
+        assert isinstance(built, kind) and built.checkpoints.every_iterations == 3
+        if policy == "oobleck":
+            assert built.join_horizon_s == 42.0
+        else:
+            assert built.gpus_per_node == config.gpus_per_node and built.infeasible_reason() is None
