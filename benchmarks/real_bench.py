@@ -2,7 +2,7 @@
 
 1. Overhead: steady-state throughput of the backend (`ooblab run`: coordinator, plan,
    layout, weighted per-owner-set gradient sync, heartbeats, per-step reports) against plain
-   torch.distributed.pipelining + DDP-style averaging (`real.baseline`) on the same
+   torch.distributed.pipelining + DDP-style averaging (`real.launch.baseline`) on the same
    homogeneous configuration (2 pipelines x 2 stages, the plan's layer split, the same
    microbatches), alternating runs in the same invocation. Target: overhead <= 5%.
    Two compute modes: real tiny-gpt (CPU-bound: 4 processes share this machine's cores)
@@ -34,12 +34,12 @@ from pathlib import Path
 from planner.catalog import resolve_profile
 from planner.oobleck_format import write_oobleck_profile
 from planner.profile import LayerProfile, ModelProfile
-from real.baseline import run_baseline, steady
 from real.config import RunConfig, TinyGptSpec
-from real.emulated import EmulatedLayerTimes
-from real.launch import run_local
-from real.layout import layout_from_plan
-from real.planning import make_plan, make_planner, resolve_run_profile
+from real.control.planning import make_plan, make_planner, resolve_run_profile
+from real.launch.baseline import run_baseline, steady
+from real.launch.local import run_local
+from real.models.emulated import EmulatedLayerTimes
+from real.protocol.layout import layout_from_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

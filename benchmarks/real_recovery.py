@@ -34,9 +34,9 @@ from planner.oobleck_format import write_oobleck_profile
 from planner.policies import NodesReady
 from planner.profile import LayerProfile, ModelProfile
 from real.config import RunConfig
-from real.control import make_policy, view
-from real.launch import run_local
-from real.planning import make_planner, resolve_run_profile
+from real.control.planning import make_planner, resolve_run_profile
+from real.control.policies import make_policy, view
+from real.launch.local import run_local
 
 PHASES = ("detection", "rebuild", "planning", "checkpoint", "respawn", "copy", "redo")
 

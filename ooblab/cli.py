@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # Parts that contribute sub-commands, in the order `ooblab --help` lists them.
-_PARTS = ("planner.cli", "traces.cli", "sim.cli", "real.cli", "experiments.cli", "experiments.validation.cli")
+_PARTS = ("planner.cli", "traces.cli", "sim.cli", "real.launch.cli", "experiments.cli", "experiments.validation.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

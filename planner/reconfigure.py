@@ -29,6 +29,8 @@ from .errors import InfeasibleError, PlannerError
 from .plan import ExecutionPlan
 from .planner import Planner
 
+DEFAULT_JOIN_HORIZON_S = 1800.0  # a join must pay for itself within this long (Oobleck's gain test)
+
 
 @dataclass(frozen=True)
 class LayerCopy:
@@ -350,7 +352,7 @@ def on_addition(
     plan: ExecutionPlan | None,
     added: Sequence[str],
     *,
-    horizon_s: float = 1800.0,
+    horizon_s: float = DEFAULT_JOIN_HORIZON_S,
     pause_s: float = 0.0,
     current_nodes: Sequence[str] | None = None,
 ) -> Reconfiguration:

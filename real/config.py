@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
+from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
+
 COMPUTE_MODES = ("real", "emulated")
 POLICIES = ("oobleck", "varuna")
 DTYPES = ("float32", "float64")
@@ -103,7 +105,7 @@ class RunConfig:
     inject: str | None = None
     trace: str | None = None
     time_scale: float = 1.0
-    join_horizon_s: float = 1800.0
+    join_horizon_s: float = DEFAULT_JOIN_HORIZON_S
     wait_for_nodes_s: float = 120.0
     respawn: bool = True
 

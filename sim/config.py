@@ -53,7 +53,7 @@ class SimConfig:
     varuna_rollback: bool | None = None  # artifact Varuna: default True
     min_nodes: int | None = None  # artifact: default 12
     bamboo_depth: int | None = None  # default 12
-    join_horizon_s: float | None = None  # Oobleck's gain test for joins, default 1800 s
+    join_horizon_s: float | None = None  # Oobleck's gain test for joins, default DEFAULT_JOIN_HORIZON_S
     varuna_max_microbatch: int | None = None  # default 8
     # pause constants (planner calibration)
     reconfigure_overhead_s: float | None = None

@@ -34,11 +34,10 @@ from planner.policies import (
     ArtifactVarunaPolicy,
     BambooPolicy,
     CheckpointSchedule,
-    OobleckPolicy,
-    VarunaPolicy,
     VarunaSearch,
     bamboo_layout,
 )
+from planner.policies.build import PolicyOptions, build_policy
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_JOIN_HORIZON_S
 from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
 from planner.profile import ModelProfile
@@ -217,7 +216,7 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
         horizon = _or(config.join_horizon_s, DEFAULT_JOIN_HORIZON_S)
         pause_s = costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0)  # what a join costs, as timed
-        policy = OobleckPolicy(planner, checkpoints=schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s)
+        policy = build_policy("oobleck", PolicyOptions(schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s), planner=planner)
         resolved.update(fault_tolerance=f, join_horizon_s=horizon)
     elif config.policy == "bamboo":
         depth = config.bamboo_depth or art.BAMBOO_DEPTH
@@ -226,14 +225,14 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         except PlannerError as exc:
             raise SimError(str(exc)) from None
         schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
-        policy = BambooPolicy(depth, layout=layout, profile=profile, fatal_rollback=True, checkpoints=schedule)
+        policy = build_policy("bamboo", PolicyOptions(schedule, bamboo_depth=depth), bamboo_layout=layout, profile=profile)
         resolved.update(bamboo_depth=depth)
     else:
         max_mb = config.varuna_max_microbatch or DEFAULT_MAX_MICROBATCH
         analytic = name in MODEL_SHAPES
         search = _cached_search(name, cluster, batch, max_mb, analytic, microbatch)
         schedule = CheckpointSchedule(every_iterations=every_it or art.VARUNA_CHECKPOINT_EVERY, every_s=every_s)
-        policy = VarunaPolicy(search, g, checkpoints=schedule, max_nodes=peak)
+        policy = build_policy("varuna", PolicyOptions(schedule, gpus_per_node=g, max_nodes=peak), search=search)
         resolved.update(varuna_max_microbatch=max_mb)
     timing = PlannerTiming(
         config.policy,

@@ -1,7 +1,9 @@
 """The one dependency rule of DESIGN.md section 2, checked on the source (not by importing).
 
 planner is pure (no torch, no simpy, and it knows nothing of sim or real); sim and real
-never import each other.
+never import each other. Inside real, the parts by side (DESIGN 2): the worker side and
+the control side never import each other, both may import protocol, state and models,
+launch may import everything, and the parts form no cycle (an import graph over the AST).
 """
 
 from __future__ import annotations
@@ -49,3 +51,122 @@ def test_checker_sees_forbidden_imports(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
     sample.write_text("import torch.distributed as dist\nfrom simpy import Environment\n")
     assert imported_top_levels(sample) == {"torch", "simpy"}
+
+
+# -- inside real: the sides ---------------------------------------------------------------
+REAL = ROOT / "real"
+# which parts of real each part may import ("config" is the module real/config.py)
+REAL_ALLOWED = {
+    "config": set(),
+    "protocol": {"config"},
+    "state": {"config", "protocol"},
+    "models": {"config"},
+    "worker": {"config", "protocol", "state", "models"},
+    "control": {"config", "protocol", "state", "models"},
+    "launch": {"config", "protocol", "state", "models", "worker", "control"},
+}
+
+
+def real_part(path: Path) -> str:
+    """'protocol' for real/protocol/keys.py, 'config' for real/config.py."""
+    rel = path.relative_to(REAL)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def real_imports(path: Path) -> set[str]:
+    """Dotted modules of real that `path` imports (absolute or relative), resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ["real", *path.relative_to(REAL).parent.parts]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "real")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "real":
+                continue
+            if node.module is None or module.count(".") == 1:  # `from . import x`, `from .. import protocol`
+                found.update(f"{module}.{a.name}" for a in node.names)
+            found.add(module)
+    return found
+
+
+def part_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def real_part_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sorted(REAL.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == REAL:
+            continue
+        mine = real_part(path)
+        deps = graph.setdefault(mine, set())
+        deps.update(p for p in map(part_of, real_imports(path)) if p and p != mine)
+    return graph
+
+
+def test_every_part_of_real_is_known() -> None:
+    assert set(real_part_graph()) == set(REAL_ALLOWED), "a new part of real needs its row in REAL_ALLOWED"
+
+
+@pytest.mark.parametrize("part", sorted(REAL_ALLOWED))
+def test_real_part_imports_only_what_it_may(part: str) -> None:
+    offences = []
+    for path in sorted(REAL.rglob("*.py")):
+        if path.parent == REAL and path.name == "__init__.py" or real_part(path) != part:
+            continue
+        for module in sorted(real_imports(path)):
+            other = part_of(module)
+            if other and other != part and other not in REAL_ALLOWED[part]:
+                offences.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offences, "\n".join(offences)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycles_between_parts_of_real() -> None:
+    assert find_cycle(real_part_graph()) is None
+
+
+def test_rule_checker_resolves_relative_imports_and_finds_cycles(tmp_path: Path) -> None:
+    """Guards: the checks above must see a relative import across parts, and a cycle."""
+    global REAL
+    fake = tmp_path / "real"
+    (fake / "worker").mkdir(parents=True)
+    (fake / "control").mkdir()
+    (fake / "worker" / "a.py").write_text("from ..control import coordinator\nfrom .b import x\n")
+    (fake / "control" / "coordinator.py").write_text("from ..worker.a import y\n")
+    saved, REAL = REAL, fake
+    try:
+        assert real_imports(fake / "worker" / "a.py") == {"real.control", "real.control.coordinator", "real.worker.b"}
+        assert real_part_graph() == {"worker": {"control"}, "control": {"worker"}}
+        assert find_cycle(real_part_graph()) == ["control", "worker", "control"]
+    finally:
+        REAL = saved

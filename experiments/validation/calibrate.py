@@ -103,8 +103,8 @@ def _victim(config, policy: str) -> str:
     """The last node of the first pipeline (Oobleck) or of the plan (Varuna) the policy
     starts with: the same call the coordinator makes."""
     from planner.policies import NodesReady
-    from real.control import make_policy, view
-    from real.planning import make_planner, resolve_run_profile
+    from real.control.planning import make_planner, resolve_run_profile
+    from real.control.policies import make_policy, view
 
     profile = resolve_run_profile(config)
     c = config.with_(policy=policy)
@@ -115,7 +115,7 @@ def _victim(config, policy: str) -> str:
 
 
 def _run(base, policy: str, steps: int, inject: str, directory: Path):
-    from real.launch import run_local
+    from real.launch.local import run_local
 
     run = run_local(base.with_(policy=policy, steps=steps, inject=inject), directory / policy)
     summary = run.summary.to_dict()
@@ -131,7 +131,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     cached = directory / "overheads.json"
     if cached.exists():
         return Overheads.from_dict(json.loads(cached.read_text()))
-    from real.planning import make_planner, make_plan
+    from real.control.planning import make_plan, make_planner
 
     base = base.with_(checkpoint_every=CHECKPOINT_EVERY, trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
 

@@ -8,7 +8,7 @@ makes both sides see each trace event at the same instant.
 - Iterations: the end time of each committed iteration, in order (after a rollback, the
   time it was committed again).
 - Recoveries: from the failure to the completion of the iteration it interrupted (both
-  sides, the same definition as `real.recovery`).
+  sides, the same definition as `real.control.recovery`).
 - Phases: the stretches between trace events. A phase's steady-state throughput is the
   global batch over the median duration of its iterations that overlap no recovery (the
   first iteration of a run, with its one-off set-up, never counts); a phase with fewer

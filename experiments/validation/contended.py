@@ -17,7 +17,7 @@ def _load(spec_fields: dict, stop, started) -> None:
     import torch
 
     from real.config import TinyGptSpec
-    from real.profiler import ProfilerSettings, measure_layer
+    from real.launch.profiler import ProfilerSettings, measure_layer
 
     torch.set_num_threads(1)
     spec = TinyGptSpec(**spec_fields)
@@ -32,10 +32,10 @@ def _load(spec_fields: dict, stop, started) -> None:
 
 
 def profile_with_neighbours(spec, settings, neighbours: int, timeout_s: float = 60.0):
-    """`real.profiler.profile_tiny_gpt(spec, settings)` with `neighbours` load processes."""
+    """`real.launch.profiler.profile_tiny_gpt(spec, settings)` with `neighbours` load processes."""
     from dataclasses import asdict
 
-    from real.profiler import profile_tiny_gpt
+    from real.launch.profiler import profile_tiny_gpt
 
     context = mp.get_context("spawn")
     stop = context.Event()

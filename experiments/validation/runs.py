@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
+
 from .calibrate import Overheads
 from .compare import RunComparison, RunTimeline, compare_run
 from .spec import PreparedModel, ValidationSpec
@@ -55,7 +57,7 @@ def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
 def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, duration_s: float):
     from sim.config import SimConfig
 
-    extra: dict[str, Any] = {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": 1800.0} if policy == "oobleck" else {"varuna_max_microbatch": 1}
+    extra: dict[str, Any] = {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": DEFAULT_JOIN_HORIZON_S} if policy == "oobleck" else {"varuna_max_microbatch": 1}
     return SimConfig(
         policy=policy,
         model=str(model.profile_dir),
@@ -123,7 +125,7 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
 def run_policy(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, trace_file: Path,
                time_scale: float, nodes: int, event_times_s: list[float], directory: Path,
                progress: Callable[[str], None] = print, trace_end_s: float | None = None) -> PolicyResult:
-    from real.launch import run_local
+    from real.launch.local import run_local
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
     tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)

@@ -12,7 +12,7 @@ report says), `prepare_model` makes the profile both sides plan with:
 - a built-in planner model or an Oobleck profile directory (emulated compute): its
   profile, as the backend resolves it (one-GPU stages).
 - `tiny-gpt` (real or emulated compute; shape `TINY_SHAPE`): profiled on this machine
-  first (`real.profiler`, one thread, as a worker runs, beside N - 1 processes computing
+  first (`real.launch.profiler`, one thread, as a worker runs, beside N - 1 processes computing
   the same layers: `contended`), then planned from that.
 
 Both sides read the same profile directory, so they start from the same plan.
@@ -102,10 +102,8 @@ def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedT
     peak differs from `nodes`, and choose the time scale."""
     import numpy as np
 
-    from traces import TraceError, from_spec, rescale
+    from traces import TraceError, from_spec, parse_duration_s, rescale, window
     from traces.model import Trace, TraceEvent
-
-    from traces import parse_duration_s, window
 
     try:
         trace = from_spec(spec.trace, rng=np.random.default_rng(spec.seed))
@@ -154,7 +152,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
     target = directory / "profile"
     if spec.model == TINY_GPT:
         from real.config import TinyGptSpec
-        from real.profiler import ProfilerSettings
+        from real.launch.profiler import ProfilerSettings
 
         from .contended import profile_with_neighbours
 
@@ -172,7 +170,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
     else:
         from planner.errors import PlannerError
         from real.config import RunConfig
-        from real.planning import resolve_run_profile
+        from real.control.planning import resolve_run_profile
 
         try:
             profile = resolve_run_profile(RunConfig(model=spec.model, compute="emulated", gpu=spec.gpu))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..errors import InfeasibleError, PlannerError
 from ..plan import ExecutionPlan
 from ..planner import Planner
-from ..reconfigure import finish, lost_layers, on_addition, on_removal
+from ..reconfigure import DEFAULT_JOIN_HORIZON_S, finish, lost_layers, on_addition, on_removal
 from .decisions import (
     CheckpointSchedule,
     ClusterView,
@@ -41,7 +41,6 @@ from .decisions import (
 )
 
 DEFAULT_CHECKPOINT_EVERY_S = 3600.0
-DEFAULT_JOIN_HORIZON_S = 1800.0
 
 
 @dataclass(frozen=True)

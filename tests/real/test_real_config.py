@@ -8,7 +8,14 @@ from planner.analytic import analytic_profile
 from planner.errors import PlannerError
 from planner.oobleck_format import write_oobleck_profile
 from real.config import ConfigError, RunConfig, TinyGptSpec
-from real.planning import estimate_tiny_gpt, make_plan, make_planner, one_gpu_stages, resolve_run_profile, tiny_gpt_layer_params
+from real.control.planning import (
+    estimate_tiny_gpt,
+    make_plan,
+    make_planner,
+    one_gpu_stages,
+    resolve_run_profile,
+    tiny_gpt_layer_params,
+)
 
 
 def test_config_round_trips():
@@ -45,7 +52,7 @@ def test_unknown_settings_are_not_dropped():
 
 def test_estimate_counts_tiny_gpt_parameters_exactly():
     torch = pytest.importorskip("torch")
-    from real.tinygpt import build_layer
+    from real.models.tinygpt import build_layer
 
     spec = TinyGptSpec(vocab=50, seq_len=12, hidden=24, heads=3, blocks=3)
     counts = [sum(p.numel() for p in build_layer(spec, i, 0).parameters()) for i in range(spec.num_layers)]
@@ -81,3 +88,18 @@ def test_forced_grouping_needs_f_plus_one_pipelines():
     config = RunConfig(nodes=4, fault_tolerance=2, pipelines=(2, 2))
     with pytest.raises(PlannerError, match="cannot tolerate f = 2"):
         make_plan(make_planner(config), config, ["a", "b", "c", "d"])
+
+
+def test_the_real_backend_builds_its_policies_where_the_simulator_does():
+    from planner.policies import OobleckPolicy, VarunaPolicy
+    from real.control.policies import make_policy
+
+    for policy, kind in (("oobleck", OobleckPolicy), ("varuna", VarunaPolicy)):
+        config = RunConfig(nodes=4, policy=policy, checkpoint_every=3, join_horizon_s=42.0)
+        profile = resolve_run_profile(config)
+        built = make_policy(config, make_planner(config, profile), profile)
+        assert isinstance(built, kind) and built.checkpoints.every_iterations == 3
+        if policy == "oobleck":
+            assert built.join_horizon_s == 42.0
+        else:
+            assert built.gpus_per_node == config.gpus_per_node and built.infeasible_reason() is None

@@ -17,7 +17,11 @@ from __future__ import annotations
 import pytest
 
 from real.config import RunConfig
-from real.reference import gather_params, max_relative_difference, train_reference
+from real.models.reference import (
+    gather_params,
+    max_relative_difference,
+    train_reference,
+)
 
 from .conftest import ooblab
 

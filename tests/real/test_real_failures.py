@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from ooblab.cli import main
-from real.failures import InjectionError, parse_injections
-from real.trace_replay import TraceScheduleError, schedule_from_trace
+from real.control.trace_replay import TraceScheduleError, schedule_from_trace
+from real.protocol.failures import InjectionError, parse_injections
 from traces.model import Trace
 
 NODES = [f"node{i}" for i in range(4)]

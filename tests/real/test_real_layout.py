@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from planner.analytic import analytic_profile
@@ -11,8 +12,8 @@ from planner.plan import ExecutionPlan, JobSpec, PipelinePlan
 from planner.planner import Planner
 from planner.templates import build_template
 from real.config import RunConfig
-from real.layout import Layout, LayoutError, layout_from_plan
-from real.planning import make_plan, make_planner
+from real.control.planning import make_plan, make_planner
+from real.protocol.layout import Layout, LayoutError, layout_from_plan
 
 NODES = [f"node{i}" for i in range(7)]
 

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from real.config import TinyGptSpec
-from real.emulated import EmulatedLayerTimes, EmulatedStage, output_shape, sleep_until
-from real.tinygpt import batch, build_layer, build_layers, lm_loss
+from real.models.emulated import (
+    EmulatedLayerTimes,
+    EmulatedStage,
+    output_shape,
+    sleep_until,
+)
+from real.models.tinygpt import batch, build_layer, build_layers, lm_loss
 
 SPEC = TinyGptSpec(vocab=40, seq_len=10, hidden=16, heads=2, blocks=3)
 

@@ -8,8 +8,8 @@ import pytest
 
 from planner.oobleck_format import load_oobleck_profile
 from real.config import TinyGptSpec
-from real.planning import tiny_gpt_layer_params
-from real.profiler import ProfilerSettings, measure_layer
+from real.control.planning import tiny_gpt_layer_params
+from real.launch.profiler import ProfilerSettings, measure_layer
 
 from .conftest import ooblab
 

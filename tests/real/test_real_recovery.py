@@ -21,8 +21,12 @@ import random
 import pytest
 
 from real.config import RunConfig
-from real.failures import POINTS
-from real.reference import gather_params, max_relative_difference, train_reference
+from real.models.reference import (
+    gather_params,
+    max_relative_difference,
+    train_reference,
+)
+from real.protocol.failures import POINTS
 
 from .conftest import ooblab
 

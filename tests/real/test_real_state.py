@@ -13,12 +13,19 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from real.checkpoint import CheckpointWriter, layer_key, load_layer, read_manifest, save_layer, write_manifest
-from real.commit import ABORT, OK, STOP, ack, resolve, stop_request_key, verdict
 from real.config import TinyGptSpec
-from real.recovery import Recovery
-from real.state import capture, flatten, install, unflatten
-from real.tinygpt import batch, build_layers, lm_loss
+from real.control.recovery import Recovery
+from real.models.tinygpt import batch, build_layers, lm_loss
+from real.protocol.commit import ABORT, OK, STOP, ack, resolve, verdict
+from real.protocol.keys import stop_request_key
+from real.protocol.manifest import read_manifest
+from real.state.checkpoint import (
+    CheckpointWriter,
+    load_layer,
+    save_layer,
+    write_manifest,
+)
+from real.state.layer_state import capture, flatten, install, unflatten
 
 from .conftest import REPO
 
@@ -90,8 +97,8 @@ def test_checkpoint_files_manifest_and_cleanup(tmp_path):
 WRITER = """
 import sys, torch
 sys.path.insert(0, {repo!r})
-from real.checkpoint import save_layer
-from real.state import LayerState
+from real.state.checkpoint import save_layer
+from real.state.layer_state import LayerState
 big = {{"w": torch.randn(1_000_000, dtype=torch.float64)}}
 print("writing", flush=True)
 i = 0

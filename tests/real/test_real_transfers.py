@@ -6,10 +6,11 @@ import pytest
 
 from planner.reconfigure import on_removal
 from real.config import RunConfig, TinyGptSpec
-from real.control import varuna_layout
-from real.layout import layout_from_plan
-from real.planning import make_plan, make_planner
-from real.transfers import CHECKPOINT, LOCAL, PEER, Holding, LostLayers, Source, plan_sources, transfers, uniform_sources
+from real.control.planning import make_plan, make_planner
+from real.control.policies import varuna_layout
+from real.protocol.layout import layout_from_plan
+from real.protocol.sources import CHECKPOINT, LOCAL, PEER, Source, uniform_sources
+from real.state.transfers import Holding, LostLayers, plan_sources, transfers
 
 CONFIG = RunConfig(nodes=6, fault_tolerance=2, pipelines=(2, 2, 2), tiny=TinyGptSpec(blocks=6))
 
@@ -93,7 +94,7 @@ def test_uniform_sources_and_validation():
 
 
 def test_a_varuna_configuration_runs_as_pipelines_with_the_job_microbatches():
-    from planner.policies import VarunaPlan, VarunaConfig
+    from planner.policies import VarunaConfig, VarunaPlan
 
     config = RunConfig(nodes=4, gpus_per_node=2, global_batch=18, tiny=TinyGptSpec(blocks=4))
     vc = VarunaConfig(depth=3, width=2, microbatch_size=2, num_microbatches=5, stage_layers=((0, 2), (2, 4), (4, 6)), compute_s=1.0, allreduce_s=0.1)

@@ -1,0 +1,383 @@
+"""The coordinator: hosts the store, runs the policy, watches the workers (DESIGN 5).
+
+One per job. It resolves the profile, the planner and the policy before anything starts
+(a bad request fails before a process is spawned), hosts a TCPStore on port 0 and
+publishes the job. Once the first nodes have registered it asks the policy for a plan
+and publishes generation 0; from then on it loops over generations:
+
+- watch generation g (`_watch`): groups built, layers restored, go; every committed
+  step (its time and global loss); periodic checkpoints completing; nodes joining
+  (offered to the policy at iteration boundaries); liveness (exit statuses, heartbeat
+  deadlines, reported faults); failures scheduled by time or by a trace;
+- on a failure (`recovery_flow.RecoveryFlow`, handed the job's `JobState` and this
+  coordinator as its `JobControl`): fence the dead, abort the step in
+  flight, collect the survivors' reports, ask the policy, and publish generation g + 1
+  (a live reconfiguration with layer copies, or a restart from a checkpoint);
+- on a planned stop (a join the policy accepted): the same without a failure.
+
+Fatal worker errors (a worker that cannot even start) still fail the job with the
+worker's reason, as does waiting too long for nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Callable
+
+from planner.policies import (
+    Decision,
+    NodesReady,
+    NodesRemoved,
+    OobleckMemory,
+    PauseEnded,
+    Start,
+)
+from planner.records import RECONFIGURING, RESTARTING, RUNNING, EventRecord, TimelineRow
+
+from ..config import ConfigError, RunConfig
+from ..models.emulated import EmulatedLayerTimes
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.commit import STOP, verdict
+from ..protocol.directive import RESTART, START, Directive
+from ..protocol.failures import injections_to_json, parse_injections
+from .job import JobState
+from .membership import Membership, ProcessControl
+from .outcome import JobFailed, RunOutcome, headline
+from .planning import make_plan, make_planner, resolve_run_profile
+from .policies import DecisionRecord, make_policy, plan_dict, view
+from .recovery_flow import NodesLost, RecoveryFlow
+from .schedule import EventSchedule
+from .trace_replay import load_trace_schedule
+
+__all__ = ["Coordinator", "JobFailed", "RunOutcome", "natural_key"]
+
+POLL_S = 0.005
+FATAL_GRACE_S = 0.5
+FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+
+
+def natural_key(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class Coordinator:
+    """Owns the store, the policy and the generations of one job."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        bind_host: str = "127.0.0.1",
+        advertise_host: str | None = None,
+        port: int = 0,
+        on_event: Callable[[EventRecord], None] | None = None,
+        run_dir: str | Path | None = None,
+        local: bool = True,
+    ):
+        if config.checkpoint_every and config.checkpoint_dir is None:
+            base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
+            config = config.with_(checkpoint_dir=str((base / "checkpoints").resolve()))
+        self.config = config
+        self.profile = resolve_run_profile(config)
+        self.planner = make_planner(config, self.profile)
+        self.planner.template_set()  # fail now if the model cannot be planned at all
+        self.policy = make_policy(config, self.planner, self.profile)
+        reason = self.policy.infeasible_reason()
+        if reason:
+            raise ConfigError(f"the {config.policy} policy cannot run this job: {reason}")
+        self.trace = load_trace_schedule(config.trace, config.time_scale, config.nodes) if config.trace else None
+        self.local = local
+        self.initial_nodes = list(self.trace.initial) if self.trace else config.node_names()
+        names = list(dict.fromkeys(self.initial_nodes + [e.node for e in (self.trace.events if self.trace else ())]))
+        self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node)
+        if config.pipelines is not None:
+            if config.policy != "oobleck":
+                raise ConfigError("--pipelines forces Oobleck's grouping; the varuna policy chooses its own configuration")
+            if sum(config.pipelines) != len(self.initial_nodes):
+                raise ConfigError(f"pipelines {list(config.pipelines)} use {sum(config.pipelines)} nodes, the job starts with {len(self.initial_nodes)}")
+        self.store = rv.host_store(bind_host, port, timeout_s=config.startup_timeout_s)
+        host = advertise_host or (bind_host if bind_host not in ("0.0.0.0", "") else socket.gethostname())
+        self.address = f"{host}:{self.store.port}"
+        self.outcome = RunOutcome(config, time.time(), listener=on_event)
+        job = {"config": config.to_dict(), "injections": injections_to_json(self.injections)}
+        if config.compute == "emulated":
+            job["emulation"] = [
+                EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
+            ]
+        rv.put_json(self.store, keys.JOB, job)
+        self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
+        # the job as it runs: one state object, shared with the recovery flow
+        self.job = JobState()
+        self.members: Membership | None = None
+        self.schedule: EventSchedule | None = None
+        self.flow = RecoveryFlow(self.job, self)
+
+    @property
+    def needs_local_processes(self) -> bool:
+        """Traces and time-based injections kill and start processes: local runs only."""
+        return self.trace is not None or any(not i.by_worker for i in self.injections)
+
+    # -- the whole job ------------------------------------------------------------------
+    def run(self, processes: ProcessControl | None = None) -> RunOutcome:
+        """Wait for the first nodes, plan, then run generation after generation."""
+        out = self.outcome
+        self.members = Membership(self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes)
+        self.schedule = EventSchedule(self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes)
+        try:
+            if self.needs_local_processes and processes is None:
+                raise JobFailed("--trace and time-based --inject entries need the local launcher (ooblab run)")
+            self._await_initial()
+            self._start()
+            while True:
+                end = self._watch()
+                if end == FINISHED:
+                    break
+                if end == STOPPED:
+                    self.flow.after_stop()
+                elif self.flow.after_failure():
+                    break
+            out.status = "finished"
+            out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
+        except JobFailed as exc:
+            out.status, out.reason = "failed", str(exc)
+            out.event("failed", reason=str(exc))
+            self.store.set(keys.ABORT, str(exc))
+        finally:
+            rv.publish_order(self.store, {"kind": "end"})
+        out.end_s = out.now_s()
+        return out
+
+    # -- bookkeeping shared by every phase --------------------------------------------------
+    def tick(self) -> None:
+        """One round of watching: fatal errors, registrations, deaths, scheduled events,
+        checkpoints. Deaths are fenced and their nodes queued in `removed`."""
+        members = self.members
+        if self.store.add(keys.ERROR_COUNT, 0):
+            time.sleep(FATAL_GRACE_S)
+            errors = rv.reported_errors(self.store)
+            for text in errors:
+                self.outcome.event("worker_error", traceback=text)
+            raise JobFailed("; ".join(headline(text) for text in errors))
+        for node in members.poll_registrations():
+            if self.job.gen >= 0:
+                self.outcome.event("node_ready", node=node)
+            self.job.pending_ready.append(node)
+        dead = members.poll_exits()
+        now = time.time()
+        if now - self.job.last_beat_check_s >= self.config.heartbeat_interval_s:
+            self.job.last_beat_check_s = now
+            dead.update(members.poll_heartbeats(now))
+        for wid, reason in dead.items():
+            self.bury(wid, reason)
+        self.schedule.due(now)
+        self.flow.checkpoints_tick()
+
+    def bury(self, wid: int, reason: str) -> None:
+        """A worker is dead: fence it and the rest of its node; the node is removed."""
+        members = self.members
+        node = members.workers[wid].info.node
+        members.fence(wid, reason)
+        self.outcome.event("worker_lost", worker=wid, node=node, reason=reason)
+        for other in members.live_workers(node):
+            members.fence(other, f"node {node} lost worker {wid}")
+        if node not in self.job.removed:
+            self.job.removed.append(node)
+        if node in self.job.pending_ready:
+            self.job.pending_ready.remove(node)
+
+    def decide(self, event, job_state: str) -> Decision:
+        ready = self.members.ready_nodes()[: self.config.nodes]
+        ckpt = self.job.manifest.step if self.job.manifest else 0
+        decision = self.policy.decide(view(ready, job_state, self.job.committed, ckpt, self.outcome.now_s()), event, self.job.decision)
+        self.job.decision = decision
+        if decision.disruptive or not isinstance(event, PauseEnded):
+            self.outcome.event("decision", **DecisionRecord.of(event, decision).to_dict())
+        return decision
+
+    def row(self, state: str, time_s: float | None = None) -> None:
+        plan = self.outcome.plan
+        working = len(plan.nodes) if plan is not None and state != "waiting" else 0
+        last = self.outcome.step_end_s
+        rate = 0.0
+        if state == RUNNING and len(last) >= 2:
+            rate = self.config.global_batch / max(1e-9, last[-1] - last[-2])
+        t = self.outcome.now_s() if time_s is None else time_s
+        rows = self.outcome.rows
+        if rows and rows[-1].time_s > t:
+            t = rows[-1].time_s
+        rows.append(TimelineRow(t, len(self.members.ready_nodes()) if self.members else 0, working, state, self.job.committed,
+                                self.job.committed * self.config.global_batch, rate, 0.0))
+
+    # -- start ------------------------------------------------------------------------------
+    def _await_initial(self) -> None:
+        """Until the first nodes have registered: the local launcher's (or the trace's)
+        names, or on a multi-machine job any `nodes` complete nodes."""
+        out, wanted = self.outcome, set(self.initial_nodes)
+        deadline = time.time() + self.config.startup_timeout_s
+        self.row("waiting", 0.0)
+        while not wanted <= set(self.members.ready_nodes()):
+            if not self.local and len(self.members.ready_nodes()) >= self.config.nodes:
+                wanted = set(sorted(self.members.ready_nodes(), key=natural_key)[: self.config.nodes])
+                self.initial_nodes = sorted(wanted, key=natural_key)
+                break
+            self.tick()
+            lost = [n for n in self.job.removed if n in wanted]
+            if lost:
+                reasons = [rec.reason for rec in self.members.workers.values() if not rec.alive and rec.info.node in lost]
+                raise JobFailed("; ".join(reasons) or f"nodes {lost} were lost before the job started")
+            if time.time() > deadline:
+                got = len(self.members.workers)
+                raise JobFailed(f"only {got} of {len(wanted) * self.config.gpus_per_node} workers registered within {self.config.startup_timeout_s:.0f} s")
+            time.sleep(POLL_S * 5)
+        self.job.pending_ready = [n for n in self.job.pending_ready if n not in wanted]
+        out.workers = [rec.info for rec in self.members.workers.values()]
+        out.event("workers_registered", nodes=sorted(wanted, key=natural_key), workers=len(wanted) * self.config.gpus_per_node)
+
+    def _start(self) -> None:
+        nodes = list(self.initial_nodes) if self.trace is not None else sorted(self.initial_nodes, key=natural_key)
+        if self.config.pipelines is not None:
+            try:
+                plan = make_plan(self.planner, self.config, nodes)
+            except ValueError as exc:
+                raise JobFailed(f"cannot plan: {exc}") from None
+            self.job.decision = Decision(plan, (Start(),), OobleckMemory())
+        else:
+            self.job.decision = self.policy.decide(view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None)
+            if self.job.decision.plan is None:
+                notes = [getattr(a, "reason", "") for a in self.job.decision.actions] + list(self.job.decision.notes)
+                raise JobFailed(f"cannot plan: {'; '.join(n for n in notes if n) or 'no plan'}")
+        try:
+            self.flow.execute(self.job.decision, 0)
+        except NodesLost as exc:  # a first node died before generation 0 could be published
+            self.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+            self.flow.decide_and_execute(0)
+
+    # -- one generation -------------------------------------------------------------------------
+    def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None) -> None:
+        """Publish generation g + 1 running `plan` from `resume_step`; `sources_for(layout,
+        workers)` says where each rank's layers come from."""
+        from .policies import plan_layout
+
+        number = self.job.gen + 1
+        layout = plan_layout(plan, number, self.config, self.planner)
+        workers = []
+        for stage in layout.stages:
+            wid = self.members.worker_for(stage.node, stage.gpu)
+            if wid is None:
+                raise RuntimeError(f"the plan runs {stage.node} gpu {stage.gpu}, which has no live worker")
+            workers.append(wid)
+        directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest)
+        rv.put_json(self.store, keys.directive_key(number), directive.to_dict())
+        rv.publish_order(self.store, {"kind": "generation", "generation": number})
+        self.job.gen, self.job.directive = number, directive
+        out = self.outcome
+        out.plan, out.layout, out.generations = plan, layout, number + 1
+        if out.initial_plan is None:
+            out.initial_plan = plan
+        detail = dict(generation=number, how=kind, resume_step=resume_step, world_size=layout.world_size, plan=plan_dict(plan, self.config.gpus_per_node))
+        if number == 0:
+            out.planned_s = out.now_s()
+            out.event("plan_published", **detail)
+        else:
+            out.event("generation_published", **detail)
+            self.row(RESTARTING if kind in (START, RESTART) else RECONFIGURING)
+
+    def _watch(self) -> str:
+        """Follow the current generation until it finishes, stops at a boundary or fails."""
+        g, d, store, out = self.job.gen, self.job.directive, self.store, self.outcome
+        world = range(d.layout.world_size)
+        mine = set(d.workers)
+        nodes = {s.node for s in d.layout.stages}
+        built = ready = False
+        going = False
+        while True:
+            self.tick()
+            if self.job.removed:
+                if set(self.job.removed) & nodes or any(not self.members.workers[w].alive for w in mine):
+                    self.job.failure_detected_s = time.time()
+                    return FAILED
+                spares, self.job.removed = self.job.removed, []
+                decision = self.decide(NodesRemoved(tuple(spares)), RUNNING)
+                if decision.disruptive:
+                    self.job.pending_decision = decision
+                    store.set(keys.stop_request_key(g), "1")
+            if store.add(keys.fault_count_key(g), 0):
+                self.job.failure_detected_s = time.time()
+                return FAILED
+            if not built and store.check([keys.built_key(g, r) for r in world]):
+                built = True
+                self.flow.mark_phase("copy", max(rv.get_json(store, keys.built_key(g, r))["t"] for r in world))
+            if built and not ready and store.check([keys.ready_key(g, r) for r in world]):
+                ready = True
+                reports = [rv.get_json(store, keys.ready_key(g, r)) for r in world]
+                t_ready = max(r["t"] for r in reports)
+                self.flow.mark_phase("redo", t_ready)
+                for pipe in d.layout.pipelines:
+                    out.schedules[pipe.index] = reports[pipe.ranks[0]]["schedule"]
+                if not self.on_generation_ready(t_ready):
+                    return STOPPED
+                going = True
+            if going:
+                while self.job.committed < self.config.steps:
+                    result = verdict(store, g, self.job.committed)
+                    if result is None:
+                        break
+                    self.record_commit(g, self.job.committed, d)
+                    if result == STOP and self.job.committed < self.config.steps:
+                        return STOPPED
+                    self.at_boundary()
+                if self.job.committed >= self.config.steps and store.check([keys.done_key(g, r) for r in world]):
+                    return FINISHED
+            time.sleep(POLL_S)
+
+    def on_generation_ready(self, t_ready_wall: float) -> bool:
+        """Every rank holds its layers: tell the policy the pause is over; go or stop."""
+        out, g = self.outcome, self.job.gen
+        kind = RECONFIGURING if self.job.directive.kind not in (START, RESTART) else RESTARTING
+        newly, self.job.pending_ready = tuple(self.job.pending_ready), []
+        decision = self.decide(PauseEnded(kind, newly), kind)
+        if g == 0 or out.ready_s is None:
+            out.ready_s = t_ready_wall - out.t0_wall
+            out.event("training_started", schedules=dict(out.schedules))
+            self.schedule.start(t_ready_wall)
+        else:
+            out.event("generation_ready", generation=g, schedules=dict(out.schedules))
+        if decision.disruptive:
+            self.job.pending_decision = decision
+            self.store.set(keys.go_key(g), "stop")
+            return False
+        self.store.set(keys.go_key(g), "run")
+        self.row(RUNNING, t_ready_wall - out.t0_wall)
+        return True
+
+    def record_commit(self, g: int, step: int, d: Directive) -> None:
+        """Step `step` of generation g is committed: its end time and global loss."""
+        out, store = self.outcome, self.store
+        reports = [rv.get_json(store, keys.step_key(g, step, r)) for r in range(d.layout.world_size)]
+        t_end = max(r["t"] for r in reports) - out.t0_wall
+        total = sum(r["loss_sum"] for r in reports if r["loss_sum"] is not None)
+        del out.step_end_s[step:], out.losses[step:]
+        out.step_end_s.append(t_end)
+        out.losses.append(total / d.layout.num_microbatches)
+        self.job.committed = step + 1
+        self.row(RUNNING, t_end)
+        self.flow.on_commit(step, t_end)
+
+    def at_boundary(self) -> None:
+        """An iteration just ended: scheduled joins, and new nodes offered to the policy."""
+        self.schedule.at_step(self.job.committed)
+        if self.job.pending_ready and self.job.pending_decision is None:
+            nodes = tuple(n for n in self.job.pending_ready if n in self.members.ready_nodes())
+            self.job.pending_ready = []
+            if nodes:
+                decision = self.decide(NodesReady(nodes), RUNNING)
+                if decision.disruptive:
+                    self.job.pending_decision = decision
+                    self.store.set(keys.stop_request_key(self.job.gen), "1")
+
+    def close(self) -> None:
+        """Drop the store (workers still connected see it vanish and exit)."""
+        self.store = None

@@ -1,0 +1,68 @@
+"""What a real run did, as the coordinator records it (times: seconds since it started).
+
+`RunOutcome` collects the committed iterations (their end times and global losses; a
+restart from a checkpoint truncates them to the checkpoint's step), the generations
+published, the recoveries (`recovery.Recovery`), counters, the timeline rows and the
+events; `results` turns it into the shared run record.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from planner.records import EventRecord, TimelineRow
+
+from ..config import RunConfig
+from ..protocol.layout import Layout
+from .recovery import Recovery
+
+
+def headline(traceback_text: str) -> str:
+    """'worker 3 (node1 gpu 0, pid 42): RuntimeError: ...' from a reported traceback."""
+    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+    first = lines[0].rstrip(":") if lines else "a worker"
+    return f"{first}: {lines[-1].strip()}" if len(lines) > 1 else first
+
+
+class JobFailed(RuntimeError):
+    """The job cannot go on (a fatal worker error, no nodes left, nothing registered)."""
+
+
+@dataclass
+class RunOutcome:
+    config: RunConfig
+    t0_wall: float
+    status: str = "running"
+    reason: str = ""
+    plan: Any = None  # the plan of the last generation published
+    initial_plan: Any = None
+    layout: Layout | None = None
+    workers: list = field(default_factory=list)
+    planned_s: float | None = None
+    ready_s: float | None = None  # training first started
+    step_end_s: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    schedules: dict[int, str] = field(default_factory=dict)
+    end_s: float | None = None
+    events: list[EventRecord] = field(default_factory=list)
+    rows: list[TimelineRow] = field(default_factory=list)
+    recoveries: list[Recovery] = field(default_factory=list)
+    generations: int = 0
+    reconfigurations: int = 0
+    restarts: int = 0
+    checkpoints: int = 0
+    failures_survived: int = 0
+    lost_iterations: int = 0
+    injections_fired: list[int] = field(default_factory=list)
+    listener: Callable[[EventRecord], None] | None = None
+
+    def now_s(self) -> float:
+        return time.time() - self.t0_wall
+
+    def event(self, kind: str, **detail) -> None:
+        record = EventRecord(self.now_s(), kind, detail)
+        self.events.append(record)
+        if self.listener is not None:
+            self.listener(record)

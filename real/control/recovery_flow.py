@@ -1,0 +1,450 @@
+"""What the coordinator does between two generations: after a failure, after a planned stop.
+
+After a failure (`after_failure`):
+
+1. Wait a moment for failures that came together, fence every dead or hung worker
+   (SIGKILL; a frozen process keeps its sockets open until then) and the rest of its node.
+2. Abort the generation: `go` = "abort" if it had not started, and the first step
+   without a verdict gets "abort" (`commit.resolve`), which gives the resume step R.
+3. Collect every survivor's report (it tore down and holds its layers ready for R). A
+   survivor that does not report within the teardown timeout cannot tear down cleanly:
+   it is fenced and replaced by a fresh process (local launcher), which will receive
+   its layers from replicas; without a launcher its node counts as lost.
+4. Ask the policy (`NodesRemoved`) and carry out its decision (`execute`): a live
+   reconfiguration (copies planned from what the survivors really hold), a restart from
+   the last checkpoint (Oobleck when a layer lost every replica; Varuna always, after
+   saving the survivors' state when every stage still has a replica, and after stopping
+   every process), or waiting for nodes.
+
+A planned stop (a join the policy accepted) goes through steps 3 and 4 without a
+failure. Failures during any of this are handled the same way: the recovery in progress
+goes on (and counts the extra failure), from what the survivors then hold.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Protocol
+
+import torch.distributed as dist
+
+from planner.planner import Planner
+from planner.policies import (
+    Checkpoint,
+    CopyLayers,
+    Decision,
+    Event,
+    NodesReady,
+    NodesRemoved,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+)
+from planner.records import RUNNING, WAITING
+
+from ..config import RunConfig
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.commit import resolve
+from ..protocol.directive import RECONFIGURE, RESTART, START, Directive
+from ..protocol.failures import Injection
+from ..protocol.manifest import Manifest
+from ..protocol.sources import CHECKPOINT, INIT, uniform_sources
+from ..state.checkpoint import write_manifest
+from ..state.transfers import Holding, LostLayers, plan_sources
+from .job import JobState
+from .membership import Membership
+from .outcome import JobFailed, RunOutcome, headline
+from .recovery import RESTART as RESTART_KIND
+from .recovery import Recovery
+from .schedule import EventSchedule
+
+SETTLE_S = 0.1  # after the first sign of a failure, wait this long for others that came with it
+POLL_S = 0.005
+
+
+class JobControl(Protocol):
+    """What the flow uses of its coordinator: the job's fixed pieces, its live views of the
+    workers and the schedule, and the coordinator's own steps (one watch round, asking the
+    policy, publishing a generation, recording a commit, a timeline row)."""
+
+    config: RunConfig
+    planner: Planner
+    store: dist.Store
+    outcome: RunOutcome
+    members: Membership
+    schedule: EventSchedule
+    injections: tuple[Injection, ...]
+
+    def tick(self) -> None: ...
+    def decide(self, event: Event, job_state: str) -> Decision: ...
+    def publish(self, plan: Any, kind: str, resume_step: int, sources_for: Callable, manifest: Manifest | None = None) -> None: ...
+    def record_commit(self, g: int, step: int, d: Directive) -> None: ...
+    def row(self, state: str, time_s: float | None = None) -> None: ...
+
+
+class NodesLost(RuntimeError):
+    """Nodes a decision relies on died before its generation could be published."""
+
+
+class RecoveryFlow:
+    """What happens between two generations, on the coordinator's `JobState` (`job`) and
+    through its store, membership, policy and publishing (`control`, a `JobControl`)."""
+
+    def __init__(self, job: JobState, control: "JobControl"):
+        self.job = job
+        self.c = control
+
+    def mark_phase(self, phase: str, t_wall: float | None = None) -> None:
+        if self.job.recovery is not None:
+            self.job.recovery.enter(phase, (time.time() if t_wall is None else t_wall) - self.c.outcome.t0_wall)
+
+    def on_commit(self, step: int, t_end_s: float) -> None:
+        rec = self.job.recovery
+        if rec is not None and rec.until_step is not None and step >= rec.until_step:
+            rec.finish(t_end_s)
+            self.c.outcome.recoveries.append(rec)
+            self.c.outcome.event("recovered", **{k: v for k, v in rec.to_dict().items() if k != "kind"}, how=rec.kind)
+            self.job.recovery = None
+        every, ready = self.c.config.checkpoint_every, step + 1
+        if every and ready % every == 0 and ready < self.c.config.steps and self.c.config.checkpoint_dir:
+            if ready not in self.job.ckpt_pending:
+                self.job.ckpt_pending.append(ready)
+
+    def checkpoints_tick(self) -> None:
+        layers = range(self.c.planner.profile.num_layers)
+        for step in sorted(self.job.ckpt_pending, reverse=True):
+            if step <= self.job.committed and self.c.store.check([keys.layer_key(step, l) for l in layers]):
+                self._write_manifest(step)
+                break
+
+    def _write_manifest(self, step: int) -> bool:
+        try:
+            manifest = write_manifest(self.c.config.checkpoint_dir, step, self.c.planner.profile.num_layers)
+        except OSError as exc:  # e.g. workers on other machines wrote to their own disks
+            self.c.outcome.event("checkpoint_unusable", step=step, reason=str(exc))
+            self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k > step]
+            return False
+        self.job.manifest = manifest
+        self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k > step]
+        self.c.outcome.checkpoints += 1
+        self.c.outcome.event("checkpoint", step=step, directory=self.c.config.checkpoint_dir)
+        return True
+
+    def _failure_time(self, t_detect: float) -> float:
+        """The earliest failure behind this detection: an injected victim's own stamp, a
+        coordinator-driven kill, else the detection itself."""
+        times = self.c.schedule.take_failure_times()
+        fired = set(self.c.outcome.injections_fired)
+        for item in self.c.injections:
+            if item.by_worker and item.index not in fired and self.c.store.check([keys.fired_key(item.index)]):
+                self.c.outcome.injections_fired.append(item.index)
+                times.append(float(self.c.store.get(keys.fired_key(item.index)).decode()))
+        return min(times) if times else t_detect
+
+    # -- a failure ---------------------------------------------------------------------
+    def after_failure(self) -> bool:
+        """Handle a failure in the current generation; True when the job is complete."""
+        out, store, g, d = self.c.outcome, self.c.store, self.job.gen, self.job.directive
+        t_detect = self.job.failure_detected_s
+        time.sleep(SETTLE_S)
+        self.c.tick()
+        if self.job.recovery is None:
+            self.job.recovery = Recovery(len(out.recoveries), self._failure_time(t_detect) - out.t0_wall)
+        else:
+            self.job.recovery.failures += 1
+            self._failure_time(t_detect)
+        self.mark_phase("rebuild", max(t_detect, out.t0_wall + self.job.recovery.t_fail_s))
+        store.compare_set(keys.go_key(g), "", "abort")
+        resume = resolve(store, g, self.job.committed, self.c.config.steps)
+        while self.job.committed < resume:
+            self.c.record_commit(g, self.job.committed, d)
+        store.set(keys.resume_key(g), str(resume))
+        reports, unclean = self.collect(g, d)
+        if not self.job.removed and not unclean:
+            faults = [store.get(keys.fault_key(g, r)).decode() for r in range(d.layout.world_size) if store.check([keys.fault_key(g, r)])]
+            for text in faults:
+                out.event("worker_error", traceback=text)
+            raise JobFailed("; ".join(headline(t) for t in faults[:3]) or f"generation {g} failed without a lost worker")
+        self._update_holdings(d, reports)
+        if resume >= self.c.config.steps:
+            out.event("failure_after_last_step", generation=g)
+            self.job.recovery = None
+            return True
+        rec = self.job.recovery
+        if rec.until_step is None:
+            rec.until_step = resume
+        rec.nodes.extend(n for n in self.job.removed if n not in rec.nodes)
+        self._replace(d, unclean)
+        self.decide_and_execute(resume)
+        return False
+
+    def collect(self, g: int, d: Directive) -> tuple[dict[int, dict], set[int]]:
+        """Reports of the generation's live ranks; ranks silent past the teardown timeout
+        are fenced and returned as unclean."""
+        members, store = self.c.members, self.c.store
+        expect = {r for r, w in enumerate(d.workers) if members.workers[w].alive}
+        reports: dict[int, dict] = {}
+        deadline = time.time() + self.c.config.teardown_timeout_s
+        while True:
+            for r in sorted(expect - reports.keys()):
+                if store.check([keys.left_key(g, r)]):
+                    reports[r] = rv.get_json(store, keys.left_key(g, r))
+            if expect <= reports.keys() or time.time() > deadline:
+                break
+            self.c.tick()
+            expect = {r for r in expect if members.workers[d.workers[r]].alive}
+            time.sleep(POLL_S)
+        for r in sorted(reports):
+            if store.check([keys.fault_key(g, r)]):
+                self.c.outcome.event("fault", generation=g, rank=r, error=headline(store.get(keys.fault_key(g, r)).decode()),
+                                   after_s=round(reports[r]["t_fault"] - self.job.failure_detected_s, 3) if reports[r].get("t_fault") else None,
+                                   left_after_s=round(reports[r]["t"] - self.job.failure_detected_s, 3), timing=reports[r].get("timing"))
+        unclean = expect - reports.keys()
+        for r in sorted(unclean):
+            wid = d.workers[r]
+            members.fence(wid, f"rank {r} did not tear down within {self.c.config.teardown_timeout_s:.0f} s")
+            self.c.outcome.event("worker_unclean", worker=wid, rank=r, generation=g)
+        self.mark_phase("planning")
+        return reports, unclean
+
+    def _update_holdings(self, d: Directive, reports: dict[int, dict]) -> None:
+        for r, rep in reports.items():
+            wid = int(rep["worker"])
+            self.job.holdings[wid] = Holding(wid, d.layout.stages[r].node, int(rep["step"]), tuple(rep["layers"]))
+        for wid in list(self.job.holdings):
+            if not self.c.members.workers[wid].alive:
+                del self.job.holdings[wid]
+
+    def _replace(self, d: Directive, unclean: set[int]) -> None:
+        """Fresh processes for workers that could not tear down (their node stays: the
+        policy is asked once they have registered, and their layers come from replicas)."""
+        replaced = []
+        for r in sorted(unclean):
+            stage, wid = d.layout.stages[r], d.workers[r]
+            processes = self.c.members.processes
+            if processes is not None and self.c.config.respawn:
+                self.mark_phase("respawn")
+                processes.spawn(stage.node, stage.gpu)
+                replaced.append(stage.node)
+                self.c.outcome.event("worker_replaced", node=stage.node, gpu=stage.gpu, worker=wid)
+            else:
+                for other in self.c.members.live_workers(stage.node):
+                    self.c.members.fence(other, f"node {stage.node} lost an unclean worker")
+                if stage.node not in self.job.removed:
+                    self.job.removed.append(stage.node)
+        if replaced:
+            try:
+                self.await_nodes(replaced)
+            except NodesLost:
+                pass  # the policy hears of them with the other removals
+            self.job.pending_ready = [n for n in self.job.pending_ready if n not in replaced]
+            self.mark_phase("planning")
+
+    def decide_and_execute(self, resume: int) -> None:
+        while True:
+            removed, self.job.removed = self.job.removed, []
+            self.mark_phase("planning")
+            working = set(self.c.outcome.plan.nodes) if self.c.outcome.plan is not None else set()
+            if removed:
+                decision = self.c.decide(NodesRemoved(tuple(removed)), RUNNING)
+                if any(isinstance(a, Reinstantiate) for a in decision.actions):
+                    self.c.outcome.failures_survived += len(working & set(removed))
+            else:
+                decision = self.job.decision
+            try:
+                self.execute(decision, resume, same_plan=not removed)
+                return
+            except NodesLost as exc:
+                self.c.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+                if self.job.recovery is not None:  # the loss belongs to the recovery under way
+                    self.job.recovery.failures += 1
+                    self.job.recovery.nodes.extend(n for n in self.job.removed if n not in self.job.recovery.nodes)
+                    self._failure_time(time.time())  # consume its kill time, or the next recovery would start there
+
+    # -- a planned stop --------------------------------------------------------------------
+    def after_stop(self) -> None:
+        g, d = self.job.gen, self.job.directive
+        resume = self.job.committed
+        reports, unclean = self.collect(g, d)
+        self._update_holdings(d, reports)
+        decision, self.job.pending_decision = self.job.pending_decision, None
+        if unclean or self.job.removed or decision is None:
+            self.job.failure_detected_s = time.time()
+            if self.job.recovery is None:
+                self.job.recovery = Recovery(len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall)
+                self.job.recovery.until_step = resume
+            self.mark_phase("planning")
+            self._replace(d, unclean)
+            self.decide_and_execute(resume)
+            return
+        self.c.outcome.event("planned_stop", generation=g, step=resume)
+        try:
+            self.execute(decision, resume)
+        except NodesLost as exc:  # a node the new plan needs died meanwhile: a failure after all
+            self.c.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
+            self.job.failure_detected_s = time.time()
+            self.job.recovery = Recovery(len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall)
+            self.job.recovery.until_step = resume
+            self.decide_and_execute(resume)
+
+    # -- carrying out a decision ---------------------------------------------------------------
+    def execute(self, decision: Decision, resume: int, *, same_plan: bool = False) -> None:
+        kinds = {type(a) for a in decision.actions}
+        while decision.plan is None:
+            if Checkpoint in kinds:
+                self.save_now(resume)
+            if decision.rolls_back:
+                resume = self.rollback()
+            decision = self.wait_for_nodes()
+            kinds = {type(a) for a in decision.actions}
+        plan = decision.plan
+        self.await_nodes(plan.nodes)
+        if self.job.gen < 0:
+            self.c.publish(plan, START, 0, lambda layout, workers: uniform_sources(layout, INIT))
+        elif kinds & {Restart, RestartFromCheckpoint, Start} and not same_plan:
+            saved = Checkpoint in kinds and self.save_now(resume)
+            if not (Restart in kinds and saved):
+                resume = self.rollback()
+            if self.c.config.policy == "varuna":
+                self.restart_processes(plan)
+            self._publish_restart(plan, resume)
+        elif Reinstantiate in kinds or same_plan:
+            copies = [(c.dst_node, c.src_node, c.layers) for a in decision.actions if isinstance(a, CopyLayers) for c in a.copies]
+            try:
+                self.c.publish(plan, RECONFIGURE, resume, lambda layout, workers: plan_sources(layout, workers, self.job.holdings, resume, copies))
+                self.c.outcome.reconfigurations += 1
+            except LostLayers as exc:
+                self.c.outcome.event("live_recovery_impossible", reason=str(exc))
+                self._publish_restart(plan, self.rollback())
+        else:
+            raise JobFailed(f"cannot carry out {[type(a).__name__ for a in decision.actions]}")
+        self.job.pending_ready = [n for n in self.job.pending_ready if n not in set(plan.nodes)]
+        self.mark_phase("rebuild")
+
+    def _publish_restart(self, plan, resume: int) -> None:
+        if resume == 0 and (self.job.manifest is None or self.job.manifest.step != 0):
+            self.c.publish(plan, RESTART, 0, lambda layout, workers: uniform_sources(layout, INIT))
+        else:
+            self.c.publish(plan, RESTART, resume, lambda layout, workers: uniform_sources(layout, CHECKPOINT), self.job.manifest)
+        self.c.outcome.restarts += 1
+        if self.job.recovery is not None:
+            self.job.recovery.kind = RESTART_KIND
+
+    def rollback(self) -> int:
+        """Committed progress back to the last checkpoint (the start when there is none)."""
+        out = self.c.outcome
+        step = self.job.manifest.step if self.job.manifest is not None else 0
+        if step < self.job.committed:
+            lost = self.job.committed - step
+            out.lost_iterations += lost
+            del out.step_end_s[step:], out.losses[step:]
+            out.event("rollback", to_step=step, iterations_undone=lost)
+            self.job.committed = step
+        self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k <= step]
+        self.job.holdings.clear()
+        return step
+
+    def save_now(self, step: int) -> bool:
+        """Varuna's checkpoint after a failure or before a morph: every layer written by a
+        live worker that holds it ready for `step`. False if impossible."""
+        self.mark_phase("checkpoint")
+        writers: dict[str, list[int]] = {}
+        for layer in range(self.c.planner.profile.num_layers):
+            holder = next((h.worker_id for h in sorted(self.job.holdings.values(), key=lambda h: h.worker_id)
+                           if h.step == step and layer in h.layers and self.c.members.workers[h.worker_id].alive), None)
+            if holder is None:
+                self.c.outcome.event("checkpoint_impossible", step=step, layer=layer)
+                return False
+            writers.setdefault(str(holder), []).append(layer)
+        rv.publish_order(self.c.store, {"kind": "save", "step": step, "writers": writers})
+        written = [keys.layer_key(step, l) for l in range(self.c.planner.profile.num_layers)]
+        deadline = time.time() + self.c.config.teardown_timeout_s
+        while not self.c.store.check(written):
+            self.c.tick()
+            if self.job.removed or time.time() > deadline:
+                self.c.outcome.event("checkpoint_failed", step=step)
+                return False
+            time.sleep(POLL_S)
+        return self._write_manifest(step)
+
+    def restart_processes(self, plan) -> None:
+        """Varuna's "stop everything": kill every worker, start fresh ones on every live node."""
+        processes = self.c.members.processes
+        if processes is None or not self.c.config.respawn:
+            return  # without a launcher the workers reload in place
+        self.mark_phase("respawn")
+        nodes = self.c.members.ready_nodes()
+        for wid in self.c.members.live_workers():
+            self.c.members.fence(wid, "restart: stop everything")
+        deadline = time.time() + 10.0
+        while any(processes.pids_of(n) for n in nodes) and time.time() < deadline:
+            time.sleep(POLL_S)
+        for node in nodes:
+            for gpu in range(self.c.config.gpus_per_node):
+                processes.spawn(node, gpu)
+        self.job.holdings.clear()
+        self.c.outcome.event("processes_restarted", nodes=nodes)
+        lost = None
+        while True:  # a node lost while starting: let the others finish starting first, so
+            try:    # the policy re-plans with every node left, not with the first to register
+                self.await_nodes([n for n in plan.nodes if n not in self.job.removed])
+                break
+            except NodesLost as exc:
+                lost = exc
+        if lost is not None:
+            raise lost
+
+    def await_nodes(self, nodes) -> None:
+        """Until every node of `nodes` has a complete set of live workers."""
+        deadline = time.time() + self.c.config.startup_timeout_s
+        while not set(nodes) <= set(self.c.members.ready_nodes()):
+            self.c.tick()
+            self._failed_starts(nodes)
+            lost = [n for n in self.job.removed if n in set(nodes)]
+            if lost:
+                raise NodesLost(f"nodes {lost} died while the job prepared to use them")
+            if time.time() > deadline:
+                missing = sorted(set(nodes) - set(self.c.members.ready_nodes()))
+                raise JobFailed(f"nodes {missing} did not register within {self.c.config.startup_timeout_s:.0f} s")
+            time.sleep(POLL_S * 4)
+
+    def _failed_starts(self, nodes) -> None:
+        """Awaited nodes whose processes died before all of them registered (a trace's
+        removal during a restart kills a node's fresh workers): removed, like any lost
+        node, instead of awaited until the start-up timeout."""
+        processes = self.c.members.processes
+        if processes is None:
+            return
+        ready = set(self.c.members.ready_nodes())
+        for node in nodes:
+            if node in ready or node in self.job.removed:
+                continue
+            if len(processes.pids_of(node)) < self.c.config.gpus_per_node:
+                self.c.outcome.event("node_start_failed", node=node, reason="a worker process exited before its node was complete")
+                for wid in self.c.members.live_workers(node):
+                    self.c.members.fence(wid, f"node {node} lost a worker while starting")
+                self.job.removed.append(node)
+
+    def wait_for_nodes(self) -> Decision:
+        """Too few nodes: wait for arrivals until the policy has a plan."""
+        self.c.row(WAITING)
+        self.c.outcome.event("waiting_for_nodes", ready=self.c.members.ready_nodes())
+        deadline = time.time() + self.c.config.wait_for_nodes_s
+        while True:
+            self.c.tick()
+            if self.job.removed:
+                removed, self.job.removed = self.job.removed, []
+                decision = self.c.decide(NodesRemoved(tuple(removed)), WAITING)
+                if decision.plan is not None:
+                    return decision
+            if self.job.pending_ready:
+                nodes, self.job.pending_ready = tuple(self.job.pending_ready), []
+                decision = self.c.decide(NodesReady(nodes), WAITING)
+                if decision.plan is not None:
+                    return decision
+            if time.time() > deadline:
+                why = "; ".join(getattr(a, "reason", "") for a in self.job.decision.actions if getattr(a, "reason", ""))
+                raise JobFailed(f"waited {self.c.config.wait_for_nodes_s:.0f} s for nodes ({why or 'too few nodes'})")
+            time.sleep(POLL_S * 4)

@@ -1,0 +1,93 @@
+"""Failures and joins the coordinator carries out itself: trace events and timed injections.
+
+Times count from the start of training (generation 0's go). A trace `remove` and a timed
+`crash` SIGKILL the node's processes; a timed `hang` SIGSTOPs one worker (only its
+heartbeat deadline reveals it); a trace `add` and a `join` (timed, or at a step
+boundary) start a fresh worker set for the node through the local launcher. Step-based
+crashes and hangs are not here: the victims carry them out (`probe`).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..protocol.failures import Injection
+from .membership import Membership, ProcessControl
+from .outcome import RunOutcome
+from .trace_replay import TraceSchedule
+
+
+@dataclass(frozen=True)
+class Timed:
+    t_s: float
+    kind: str  # crash | hang | join (trace: remove -> crash, add -> join)
+    node: str
+    gpu: int
+    label: str
+
+
+class EventSchedule:
+    """The job's timed failures and joins, carried out on `members` and `processes`."""
+
+    def __init__(self, trace: TraceSchedule | None, injections: Sequence[Injection], members: Membership,
+                 outcome: RunOutcome, gpus_per_node: int, processes: ProcessControl | None):
+        self.members, self.outcome, self.gpus_per_node = members, outcome, gpus_per_node
+        self.processes = processes
+        timed = []
+        if trace is not None:
+            for e in trace.events:
+                timed.append(Timed(e.time_s, "crash" if e.kind == "remove" else "join", e.node, 0, f"trace {e.kind} {e.node} at {e.time_s:g} s"))
+        for item in injections:
+            if item.at_s is not None:
+                timed.append(Timed(item.at_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}"))
+        self.timed = sorted(timed, key=lambda t: t.t_s)
+        self.step_joins = sorted((i.step, i.node, i.describe()) for i in injections if i.kind == "join" and i.step is not None)
+        self.t0_wall: float | None = None
+        self.failure_times: list[float] = []
+
+    def start(self, t0_wall: float) -> None:
+        if self.t0_wall is None:
+            self.t0_wall = t0_wall
+
+    def due(self, now: float) -> None:
+        while self.timed and self.t0_wall is not None and self.t0_wall + self.timed[0].t_s <= now:
+            self._apply(self.timed.pop(0))
+
+    def at_step(self, committed: int) -> None:
+        while self.step_joins and self.step_joins[0][0] <= committed:
+            _, node, label = self.step_joins.pop(0)
+            self._join(node, f"--inject {label}")
+
+    def take_failure_times(self) -> list[float]:
+        times, self.failure_times = self.failure_times, []
+        return times
+
+    # -- actions -----------------------------------------------------------------------------
+    def _apply(self, item: Timed) -> None:
+        if item.kind == "join":
+            self._join(item.node, item.label)
+        elif item.kind == "crash":
+            pids = self.processes.pids_of(item.node) if self.processes else []
+            for pid in pids:
+                self.processes.signal(pid, signal.SIGKILL)
+            self._done(item, bool(pids))
+        else:
+            wid = self.members.worker_for(item.node, item.gpu)
+            ok = wid is not None and self.members.kill(wid, signal.SIGSTOP)
+            self._done(item, ok)
+
+    def _done(self, item: Timed, hit: bool) -> None:
+        if hit:
+            self.failure_times.append(time.time())
+        self.outcome.event("injected", what=item.label, applied=hit)
+
+    def _join(self, node: str, label: str) -> None:
+        if self.processes is None or (self.processes.pids_of(node)):
+            self.outcome.event("injected", what=label, applied=False, why="the node still has processes")
+            return
+        for gpu in range(self.gpus_per_node):
+            self.processes.spawn(node, gpu)
+        self.outcome.event("injected", what=label, applied=True)

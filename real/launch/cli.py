@@ -1,0 +1,343 @@
+"""`ooblab run | coordinator | node | worker | profile`: the real backend's commands.
+
+- `run`: a whole job on this machine (this process coordinates, workers are spawned).
+- `coordinator`, `node`, `worker`: the same job across machines: one coordinator, then on
+  every machine a per-node launcher (`node`, or torchrun running `worker`) whose workers
+  connect to the coordinator's address.
+- `profile`: measure tiny-gpt layer by layer and write the planner's profile format.
+
+torch is imported inside the handlers only, so `ooblab plan` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+from ..config import (
+    COMPUTE_MODES,
+    DEVICES,
+    DTYPES,
+    POLICIES,
+    TINY_GPT,
+    ConfigError,
+    RunConfig,
+    TinyGptSpec,
+)
+
+_DEFAULTS = RunConfig()
+_TINY = TinyGptSpec()
+
+
+def register(subparsers) -> None:
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    run = subparsers.add_parser(
+        "run",
+        help="train on this machine: a coordinator and one worker process per (emulated) GPU",
+        description="Plan with the planner, spawn the coordinator and N x G workers here, train K steps, "
+        "write results/real/<run-id>/{config,summary}.json, timeline.csv, events.jsonl.",
+        formatter_class=fmt,
+    )
+    add_job_arguments(run)
+    run.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.set_defaults(handler=handle_run)
+
+    coord = subparsers.add_parser(
+        "coordinator",
+        help="host a job's coordinator for workers on other machines",
+        description="Host the store (port 0 unless --port), print HOST:PORT, wait for nodes x GPUs workers "
+        "(`ooblab node` or torchrun + `ooblab worker`), plan, watch, write results.",
+        formatter_class=fmt,
+    )
+    add_job_arguments(coord)
+    coord.add_argument("--host", default="0.0.0.0", help="interface to listen on")
+    coord.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
+    coord.add_argument("--advertise", default=None, help="host name workers use (default: this host's name)")
+    coord.add_argument("--address-file", default=None, help="also write HOST:PORT to this file")
+    coord.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
+    coord.add_argument("--json", action="store_true", help="print the summary as JSON")
+    coord.set_defaults(handler=handle_coordinator)
+
+    node = subparsers.add_parser(
+        "node",
+        help="per-node launcher: start this node's workers against a coordinator",
+        formatter_class=fmt,
+    )
+    node.add_argument("--coordinator", required=True, help="the coordinator's HOST:PORT")
+    node.add_argument("--name", required=True, help="this node's name (unique in the job)")
+    node.add_argument("--gpus", type=int, default=1, help="workers (GPUs) on this node")
+    node.add_argument("--threads", type=int, default=None, help="intra-op threads per worker")
+    node.set_defaults(handler=handle_node)
+
+    worker = subparsers.add_parser(
+        "worker",
+        help="one worker (e.g. under torchrun --max-restarts=0); connects to a coordinator",
+        formatter_class=fmt,
+    )
+    worker.add_argument("--coordinator", required=True, help="the coordinator's HOST:PORT")
+    worker.add_argument("--name", required=True, help="this node's name (unique in the job)")
+    worker.add_argument("--gpu", type=int, default=None, help="GPU index on the node (default: $LOCAL_RANK, else 0)")
+    worker.add_argument("--threads", type=int, default=None, help="intra-op threads")
+    worker.set_defaults(handler=handle_worker)
+
+    prof = subparsers.add_parser(
+        "profile",
+        help="measure a model layer by layer and write the planner's profile format",
+        description="Per-layer forward/backward time, parameter, optimizer and activation bytes, and "
+        "gradient all-reduce time versus participants, written as an Oobleck-format profile directory.",
+        formatter_class=fmt,
+    )
+    prof.add_argument("--model", default=TINY_GPT, help=f"model to measure (built-in: {TINY_GPT})")
+    add_tiny_arguments(prof)
+    prof.add_argument("--microbatch", type=int, default=1, help="samples per microbatch")
+    prof.add_argument("--dtype", default="float32", choices=DTYPES)
+    prof.add_argument("--device", default="auto", choices=DEVICES)
+    prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (median)")
+    prof.add_argument("--warmup", type=int, default=2, help="untimed repetitions first")
+    prof.add_argument("--max-participants", type=int, default=4, help="all-reduce measured for 2..this many processes (1: skip)")
+    prof.add_argument("--threads", type=int, default=1, help="intra-op threads (match the workers')")
+    prof.add_argument("--out", required=True, help="profile directory to write")
+    prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
+    prof.set_defaults(handler=handle_profile)
+
+
+def add_tiny_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tiny-gpt size")
+    group.add_argument("--blocks", type=int, default=_TINY.blocks, help="transformer blocks (layers = blocks + 2)")
+    group.add_argument("--hidden", type=int, default=_TINY.hidden, help="hidden size")
+    group.add_argument("--heads", type=int, default=_TINY.heads, help="attention heads")
+    group.add_argument("--seq-len", type=int, default=_TINY.seq_len, help="tokens per sample")
+    group.add_argument("--vocab", type=int, default=_TINY.vocab, help="vocabulary size")
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    d = _DEFAULTS
+    parser.add_argument("--nodes", type=int, default=d.nodes, help="nodes N")
+    parser.add_argument("--gpus-per-node", type=int, default=d.gpus_per_node, help="GPUs per node g (one worker each)")
+    parser.add_argument("--f", type=int, default=d.fault_tolerance, help="failures to tolerate (>= f + 1 pipelines)")
+    parser.add_argument("--model", default=d.model, help=f"{TINY_GPT}, or for --compute emulated a built-in analytic model or a profile directory")
+    parser.add_argument("--compute", default=d.compute, choices=COMPUTE_MODES, help="real: train tiny-gpt; emulated: layers sleep their profiled times")
+    parser.add_argument("--steps", type=int, default=d.steps, help="training iterations K")
+    parser.add_argument("--global-batch", type=int, default=d.global_batch, help="samples per iteration")
+    parser.add_argument("--microbatch", type=int, default=d.microbatch_size, help="samples per microbatch")
+    parser.add_argument("--pipelines", default=None, help="force the grouping, e.g. 3,4 (node counts of the pipelines)")
+    parser.add_argument("--profile", default=None, help="measured tiny-gpt profile directory (`ooblab profile`); default: analytic estimate")
+    parser.add_argument("--gpu", default=None, help="planner GPU type for memory/links (default: a CPU device for tiny-gpt, v100-16gb otherwise)")
+    parser.add_argument("--gpu-memory-gb", type=float, default=d.gpu_memory_gb, help="memory of the CPU device the planner assumes")
+    parser.add_argument("--inter-node-gbps", type=float, default=None, help="network bandwidth the planner assumes")
+    parser.add_argument("--dtype", default=d.dtype, choices=DTYPES, help="training dtype (real compute)")
+    parser.add_argument("--seed", type=int, default=d.seed, help="seed of weights and data")
+    parser.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate")
+    parser.add_argument("--timeout", type=float, default=d.timeout_s, help="process-group timeout, seconds")
+    parser.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, help="seconds without a heartbeat before a worker counts as lost")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / local workers)")
+    parser.add_argument("--device", default=d.device, choices=DEVICES, help="auto: CUDA + NCCL when available (real compute), else CPU + gloo")
+    parser.add_argument("--save-params", default=None, help="directory where every rank saves its final layers")
+    failures = parser.add_argument_group("failures, joins and checkpoints")
+    failures.add_argument("--policy", default=d.policy, choices=POLICIES,
+                          help="oobleck: live reconfiguration from in-memory replicas; varuna: checkpoint, stop everything, restart")
+    failures.add_argument("--inject", default=None, metavar="STEP:WORKER:KIND[:POINT],...",
+                          help="failures and joins: STEP (e.g. 3) or TIME (e.g. 2.5s after training starts), WORKER (node2 or node2/1), "
+                          "KIND crash|hang|join, POINT forward|backward|allreduce|optimizer|reconfigure (step-based crashes and hangs)")
+    failures.add_argument("--trace", default=None, help="replay a trace (file or generator spec): node names become workers; removes kill, adds start")
+    failures.add_argument("--time-scale", type=float, default=d.time_scale, help="replay the trace this many times faster")
+    failures.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="checkpoint every K steps, asynchronously (0: never)")
+    failures.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)")
+    failures.add_argument("--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats")
+    failures.add_argument("--wait-for-nodes", type=float, default=d.wait_for_nodes_s, help="seconds to wait for nodes when too few are left, then fail")
+    failures.add_argument("--join-horizon", type=float, default=d.join_horizon_s, help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds")
+    failures.add_argument("--no-respawn", action="store_true", help="never start replacement worker processes (a worker that cannot tear down costs its node)")
+    add_tiny_arguments(parser)
+
+
+def config_from_args(args) -> RunConfig:
+    pipelines = None
+    if args.pipelines:
+        try:
+            pipelines = tuple(int(x) for x in args.pipelines.split(","))
+        except ValueError:
+            raise ConfigError(f"--pipelines must be comma-separated node counts, got {args.pipelines!r}") from None
+    return RunConfig(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        fault_tolerance=args.f,
+        model=args.model,
+        tiny=TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks),
+        compute=args.compute,
+        steps=args.steps,
+        global_batch=args.global_batch,
+        microbatch_size=args.microbatch,
+        pipelines=pipelines,
+        profile_dir=args.profile,
+        gpu=args.gpu,
+        gpu_memory_gb=args.gpu_memory_gb,
+        inter_node_gbps=args.inter_node_gbps,
+        dtype=args.dtype,
+        seed=args.seed,
+        lr=args.lr,
+        timeout_s=args.timeout,
+        heartbeat_interval_s=args.heartbeat_interval,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        threads_per_worker=args.threads,
+        device=args.device,
+        save_params_dir=args.save_params,
+        policy=args.policy,
+        inject=args.inject,
+        trace=args.trace,
+        time_scale=args.time_scale,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=args.checkpoint_dir,
+        wait_for_nodes_s=args.wait_for_nodes,
+        join_horizon_s=args.join_horizon,
+        respawn=not args.no_respawn,
+    )
+
+
+def _error(command: str, exc: Exception) -> int:
+    print(f"ooblab {command}: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so launchers reap their workers on the way out."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def _report(summary: dict, directory, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({**summary, "run_dir": str(directory)}, indent=2))
+        return
+    plan = summary.get("plan") or {}
+    pipes = ", ".join(f"{p['num_nodes']} nodes x {p['microbatches']} mb" for p in plan.get("pipelines", []))
+    print(f"status {summary['status']}{': ' + summary['reason'] if summary['reason'] else ''}")
+    print(f"plan: {pipes}")
+    losses = summary["losses"]
+    if losses:
+        print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} steps")
+    steady, predicted = summary.get("steady_iteration_s"), summary.get("predicted_iteration_s")
+    print(f"throughput {summary['avg_samples_per_s']:.2f} samples/s"
+          + (f"; iteration {steady:.4f} s measured (steady), {predicted:.4f} s predicted" if steady and predicted else ""))
+    if summary.get("recovery_s") or summary.get("num_restarts"):
+        recoveries = ", ".join(f"{r['kind']} {r['total_s']:.2f} s" for r in summary.get("recoveries", []))
+        print(f"{summary['num_reconfigurations']} reconfiguration(s), {summary['num_restarts']} restart(s); recoveries: {recoveries or 'none'}")
+    print(f"results in {directory}")
+
+
+def _log_event(event) -> None:
+    """One stderr line per coordinator event (progress for people and for tests)."""
+    detail = {k: v for k, v in event.detail.items() if k != "plan"}
+    print(f"[{event.time_s:8.2f} s] {event.kind} {json.dumps(detail, default=str)}", file=sys.stderr, flush=True)
+
+
+def handle_run(args) -> int:
+    try:
+        config = config_from_args(args)
+        from .local import run_local
+
+        _exit_on_sigterm()
+        result = run_local(config, args.out, on_event=_log_event)
+    except (ConfigError, ValueError) as exc:
+        return _error("run", exc)
+    _report(result.summary.to_dict(), result.directory, args.json)
+    return 0 if result.ok else 1
+
+
+def handle_coordinator(args) -> int:
+    try:
+        config = config_from_args(args)
+        from ..control.coordinator import Coordinator
+        from ..control.results import write_results
+        from .local import default_run_dir
+
+        run_dir = args.out or default_run_dir()
+        coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
+        if coordinator.needs_local_processes:
+            raise ConfigError("--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)")
+    except (ConfigError, ValueError) as exc:
+        return _error("coordinator", exc)
+    print(f"coordinator listening on {coordinator.address}", file=sys.stderr, flush=True)
+    if args.address_file:
+        tmp = f"{args.address_file}.tmp"
+        with open(tmp, "w") as handle:
+            handle.write(coordinator.address + "\n")
+        os.replace(tmp, args.address_file)
+    _exit_on_sigterm()
+    outcome = coordinator.run()
+    summary, directory = write_results(outcome, run_dir)
+    _report(summary.to_dict(), directory, args.json)
+    return 0 if outcome.status == "finished" else 1
+
+
+def handle_node(args) -> int:
+    from ..protocol.rendezvous import parse_address
+
+    try:
+        parse_address(args.coordinator)
+        if args.gpus < 1:
+            raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
+    except ValueError as exc:
+        return _error("node", exc)
+    from .local import run_node
+
+    _exit_on_sigterm()
+    return run_node(args.coordinator, args.name, args.gpus, args.threads)
+
+
+def handle_worker(args) -> int:
+    from ..protocol.rendezvous import parse_address
+
+    gpu = args.gpu if args.gpu is not None else int(os.environ.get("LOCAL_RANK", "0"))
+    try:
+        parse_address(args.coordinator)
+    except ValueError as exc:
+        return _error("worker", exc)
+    from ..worker.main import run_worker
+
+    return run_worker(args.coordinator, args.name, gpu, threads=args.threads)
+
+
+def handle_profile(args) -> int:
+    try:
+        if args.model != TINY_GPT:
+            raise ConfigError(f"ooblab profile measures the built-in {TINY_GPT!r}; got {args.model!r}")
+        spec = TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks)
+        from .profiler import ProfilerSettings, profile_tiny_gpt
+
+        settings = ProfilerSettings(
+            microbatch_size=args.microbatch,
+            dtype=args.dtype,
+            device=args.device,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            max_participants=args.max_participants,
+            threads=args.threads,
+        )
+        profile = profile_tiny_gpt(spec, settings)
+        from planner.oobleck_format import write_oobleck_profile
+
+        directory = write_oobleck_profile(profile, args.out)
+    except (ConfigError, ValueError) as exc:
+        return _error("profile", exc)
+    if args.json:
+        print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))
+    else:
+        total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
+        print(f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}")
+    return 0
+
+
+def _layer_json(layer) -> dict:
+    return {
+        "name": layer.name,
+        "forward_s": layer.forward_s,
+        "backward_s": layer.backward_s,
+        "param_bytes": layer.param_bytes,
+        "optimizer_bytes": layer.optimizer_bytes,
+        "activation_bytes": layer.activation_bytes,
+        "output_bytes": layer.output_bytes,
+        "allreduce_across_nodes_s": {str(k): v for k, v in layer.allreduce_across_nodes_s},
+    }

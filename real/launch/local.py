@@ -1,0 +1,197 @@
+"""Launchers: all processes on this machine (`run_local`), or one node's workers (`run_node`).
+
+`run_local` is `ooblab run`: this process is the coordinator; `LocalProcesses` spawns one
+worker per (node, GPU) with the *spawn* start method, lets the coordinator kill, freeze
+and start workers (fencing, failure injection, trace replay, replacements, Varuna's
+restarts), and always reaps them (terminate, then kill) on the way out. Workers also die
+with their launcher (Linux parent-death signal), so a killed launcher leaves nothing
+behind.
+
+`run_node` is the per-node launcher of a multi-machine job (`ooblab node`): it starts this
+node's workers, which connect to a coordinator elsewhere, and kills any of them the
+coordinator fences (a frozen worker cannot exit by itself); torchrun can play the same
+role without the fencing (`torchrun ... --max-restarts 0 -m ooblab.cli worker ...`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from planner.records import EventRecord, RunSummary
+
+from ..config import RunConfig
+from ..control.coordinator import Coordinator
+from ..control.outcome import RunOutcome
+from ..control.results import write_results
+
+PR_SET_PDEATHSIG = 1
+GRACE_S = 10.0  # finished job: workers are saving and tearing down
+ABORT_GRACE_S = 1.0  # failed job: workers were told to exit at once
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_entry(address: str, node: str, gpu: int, threads: int | None) -> None:
+    die_with_parent()
+    from ..worker.main import run_worker
+
+    raise SystemExit(run_worker(address, node, gpu, threads=threads))
+
+
+class LocalProcesses:
+    """Worker processes of this machine, started with the spawn method, keyed by pid."""
+
+    def __init__(self, address: str, threads: int | None):
+        self.address, self.threads = address, threads
+        self._ctx = mp.get_context("spawn")
+        self.processes: dict[int, mp.Process] = {}
+        self.nodes: dict[int, str] = {}
+        self._reported: set[int] = set()
+
+    def spawn(self, node: str, gpu: int) -> int:
+        process = self._ctx.Process(target=_worker_entry, args=(self.address, node, gpu, self.threads), name=f"{node}/gpu{gpu}", daemon=True)
+        process.start()
+        self.processes[process.pid] = process
+        self.nodes[process.pid] = node
+        return process.pid
+
+    def owns(self, pid: int) -> bool:
+        process = self.processes.get(pid)
+        return process is not None and process.exitcode is None
+
+    def signal(self, pid: int, sig: int) -> bool:
+        if not self.owns(pid):
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def exited(self) -> dict[int, int]:
+        out = {}
+        for pid, process in self.processes.items():
+            if pid not in self._reported and process.exitcode is not None:
+                self._reported.add(pid)
+                out[pid] = process.exitcode
+        return out
+
+    def pids_of(self, node: str) -> list[int]:
+        return [pid for pid, n in self.nodes.items() if n == node and self.owns(pid)]
+
+    def stop_all(self, grace_s: float = GRACE_S) -> None:
+        """Wait up to `grace_s` for the workers to exit, then terminate, then kill; reap all."""
+        stop_workers(list(self.processes.values()), grace_s)
+
+
+def stop_workers(processes: list[mp.Process], grace_s: float = GRACE_S) -> None:
+    deadline = time.time() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.time()))
+    for process in processes:
+        if process.is_alive():
+            try:
+                os.kill(process.pid, signal.SIGCONT)  # a frozen worker cannot act on SIGTERM
+            except ProcessLookupError:
+                pass
+            process.terminate()
+    deadline = time.time() + 1.0
+    for process in processes:
+        process.join(max(0.0, deadline - time.time()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def default_threads(config: RunConfig, workers_here: int) -> int:
+    """Intra-op threads per worker: this machine's cores shared out, at least one."""
+    if config.threads_per_worker:
+        return config.threads_per_worker
+    return max(1, (os.cpu_count() or 1) // max(1, workers_here))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    summary: RunSummary
+    directory: Path
+    outcome: RunOutcome
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.status == "finished"
+
+
+def default_run_dir(root: str | Path = "results/real") -> Path:
+    """results/real/<run-id>, the run id being the start time plus a random suffix."""
+    return Path(root) / (time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
+
+
+def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Callable[[EventRecord], None] | None = None) -> RunResult:
+    """Coordinator here, the workers spawned here; writes the run's four files."""
+    directory = Path(out_dir) if out_dir else default_run_dir()
+    coordinator = Coordinator(config, bind_host="127.0.0.1", on_event=on_event, run_dir=directory)
+    config = coordinator.config
+    threads = default_threads(config, config.nodes * config.gpus_per_node)
+    processes = LocalProcesses(coordinator.address, threads)
+    outcome = None
+    try:
+        for node in coordinator.initial_nodes:
+            for gpu in range(config.gpus_per_node):
+                processes.spawn(node, gpu)
+        outcome = coordinator.run(processes)
+    finally:
+        processes.stop_all(GRACE_S if outcome is not None and outcome.status == "finished" else ABORT_GRACE_S)
+        coordinator.close()
+    summary, path = write_results(outcome, directory)
+    return RunResult(summary, path, outcome)
+
+
+def run_node(address: str, node: str, gpus: int, threads: int | None = None) -> int:
+    """Start this node's `gpus` workers against the coordinator at `address`, kill any the
+    coordinator fences, wait for them; the worst exit status wins."""
+    from ..protocol import keys
+    from ..protocol import rendezvous as rv
+
+    processes = LocalProcesses(address, threads)
+    for gpu in range(gpus):
+        processes.spawn(node, gpu)
+    store = None
+    try:
+        store = rv.connect(address)
+        host = socket.gethostname()
+        mine: dict[int, int] = {}  # worker id -> pid
+        seen = 0
+        while any(p.exitcode is None for p in processes.processes.values()):
+            count = store.add(keys.WORKER_COUNT, 0)
+            while seen < count and store.check([keys.worker_key(seen)]):
+                info = rv.get_json(store, keys.worker_key(seen))
+                if info["host"] == host and info["pid"] in processes.processes:
+                    mine[info["worker_id"]] = info["pid"]
+                seen += 1
+            for wid, pid in mine.items():
+                if processes.owns(pid) and store.check([keys.fence_key(wid)]):
+                    processes.signal(pid, signal.SIGKILL)
+            time.sleep(0.2)
+    except Exception:
+        for process in processes.processes.values():
+            process.join()
+    finally:
+        stop_workers(list(processes.processes.values()), grace_s=0.0)
+    return max(
+        (p.exitcode or 0) if p.exitcode is not None and p.exitcode >= 0 else 1 for p in processes.processes.values()
+    )

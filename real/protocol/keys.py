@@ -1,0 +1,127 @@
+"""Every key of the coordinator's store, spelled once (both sides build keys only here).
+
+    job                      the RunConfig (JSON), layer times (emulated), injections
+    workers/count            registration counter; workers/<id> = WorkerInfo (JSON)
+    hb/<id>                  the worker's heartbeat counter (the coordinator watches it change)
+    error/<id>               a worker's fatal traceback (errors/count counts them)
+    fence/<id>               the coordinator fenced this worker: it must exit (its launcher kills it)
+    abort                    set by the coordinator: workers exit at once (the job failed)
+    orders/next, orders/<n>  the coordinator's orders, in sequence: run generation g, save
+                             layers to a checkpoint, end (workers read them in order)
+    gen<g>/directive         generation g: layout, rank -> worker, resume step, layer sources
+    gen<g>/built/<rank>      rank joined the generation's groups (wall-clock seconds)
+    gen<g>/ready/<rank>      rank holds its layers (after copies) and waits for go
+    gen<g>/go                "run" | "stop" | "abort", set by the coordinator
+    gen<g>/step<k>/<rank>    rank's gradients of step k are synchronised: {"t", "loss_sum"}
+    gen<g>/acks/<k>          ranks that reached step k's commit point (a counter)
+    gen<g>/commit/<k>        "ok" | "stop" (committed; stop after it) | "abort" (`commit`)
+    gen<g>/stopreq           the coordinator asks to stop at the next commit (a join)
+    gen<g>/fault/<rank>      rank's error in this generation; gen<g>/faults counts them
+    gen<g>/resume            after a failure: the first uncommitted step (the coordinator's)
+    gen<g>/left/<rank>       rank tore down: what it holds and for which step
+    gen<g>/done/<rank>       rank finished training, saved and tore its groups down
+    gen<g>/pg/...            torch.distributed's own rendezvous (PrefixStore "gen<g>/pg")
+    ckpt/<k>/<l>             layer l of the checkpoint of step k is on disk
+    inject/<i>               injection i fired (the victim's wall-clock time)
+
+Every generation gets a fresh key prefix, so reconfiguration rebuilds process groups
+without stale keys colliding, and a fenced worker cannot rejoin an old generation. A
+guard on the keys (a per-job secret) belongs here too: nothing else names a key.
+"""
+
+from __future__ import annotations
+
+JOB = "job"
+WORKER_COUNT = "workers/count"
+ERROR_COUNT = "errors/count"
+ABORT = "abort"
+ORDER_NEXT = "orders/next"
+
+
+def order_key(n: int) -> str:
+    return f"orders/{n}"
+
+
+def worker_key(worker_id: int) -> str:
+    return f"workers/{worker_id}"
+
+
+def heartbeat_key(worker_id: int) -> str:
+    return f"hb/{worker_id}"
+
+
+def error_key(worker_id: int) -> str:
+    return f"error/{worker_id}"
+
+
+def fence_key(worker_id: int) -> str:
+    return f"fence/{worker_id}"
+
+
+def _gen(generation: int) -> str:
+    return f"gen{generation}"
+
+
+def directive_key(generation: int) -> str:
+    return f"{_gen(generation)}/directive"
+
+
+def built_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/built/{rank}"
+
+
+def ready_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/ready/{rank}"
+
+
+def go_key(generation: int) -> str:
+    return f"{_gen(generation)}/go"
+
+
+def step_key(generation: int, step: int, rank: int) -> str:
+    return f"{_gen(generation)}/step{step}/{rank}"
+
+
+def acks_key(generation: int, step: int) -> str:
+    return f"{_gen(generation)}/acks/{step}"
+
+
+def commit_key(generation: int, step: int) -> str:
+    return f"{_gen(generation)}/commit/{step}"
+
+
+def stop_request_key(generation: int) -> str:
+    return f"{_gen(generation)}/stopreq"
+
+
+def fault_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/fault/{rank}"
+
+
+def fault_count_key(generation: int) -> str:
+    return f"{_gen(generation)}/faults"
+
+
+def resume_key(generation: int) -> str:
+    return f"{_gen(generation)}/resume"
+
+
+def left_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/left/{rank}"
+
+
+def done_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/done/{rank}"
+
+
+def pg_prefix(generation: int) -> str:
+    return f"{_gen(generation)}/pg"
+
+
+def layer_key(step: int, layer: int) -> str:
+    """Layer `layer` of the checkpoint of step `step` is on disk."""
+    return f"ckpt/{step}/{layer}"
+
+
+def fired_key(index: int) -> str:
+    return f"inject/{index}"

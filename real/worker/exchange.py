@@ -1,0 +1,47 @@
+"""Layer copies between the ranks of a new generation (point-to-point, its world group).
+
+Every rank walks the same global list of transfers (`transfers.transfers`): it posts a
+non-blocking send for each layer it gives and a receive for each it gets (tag = the
+transfer's position, so pairs never mix up), then waits for all. Each copy is one flat
+tensor (`state.flatten`): parameters, exp_avg, exp_avg_sq and the step counters; the
+receiver sizes its buffer from the layer it built itself.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ..state.layer_state import LayerState, flatten, unflatten
+from ..state.transfers import Transfer
+
+
+def exchange(
+    plan: Sequence[Transfer],
+    rank: int,
+    held: Mapping[int, LayerState],
+    templates: Mapping[int, LayerState],
+    posted: Callable[[], None] | None = None,
+) -> dict[int, LayerState]:
+    """Send what `rank` gives, receive what it gets; returns the received states.
+    `posted` runs once every operation is in flight (a failure point)."""
+    works, inbox, outbox = [], {}, []
+    for t in plan:
+        if t.src == rank:
+            if t.layer not in held:
+                raise RuntimeError(f"rank {rank} must send layer {t.layer} but does not hold it")
+            flat = flatten(held[t.layer]).contiguous()
+            outbox.append(flat)
+            works.append(dist.isend(flat, dst=t.dst, tag=t.tag))
+        if t.dst == rank:
+            template = templates[t.layer]
+            buffer = torch.empty(template.numel, dtype=template.dtype, device=next(iter(template.params.values())).device)
+            inbox[t.layer] = buffer
+            works.append(dist.irecv(buffer, src=t.src, tag=t.tag))
+    if posted is not None:
+        posted()
+    for work in works:
+        work.wait()
+    return {layer: unflatten(buffer, templates[layer]) for layer, buffer in inbox.items()}

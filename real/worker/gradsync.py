@@ -1,0 +1,70 @@
+"""Cross-pipeline gradient synchronisation, one bucket per owner-set group (DESIGN 3.4, 5).
+
+Each pipeline's gradients arrive here already weighted: its loss is scaled by m_i / M
+(the plan's gradient weight) over its m_i microbatches, i.e. 1 / M per microbatch, so
+the SUM all-reduce over the replicas of a layer yields the gradient of the mean loss over
+the global batch: one data-parallel step, whatever the split of microbatches.
+
+A rank flattens the gradients of the layers it shares with each group into one buffer
+and all-reduces them asynchronously in the layout's global group order (the same on
+every rank, so overlapping groups cannot deadlock), then waits and copies back. In
+emulated mode it then sleeps for the planner's all-reduce time of its layers, after the
+real (tiny) all-reduce has synchronised it with the other replicas, as the planner's
+exposure model has it (`planner.allreduce`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ..models.emulated import sleep_until
+from ..protocol.layout import Layout
+
+
+class GradientSync:
+    """Sum this rank's layer gradients over the other pipelines' replicas."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        rank: int,
+        groups: Mapping[tuple[int, ...], dist.ProcessGroup],
+        layer_params: Mapping[int, Sequence[torch.nn.Parameter]],
+        emulated_allreduce_s: float = 0.0,
+        issued: Callable[[], None] | None = None,
+    ):
+        self.buckets: list[tuple[dist.ProcessGroup, list[torch.nn.Parameter]]] = []
+        for spec in layout.groups_of(rank):
+            missing = [layer for layer in spec.layers if layer not in layer_params]
+            if missing:
+                raise ValueError(f"rank {rank} is in the sync group of layers {list(spec.layers)} but lacks {missing}")
+            params = [p for layer in spec.layers for p in layer_params[layer]]
+            if params:
+                self.buckets.append((groups[spec.ranks], params))
+        self.emulated_allreduce_s = emulated_allreduce_s
+        self._issued = issued  # called once every all-reduce is in flight (a failure point)
+
+    @property
+    def num_buckets(self) -> int:
+        return len(self.buckets)
+
+    def __call__(self) -> None:
+        pending = []
+        for group, params in self.buckets:
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            pending.append((dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True), flat, params))
+        if self._issued is not None:
+            self._issued()
+        for work, flat, params in pending:
+            work.wait()
+            offset = 0
+            for p in params:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+                offset += n
+        if self.emulated_allreduce_s > 0:
+            sleep_until(time.perf_counter() + self.emulated_allreduce_s)

@@ -1,0 +1,65 @@
+"""Process groups of one plan generation (DESIGN 5), built and torn down as a unit.
+
+Generation g initialises torch.distributed on `PrefixStore("gen<g>/pg", base)` so a later
+generation never meets an earlier one's keys, then creates, in the same order on every
+rank (new_group is collective over the world): one group per pipeline (its stages' p2p
+traffic) and one per distinct owner set of a layer (gradient synchronisation). Every group
+gets `timeout=` explicitly: subgroups do not inherit the world's. `teardown` destroys them
+all, leaving the worker able to join generation g + 1 (part 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from ..protocol.keys import pg_prefix
+from ..protocol.layout import Layout
+
+
+@dataclass
+class Generation:
+    """This rank's view of generation `number`: its groups, ready to use."""
+
+    number: int
+    layout: Layout
+    rank: int
+    backend: str
+    pipeline_group: dist.ProcessGroup | None
+    sync_groups: dict[tuple[int, ...], dist.ProcessGroup] = field(default_factory=dict)
+    alive: bool = True
+
+    @property
+    def stage(self):
+        return self.layout.stages[self.rank]
+
+    def teardown(self) -> None:
+        """Destroy every group of this generation (idempotent)."""
+        if self.alive and dist.is_initialized():
+            dist.destroy_process_group()
+        self.alive = False
+        self.pipeline_group = None
+        self.sync_groups = {}
+
+
+def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float) -> Generation:
+    """Join generation `layout.generation` as `rank` and create all of its groups."""
+    if dist.is_initialized():
+        raise RuntimeError("a process group is still initialised: tear the previous generation down first")
+    timeout = timedelta(seconds=timeout_s)
+    store = dist.PrefixStore(pg_prefix(layout.generation), base_store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=layout.world_size, timeout=timeout)
+    mine = layout.stages[rank].pipeline
+    pipeline_group = None
+    for pipe in layout.pipelines:
+        group = dist.new_group(list(pipe.ranks), timeout=timeout, backend=backend)
+        if pipe.index == mine:
+            pipeline_group = group
+    sync: dict[tuple[int, ...], dist.ProcessGroup] = {}
+    for spec in layout.sync_groups:
+        group = dist.new_group(list(spec.ranks), timeout=timeout, backend=backend)
+        if rank in spec.ranks:
+            sync[spec.ranks] = group
+    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync)

@@ -1,0 +1,85 @@
+"""A worker: one process per GPU (on CPU, per emulated GPU).
+
+It knows only the coordinator's address, its node name and its GPU index. It registers,
+reads the job, and then follows the coordinator's orders in sequence (`orders/<n>`):
+run generation g (`session.WorkerSession`: join its groups if the directive names this
+worker, restore its layers, train, survive a failure), save layers to a checkpoint, or
+end. A heartbeat thread bumps its counter in the store meanwhile and ends the process if
+the coordinator aborts the job, fences this worker or disappears. A fatal error (one
+outside a generation's training, e.g. no CUDA) is written to `error/<id>` for the
+coordinator to report, and the process exits with status 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import torch
+
+from ..config import RunConfig
+from ..models.emulated import EmulatedLayerTimes
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..protocol.failures import injections_from_json
+from .probe import FailureProbe
+from .session import WorkerSession, wait_key
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
+    """(device, backend): NCCL on a CUDA device when real compute may use one, else gloo
+    on CPU (emulated compute always sleeps on CPU)."""
+    want_cuda = config.device == "cuda" or (config.device == "auto" and config.compute == "real" and torch.cuda.is_available())
+    if want_cuda:
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' requested but CUDA is not available on this worker")
+        index = gpu % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None) -> int:
+    """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
+    orders until it ends the job."""
+    store = rv.connect(address, timeout_s=connect_timeout_s)
+    first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
+    info = rv.register(store, node, gpu)
+    heartbeat = None
+    try:
+        job = rv.get_json(store, keys.JOB)
+        config = RunConfig.from_dict(job["config"])
+        heartbeat = rv.Heartbeat(address, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
+        threads = threads or config.threads_per_worker
+        if threads:
+            torch.set_num_threads(threads)
+        emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
+        device, backend = choose_device(config, gpu)
+        probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
+        checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
+        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store)
+        number = first_order
+        while True:
+            order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))
+            number += 1
+            if order["kind"] == "end":
+                return EXIT_OK
+            if order["kind"] == "generation":
+                session.run_generation(int(order["generation"]))
+            elif order["kind"] == "save":
+                session.save(order)
+    except Exception:
+        text = traceback.format_exc()
+        try:
+            rv.report_error(store, info.worker_id, f"worker {info.worker_id} ({node} gpu {gpu}, pid {os.getpid()}):\n{text}")
+        except Exception:
+            pass
+        print(text, file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()

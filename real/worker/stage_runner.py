@@ -1,0 +1,185 @@
+"""One rank's training step: its stage under torch.distributed.pipelining, then the
+weighted gradient synchronisation and AdamW.
+
+The stage module is built from the plan's layer range (tiny-gpt layers, or emulated layers
+from the profile), loaded with the layers' states when the generation resumes from
+memory, a peer or a checkpoint (`real.state`), wrapped in a `PipelineStage` on the
+pipeline's own process group and run with `Schedule1F1B` over the pipeline's m_i
+microbatches. 1F1B needs m_i >= S; a pipeline the plan gives fewer microbatches than
+stages runs `ScheduleGPipe` instead (same result, recorded in the run's events).
+
+A step is committed between the gradient synchronisation and the optimizer step
+(`real.commit`): the caller's `commit` acks the step and returns its verdict; only a
+committed step touches the parameters. Failure points (`real.probe`) sit in the first
+forward and backward of the step, in the all-reduce and in the optimizer step.
+
+Losses: the schedule's loss of one microbatch is its mean token cross-entropy times
+m_i / M / m_i = 1 / M (the plan's gradient weight spread over the pipeline's microbatches,
+`scale_grads=False`), so after `GradientSync` each gradient is that of the mean loss over
+the global batch. The reported loss sum undoes the scale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from ..config import RunConfig
+from ..models.emulated import (
+    EmulatedLayerTimes,
+    EmulatedStage,
+    emulated_input,
+    emulated_loss,
+)
+from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
+from ..protocol.commit import COMMITTED
+from ..state.layer_state import LayerState, capture, install
+from .gradsync import GradientSync
+from .groups import Generation
+from .probe import FailureProbe
+
+
+class StepAborted(RuntimeError):
+    """The coordinator aborted the step (another rank failed): no optimizer step ran."""
+
+
+def schedule_name(num_microbatches: int, num_stages: int) -> str:
+    return "1F1B" if num_microbatches >= num_stages else "GPipe"
+
+
+class StageRunner:
+    """Rank `generation.rank`'s stage, schedule, optimizer and gradient synchronisation."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        generation: Generation,
+        device: torch.device,
+        emulation: Sequence[EmulatedLayerTimes] | None = None,
+        probe: FailureProbe | None = None,
+        ready_step: int = 0,
+    ):
+        from torch.distributed.pipelining import (
+            PipelineStage,
+            Schedule1F1B,
+            ScheduleGPipe,
+        )
+
+        self.config = config
+        self.layout = generation.layout
+        self.assignment = generation.stage
+        self.pipeline = self.layout.pipelines[self.assignment.pipeline]
+        self.device = device
+        a = self.assignment
+        if config.compute == "emulated":
+            if emulation is None or len(emulation) != self.layout.num_layers:
+                raise ValueError("emulated compute needs the profile's times for every layer")
+            self.module = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last).to(device)
+            self.layer_named = {a.first_layer + i: {"weight": self.module.weights[i]} for i in range(len(a.layers))}
+            emulated_allreduce_s = sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
+            loss_fn = emulated_loss
+        else:
+            self.module = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
+            self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(self.module)}
+            emulated_allreduce_s = 0.0
+            loss_fn = lm_loss
+        self.layer_params = {layer: list(named.values()) for layer, named in self.layer_named.items()}
+        self._loss_fn = loss_fn
+        self.probe = probe or FailureProbe(None, "", 0, ())
+        self.ready_step = ready_step
+        if self.probe:
+            self.module.register_forward_pre_hook(lambda module, args: self.probe("forward"))
+            self.module.register_forward_hook(self._hook_backward)
+        self.loss_scale = self.pipeline.gradient_weight / self.pipeline.num_microbatches
+        self.stage = PipelineStage(self.module, a.stage, a.num_stages, device, group=generation.pipeline_group)
+        self.schedule_name = schedule_name(self.pipeline.num_microbatches, a.num_stages)
+        schedule_cls = Schedule1F1B if self.schedule_name == "1F1B" else ScheduleGPipe
+        self.schedule = schedule_cls(self.stage, self.pipeline.num_microbatches, loss_fn=self._scaled_loss, scale_grads=False)
+        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.sync = GradientSync(
+            self.layout, a.rank, generation.sync_groups, self.layer_params, emulated_allreduce_s,
+            issued=(lambda: self.probe("allreduce")) if self.probe else None,
+        )  # fmt: skip
+
+    def _hook_backward(self, module, args, output) -> None:
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(lambda grad: self.probe("backward"))
+
+    def release(self) -> None:
+        """Drop the pipeline stage, schedule and gradient sync (they reference the
+        generation's process groups); the module and optimizer stay."""
+        for name in ("schedule", "stage", "sync"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def load(self, states: Mapping[int, LayerState]) -> None:
+        """Install layer states (each must be ready for this stage's `ready_step`)."""
+        for layer, state in states.items():
+            if state.ready_step != self.ready_step:
+                raise ValueError(f"layer {layer} is ready for step {state.ready_step}, the stage resumes at {self.ready_step}")
+            install(state, self.layer_named[layer], self.optimizer)
+
+    def states(self, *, copy: bool) -> dict[int, LayerState]:
+        """Every layer's parameters and AdamW state, ready for `ready_step`."""
+        return {layer: capture(layer, named, self.optimizer, self.ready_step, copy=copy) for layer, named in self.layer_named.items()}
+
+    def _scaled_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self._loss_fn(output, target) * self.loss_scale
+
+    def _inputs(self, step: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """This pipeline's slice of step `step`'s global batch (inputs for the first stage,
+        targets for the last)."""
+        b = self.layout.microbatch_size
+        lo = self.pipeline.first_microbatch * b
+        hi = lo + self.pipeline.num_microbatches * b
+        if self.config.compute == "emulated":
+            data = emulated_input(hi - lo).to(self.device)
+            return data, data
+        inputs, targets = batch(self.config.tiny, self.config.seed, step, self.layout.global_batch)
+        return inputs[lo:hi].to(self.device), targets[lo:hi].to(self.device)
+
+    def step(self, step: int, commit: Callable[[float | None], str] | None = None) -> tuple[float | None, str]:
+        """One training iteration: schedule, gradient sync, `commit` (given the loss sum,
+        returns the step's verdict; default: always committed), optimizer step. Returns
+        the sum of this pipeline's microbatch losses on its last stage (None elsewhere) and
+        the verdict; raises StepAborted (parameters untouched) when it is "abort"."""
+        if step != self.ready_step:
+            raise RuntimeError(f"asked to run step {step}, the stage is ready for step {self.ready_step}")
+        self.probe.step = step
+        self.optimizer.zero_grad(set_to_none=False)
+        losses: list[torch.Tensor] = []
+        inputs, targets = self._inputs(step) if (self.assignment.is_first or self.assignment.is_last) else (None, None)
+        args = (inputs,) if self.assignment.is_first else ()
+        target = targets if self.assignment.is_last else None
+        self.schedule.step(*args, target=target, losses=losses if self.assignment.is_last else None, return_outputs=False)
+        self.sync()
+        loss_sum = None
+        if self.assignment.is_last:
+            if len(losses) != self.pipeline.num_microbatches:
+                raise RuntimeError(f"expected {self.pipeline.num_microbatches} microbatch losses, got {len(losses)}")
+            loss_sum = float(torch.stack([l.detach() for l in losses]).double().sum()) / self.loss_scale
+        verdict = commit(loss_sum) if commit is not None else "ok"
+        if verdict not in COMMITTED:
+            raise StepAborted(f"step {step} was aborted (verdict {verdict!r})")
+        self.probe("optimizer")
+        self.optimizer.step()
+        self.ready_step = step + 1
+        return loss_sum, verdict
+
+    def save(self, directory: str | Path) -> Path:
+        """This rank's layers as {"<layer>.<name>": tensor} in `directory/rank<r>.pt`."""
+        a = self.assignment
+        state = {}
+        if self.config.compute == "emulated":
+            for layer, params in self.layer_params.items():
+                state[f"{layer}.weight"] = params[0].detach().cpu().clone()
+        else:
+            for i, layer in enumerate(self.module):
+                for name, tensor in layer.state_dict().items():
+                    state[f"{a.first_layer + i}.{name}"] = tensor.detach().cpu().clone()
+        path = Path(directory) / f"rank{a.rank}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"pipeline": a.pipeline, "stage": a.stage, "layers": list(a.layers), "state": state}, path)
+        return path

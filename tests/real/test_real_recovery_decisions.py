@@ -1,0 +1,228 @@
+"""The coordinator's recovery decisions, without a worker process.
+
+The coordinator and its `RecoveryFlow` run for real, in this process, on a real
+TCPStore (loopback, port 0). Only the boundary is faked: a launcher (`FakeLauncher`, the
+`ProcessControl` the coordinator drives) whose "processes" register in the store and die
+when told, and the workers' writes to the store (commits, teardown reports, checkpoint
+files), written here as the worker side would. Expectations come from the inputs: which
+node was lost, which steps were committed, what the survivors hold.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from real.config import RunConfig  # noqa: E402
+from real.control.coordinator import Coordinator  # noqa: E402
+from real.control.membership import Membership  # noqa: E402
+from real.control.schedule import EventSchedule  # noqa: E402
+from real.protocol import keys  # noqa: E402
+from real.protocol import rendezvous as rv  # noqa: E402
+from real.protocol.directive import RECONFIGURE, RESTART, START, Directive  # noqa: E402
+from real.protocol.manifest import layer_path  # noqa: E402
+from real.protocol.sources import CHECKPOINT, INIT, LOCAL, PEER  # noqa: E402
+
+
+class FakeLauncher:
+    """Worker "processes" that exist only as registrations in the store."""
+
+    def __init__(self, store):
+        self.store = store
+        self.alive: dict[int, str] = {}  # pid -> node
+        self.exits: dict[int, int] = {}
+        self.next_pid = 1000
+        self.crash_on_poll: dict[int, str] = {}  # exited() call number -> node to crash then
+        self.polls = 0
+        self.worker_of: dict[int, int] = {}
+
+    def spawn(self, node: str, gpu: int) -> int:
+        pid, self.next_pid = self.next_pid, self.next_pid + 1
+        self.alive[pid] = node
+        wid = self.store.add(keys.WORKER_COUNT, 1) - 1
+        self.worker_of[pid] = wid
+        rv.put_json(self.store, keys.worker_key(wid), asdict(rv.WorkerInfo(wid, node, gpu, "fake", pid)))
+        return pid
+
+    def signal(self, pid: int, sig: int) -> bool:
+        if pid not in self.alive:
+            return False
+        if sig == signal.SIGKILL:
+            del self.alive[pid]
+            self.exits[pid] = -9
+        return True
+
+    def exited(self) -> dict[int, int]:
+        self.polls += 1
+        if self.polls in self.crash_on_poll:
+            self.crash(self.crash_on_poll.pop(self.polls))
+        for pid in self.alive:  # the live workers' heartbeat threads
+            self.store.add(keys.heartbeat_key(self.worker_of[pid]), 1)
+        out, self.exits = self.exits, {}
+        return out
+
+    def owns(self, pid: int) -> bool:
+        return pid in self.alive
+
+    def pids_of(self, node: str) -> list[int]:
+        return [pid for pid, n in self.alive.items() if n == node]
+
+    def crash(self, node: str) -> None:
+        for pid in self.pids_of(node):
+            self.signal(pid, signal.SIGKILL)
+
+
+def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
+    """A coordinator that has published generation 0 over its launcher's nodes."""
+    settings = dict(nodes=4, steps=6, timeout_s=0.5, heartbeat_timeout_s=2.0, startup_timeout_s=10.0,
+                    wait_for_nodes_s=1.0, checkpoint_every=0)
+    config = RunConfig(**{**settings, **overrides})
+    c = Coordinator(config, run_dir=tmp_path)
+    launcher = FakeLauncher(c.store)
+    c.members = Membership(c.store, config.gpus_per_node, config.heartbeat_timeout_s, launcher)
+    c.schedule = EventSchedule(None, c.injections, c.members, c.outcome, config.gpus_per_node, launcher)
+    for node in c.initial_nodes:
+        for gpu in range(config.gpus_per_node):
+            launcher.spawn(node, gpu)
+    c._await_initial()
+    c._start()
+    assert c.job.gen == 0 and c.job.directive.kind == START
+    assert c.on_generation_ready(time.time()), "every rank holds its layers: go"
+    return c, launcher
+
+
+def commit(c: Coordinator, steps: int) -> None:
+    """Every rank of the current generation reports and commits steps [committed, steps)."""
+    d = c.job.directive
+    for step in range(c.job.committed, steps):
+        for rank in range(d.layout.world_size):
+            rv.put_json(c.store, keys.step_key(d.generation, step, rank), {"t": time.time(), "loss_sum": 1.0})
+        c.store.set(keys.commit_key(d.generation, step), "ok")
+        c.record_commit(d.generation, step, d)
+
+
+def leave(c: Coordinator, step: int, except_nodes=()) -> None:
+    """Survivors tear down and report their layers, ready for `step`."""
+    d = c.job.directive
+    for stage in d.layout.stages:
+        wid = d.workers[stage.rank]
+        if c.members.workers[wid].alive and stage.node not in except_nodes:
+            rv.put_json(c.store, keys.left_key(d.generation, stage.rank),
+                        {"worker": wid, "step": step, "layers": list(stage.layers), "t": time.time()})
+
+
+def fail(c: Coordinator) -> bool:
+    c.job.failure_detected_s = time.time()
+    return c.flow.after_failure()
+
+
+def published(c: Coordinator) -> Directive:
+    """The directive as workers read it from the store (and as the coordinator holds it)."""
+    d = Directive.from_dict(rv.get_json(c.store, keys.directive_key(c.job.gen)))
+    assert d == c.job.directive
+    return d
+
+
+def test_oobleck_loses_a_node_and_reconfigures_live_from_the_survivors(tmp_path):
+    c, launcher = started(tmp_path)
+    before = c.job.directive
+    commit(c, 2)
+    lost = before.layout.stages[-1].node
+    launcher.crash(lost)
+    leave(c, 2)
+    assert fail(c) is False
+    d = published(c)
+    assert (d.generation, d.kind, d.resume_step) == (1, RECONFIGURE, 2)
+    assert lost not in {s.node for s in d.layout.stages}
+    held = {wid: set(before.layout.stages[r].layers) for r, wid in enumerate(before.workers) if before.layout.stages[r].node != lost}
+    for rank, per_rank in enumerate(d.sources):
+        for s in per_rank:
+            assert s.kind in (LOCAL, PEER)
+            holder = d.workers[rank] if s.kind == LOCAL else d.workers[s.rank]
+            assert s.layer in held[holder], f"rank {rank} gets layer {s.layer} from worker {holder}, which never held it"
+    assert c.job.committed == 2 and c.outcome.reconfigurations == 1 and c.outcome.restarts == 0
+    assert c.job.recovery.until_step == 2 and c.job.recovery.nodes == [lost]
+
+
+def test_a_step_without_a_verdict_is_aborted_and_becomes_the_resume_step(tmp_path):
+    c, launcher = started(tmp_path)
+    commit(c, 3)
+    d0 = c.job.directive
+    for rank in range(d0.layout.world_size):  # step 3 reached its reports but no verdict
+        rv.put_json(c.store, keys.step_key(0, 3, rank), {"t": time.time(), "loss_sum": 1.0})
+    launcher.crash(d0.layout.stages[0].node)
+    leave(c, 3)
+    fail(c)
+    assert c.store.get(keys.commit_key(0, 3)).decode() == "abort"
+    assert c.store.get(keys.resume_key(0)).decode() == "3"
+    assert published(c).resume_step == 3 and c.job.committed == 3
+
+
+def test_a_node_lost_while_survivors_report_joins_the_same_recovery(tmp_path):
+    c, launcher = started(tmp_path, nodes=5)
+    d0 = c.job.directive
+    nodes = list(dict.fromkeys(s.node for s in d0.layout.stages))
+    first, second = nodes[0], nodes[-1]
+    commit(c, 1)
+    launcher.crash(first)
+    leave(c, 1, except_nodes=(second,))  # the second node never reports: it dies meanwhile
+    launcher.crash_on_poll[launcher.polls + 2] = second
+    fail(c)
+    d = published(c)
+    assert {first, second}.isdisjoint(s.node for s in d.layout.stages)
+    assert sorted(c.job.recovery.nodes) == sorted([first, second])
+    assert len(c.outcome.recoveries) == 0 and c.job.recovery is not None  # one recovery, not yet over
+
+
+def test_varuna_saves_the_survivors_state_stops_everything_and_restarts_from_it(tmp_path):
+    c, launcher = started(tmp_path, policy="varuna", checkpoint_every=100)
+    before = c.job.directive
+    commit(c, 2)
+    directory = Path(c.config.checkpoint_dir)
+    layers = range(c.planner.profile.num_layers)
+    for layer in layers:  # what the writers named in the save order put on disk and report
+        (directory / layer_path(2, layer)).parent.mkdir(parents=True, exist_ok=True)
+        (directory / layer_path(2, layer)).write_bytes(b"")
+        c.store.set(keys.layer_key(2, layer), "1")
+    lost = before.layout.stages[-1].node
+    launcher.crash(lost)
+    leave(c, 2)
+    fail(c)
+    d = published(c)
+    assert (d.kind, d.resume_step, d.checkpoint.step) == (RESTART, 2, 2)
+    assert all(s.kind == CHECKPOINT for per_rank in d.sources for s in per_rank)
+    assert set(d.workers).isdisjoint(before.workers), "stop everything: every rank is a fresh process"
+    assert lost not in {s.node for s in d.layout.stages}
+    assert c.outcome.restarts == 1 and c.outcome.lost_iterations == 0 and c.job.recovery.kind == "restart"
+
+
+def test_varuna_without_a_usable_checkpoint_rolls_back_to_the_start(tmp_path):
+    c, launcher = started(tmp_path, policy="varuna", checkpoint_every=100)
+    commit(c, 2)
+    launcher.crash(c.job.directive.layout.stages[-1].node)
+    leave(c, 2)
+    fail(c)  # no layer is reported written: the save fails after the teardown timeout
+    d = published(c)
+    assert (d.kind, d.resume_step, d.checkpoint) == (RESTART, 0, None)
+    assert all(s.kind == INIT for per_rank in d.sources for s in per_rank)
+    assert c.job.committed == 0 and c.outcome.lost_iterations == 2
+
+
+def test_an_unclean_survivor_without_respawn_costs_its_node(tmp_path):
+    c, launcher = started(tmp_path, respawn=False)
+    d0 = c.job.directive
+    nodes = list(dict.fromkeys(s.node for s in d0.layout.stages))
+    lost, silent = nodes[0], nodes[1]
+    commit(c, 1)
+    launcher.crash(lost)
+    leave(c, 1, except_nodes=(silent,))  # alive, but never tears down
+    fail(c)
+    d = published(c)
+    assert {lost, silent}.isdisjoint(s.node for s in d.layout.stages)
+    assert not launcher.pids_of(silent), "the unclean worker is fenced (killed)"
