@@ -11,7 +11,7 @@ class UnknownExperiment(ValueError):
     """A name that is not an experiment; the message lists the known ones."""
 
 # module of each experiment, in the order --list and the README show them
-MODULES = ("frequency", "spot", "breakdown", "planning", "cost", "sensitivity", "fault_tolerance", "real_traces", "rates", "validation.experiment")
+MODULES = ("frequency", "spot", "breakdown", "planning", "cost", "sensitivity", "fault_tolerance", "real_traces", "rates", "scale", "validation.experiment")
 
 
 def all_experiments() -> dict[str, Experiment]:
