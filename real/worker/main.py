@@ -23,6 +23,8 @@ from ..models.emulated import EmulatedLayerTimes
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.failures import injections_from_json
+from .devices import select_device
+from .nccl import apply_nccl_environment
 from .probe import FailureProbe
 from .session import WorkerSession, wait_key
 
@@ -31,16 +33,15 @@ EXIT_FAILED = 1
 
 
 def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
-    """(device, backend): NCCL on a CUDA device when real compute may use one, else gloo
-    on CPU (emulated compute always sleeps on CPU)."""
-    want_cuda = config.device == "cuda" or (config.device == "auto" and config.compute == "real" and torch.cuda.is_available())
-    if want_cuda:
-        if not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' requested but CUDA is not available on this worker")
-        index = gpu % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index), "nccl"
-    return torch.device("cpu"), "gloo"
+    """(device, backend) of the worker of local GPU `gpu` (`devices.select_device`);
+    selects the CUDA device and, for NCCL, puts its environment in force."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    choice = select_device(config.device, config.backend, config.compute, gpu, count)
+    if choice.kind == "cuda":
+        torch.cuda.set_device(choice.index)
+    if choice.backend == "nccl":
+        apply_nccl_environment()
+    return torch.device(choice.name), choice.backend
 
 
 def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None) -> int:
@@ -61,7 +62,8 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         device, backend = choose_device(config, gpu)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
-        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store)
+        watch_store = rv.connect(address, timeout_s=connect_timeout_s) if backend == "nccl" else None
+        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order
         while True:
             order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))
