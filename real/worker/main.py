@@ -32,11 +32,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 
 
-def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
-    """(device, backend) of the worker of local GPU `gpu` (`devices.select_device`);
+def choose_device(config: RunConfig, local_rank: int) -> tuple[torch.device, str]:
+    """(device, backend) of the worker of local rank `local_rank` (`devices.select_device`);
     selects the CUDA device and, for NCCL, puts its environment in force."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    choice = select_device(config.device, config.backend, config.compute, gpu, count)
+    choice = select_device(config.device, config.backend, config.compute, local_rank, count)
     if choice.kind == "cuda":
         torch.cuda.set_device(choice.index)
     if choice.backend == "nccl":
@@ -44,9 +44,11 @@ def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
     return torch.device(choice.name), choice.backend
 
 
-def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None) -> int:
+def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None,
+               local_rank: int | None = None) -> int:
     """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
-    orders until it ends the job."""
+    orders until it ends the job. `local_rank` (default `gpu`) picks the CUDA device:
+    a launcher playing several nodes on one machine numbers its workers across them."""
     store = rv.connect(address, timeout_s=connect_timeout_s)
     first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
     info = rv.register(store, node, gpu)
@@ -59,7 +61,7 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         if threads:
             torch.set_num_threads(threads)
         emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
-        device, backend = choose_device(config, gpu)
+        device, backend = choose_device(config, gpu if local_rank is None else local_rank)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
         watch_store = rv.connect(address, timeout_s=connect_timeout_s) if backend == "nccl" else None

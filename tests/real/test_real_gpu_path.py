@@ -218,3 +218,16 @@ def test_gpu_check_exits_2_with_one_line_without_cuda():
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA device" in lines[0], result.stderr
+
+
+def test_a_local_launcher_numbers_its_worker_slots_across_nodes_and_keeps_them():
+    """One machine playing several nodes: every (node, GPU) slot gets its own local rank
+    (its CUDA device), and a replacement process of a slot gets the same one."""
+    from real.launch.local import LocalProcesses
+
+    processes = LocalProcesses("127.0.0.1:1", None)
+    ranks = [processes.local_rank(f"node{n}", g) for n in range(3) for g in range(2)]
+    assert ranks == list(range(6))
+    assert processes.local_rank("node1", 1) == 3, "a replacement keeps its slot's device"
+    assert processes.local_rank("late", 0) == 6, "a node that joins later gets the next one"
+    assert [select_device("auto", "auto", "real", r, 6).index for r in ranks] == ranks
