@@ -57,11 +57,19 @@ def schedule_name(num_microbatches: int, num_stages: int) -> str:
 
 class HostBridge(nn.Module):
     """`module` on `device`, seen from the host: inputs move to the device, outputs come
-    back (differentiably, so gradients take the same way in reverse)."""
+    back (differentiably, so gradients take the same way in reverse). The module is held,
+    not registered: `PipelineStage` moves its submodule to the stage's (host) device, and
+    must not take the layers off the GPU (their gradients still reach them: autograd
+    follows the graph, not the module tree)."""
 
     def __init__(self, module: nn.Module, device: torch.device):
         super().__init__()
-        self.inner, self.device = module, device
+        self._held = (module,)  # a tuple: nn.Module registers Module attributes, not tuples
+        self.device = device
+
+    @property
+    def inner(self) -> nn.Module:
+        return self._held[0]
 
     def forward(self, *args):
         moved = [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in args]

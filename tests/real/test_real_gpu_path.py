@@ -191,7 +191,11 @@ def test_the_host_bridge_computes_on_its_device_and_passes_gradients_back():
     expected = torch.nn.functional.linear(direct_x, inner.weight.detach(), inner.bias.detach()).sum()
     expected.backward()
     assert torch.allclose(x.grad, direct_x.grad)
-    assert list(dict(bridge.named_parameters())) == ["inner.weight", "inner.bias"]
+    assert inner.weight.grad is not None, "gradients reach the held module's parameters"
+    # PipelineStage calls submod.to(stage device): the held layers must stay where they are
+    assert list(bridge.parameters()) == []
+    bridge.to(torch.float32)
+    assert inner.weight.dtype == torch.float64 and bridge.inner is inner
 
 
 # -- profiler timer, gpu_check without CUDA -------------------------------------------------
