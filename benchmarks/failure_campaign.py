@@ -163,7 +163,11 @@ def _events(out: Path) -> list[dict]:
 
 def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) -> Outcome:
     from real.config import RunConfig
-    from real.models.reference import gather_params, max_relative_difference, train_reference
+    from real.models.reference import (
+        gather_params,
+        max_relative_difference,
+        train_reference,
+    )
 
     out, params = work / f"run{scenario.index}", work / f"params{scenario.index}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

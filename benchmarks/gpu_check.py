@@ -44,7 +44,11 @@ FAST = ["--timeout", "20", "--heartbeat-timeout", "3", "--heartbeat-interval", "
 def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) -> dict:
     """`ooblab run ARGS` compared with the reference; returns the summary and the check."""
     from real.config import RunConfig
-    from real.models.reference import gather_params, max_relative_difference, train_reference
+    from real.models.reference import (
+        gather_params,
+        max_relative_difference,
+        train_reference,
+    )
 
     out, params = work / name, work / f"{name}-params"
     command = [sys.executable, "-m", "ooblab.cli", "run", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from ..config import RunConfig
 from ..models.emulated import (
