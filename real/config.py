@@ -17,6 +17,7 @@ COMPUTE_MODES = ("real", "emulated")
 POLICIES = ("oobleck", "varuna")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
+BACKENDS = ("auto", "gloo", "nccl")  # auto: NCCL on CUDA, gloo on CPU (real.worker.devices)
 TINY_GPT = "tiny-gpt"
 
 
@@ -63,6 +64,8 @@ class RunConfig:
     - `gpu`: the planner's GPU type for memory and links; None: a CPU "GPU" of
       `gpu_memory_gb` (tiny-gpt) or v100-16gb (other models), as `ooblab plan` does.
     - `timeout_s`: every process group's timeout (collectives, rendezvous).
+    - `device`, `backend`: where workers compute and how they talk (`real.worker.devices`:
+      one CUDA device per local rank; "gloo" on CUDA lets ranks share a device).
     - Failures (part 2): `policy` decides what a membership change leads to ("oobleck":
       live reconfiguration from in-memory replicas; "varuna": checkpoint, stop everything,
       restart); `checkpoint_every` steps (0: never) into `checkpoint_dir` (default: the
@@ -98,6 +101,7 @@ class RunConfig:
     startup_timeout_s: float = 300.0
     threads_per_worker: int | None = None
     device: str = "auto"
+    backend: str = "auto"
     save_params_dir: str | None = None
     policy: str = "oobleck"
     checkpoint_every: int = 10
@@ -123,6 +127,10 @@ class RunConfig:
             raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ConfigError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "nccl" and self.device == "cpu":
+            raise ConfigError("backend 'nccl' needs device 'cuda' (or 'auto' on a machine with CUDA), not 'cpu'")
         if self.compute == "real" and self.model != TINY_GPT:
             raise ConfigError(
                 f"real compute runs the built-in {TINY_GPT!r} only; {self.model!r} can run with --compute emulated"

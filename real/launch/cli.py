@@ -18,6 +18,7 @@ import signal
 import sys
 
 from ..config import (
+    BACKENDS,
     COMPUTE_MODES,
     DEVICES,
     DTYPES,
@@ -136,6 +137,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, help="seconds without a heartbeat before a worker counts as lost")
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / local workers)")
     parser.add_argument("--device", default=d.device, choices=DEVICES, help="auto: CUDA + NCCL when available (real compute), else CPU + gloo")
+    parser.add_argument("--backend", default=d.backend, choices=BACKENDS,
+                        help="auto: NCCL on CUDA, gloo on CPU; gloo on CUDA lets several ranks share one GPU (one CUDA device per local rank otherwise)")
     parser.add_argument("--save-params", default=None, help="directory where every rank saves its final layers")
     failures = parser.add_argument_group("failures, joins and checkpoints")
     failures.add_argument("--policy", default=d.policy, choices=POLICIES,
@@ -184,6 +187,7 @@ def config_from_args(args) -> RunConfig:
         heartbeat_timeout_s=args.heartbeat_timeout,
         threads_per_worker=args.threads,
         device=args.device,
+        backend=args.backend,
         save_params_dir=args.save_params,
         policy=args.policy,
         inject=args.inject,

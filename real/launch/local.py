@@ -46,15 +46,20 @@ def die_with_parent() -> None:
         pass
 
 
-def _worker_entry(address: str, node: str, gpu: int, threads: int | None) -> None:
+def _worker_entry(address: str, node: str, gpu: int, threads: int | None, local_rank: int) -> None:
     die_with_parent()
     from ..worker.main import run_worker
 
-    raise SystemExit(run_worker(address, node, gpu, threads=threads))
+    raise SystemExit(run_worker(address, node, gpu, threads=threads, local_rank=local_rank))
 
 
 class LocalProcesses:
-    """Worker processes of this machine, started with the spawn method, keyed by pid."""
+    """Worker processes of this machine, started with the spawn method, keyed by pid.
+
+    Each (node, GPU) worker slot gets a machine-local rank, the first free number when
+    the slot is first started and the same for every later process of the slot (a
+    replacement): the worker's CUDA device (`worker.devices`). One machine playing
+    several nodes thus gives each NCCL worker its own GPU."""
 
     def __init__(self, address: str, threads: int | None):
         self.address, self.threads = address, threads
@@ -62,9 +67,14 @@ class LocalProcesses:
         self.processes: dict[int, mp.Process] = {}
         self.nodes: dict[int, str] = {}
         self._reported: set[int] = set()
+        self._slots: dict[tuple[str, int], int] = {}
+
+    def local_rank(self, node: str, gpu: int) -> int:
+        return self._slots.setdefault((node, gpu), len(self._slots))
 
     def spawn(self, node: str, gpu: int) -> int:
-        process = self._ctx.Process(target=_worker_entry, args=(self.address, node, gpu, self.threads), name=f"{node}/gpu{gpu}", daemon=True)
+        args = (self.address, node, gpu, self.threads, self.local_rank(node, gpu))
+        process = self._ctx.Process(target=_worker_entry, args=args, name=f"{node}/gpu{gpu}", daemon=True)
         process.start()
         self.processes[process.pid] = process
         self.nodes[process.pid] = node

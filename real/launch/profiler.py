@@ -1,8 +1,8 @@
 """The profiler: measure tiny-gpt layer by layer, as the planner wants it (DESIGN 3.1, 5).
 
 Per layer, for one microbatch: forward and backward time (median of `repeats` timed runs
-after `warmup` untimed ones; the head's forward includes the loss, as on the last stage),
-parameter bytes, optimizer bytes (AdamW's state after one step, measured), the bytes the
+after `warmup` untimed ones, timed with CUDA events on a GPU, `time_once`; the head's
+forward includes the loss, as on the last stage), parameter bytes, optimizer bytes (AdamW's state after one step, measured), the bytes the
 layer keeps for its backward (autograd's saved tensors, parameters excluded, each storage
 once) and the bytes it hands on. Then the gradient all-reduce time of every layer versus
 the number of participants 2..P: P processes on gloo (NCCL on GPUs), one subgroup per
@@ -68,21 +68,35 @@ def _device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-def _median_time(fn: Callable[[], None], repeats: int, warmup: int, device: torch.device) -> float:
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+def time_once(device: torch.device) -> Callable[[Callable[[], None]], float]:
+    """A timer of one call on `device`: CUDA events around it on a GPU (the kernels'
+    time on the stream, not the host's launch time; one synchronisation per call, after
+    the end event), the wall clock on the CPU."""
+    if device.type == "cuda":
+        def cuda_timer(fn: Callable[[], None]) -> float:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(device)  # nothing earlier inside the window
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0
 
+        return cuda_timer
+
+    def wall_timer(fn: Callable[[], None]) -> float:
+        begin = time.perf_counter()
+        fn()
+        return time.perf_counter() - begin
+
+    return wall_timer
+
+
+def _median_time(fn: Callable[[], None], repeats: int, warmup: int, device: torch.device) -> float:
+    timer = time_once(device)
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(timer(fn) for _ in range(repeats))
 
 
 def _tensor_bytes(t: torch.Tensor) -> int:

@@ -11,8 +11,8 @@ atomic), and the manifest is replaced only after every layer file of the new ste
 exists, so a crash while writing leaves the last good checkpoint intact and readable.
 Older step directories are removed once a newer manifest is in place.
 
-Workers write asynchronously: `CheckpointWriter` takes copies of the layers at a commit
-(the only synchronous part) and saves them on a background thread, then reports each
+Workers write asynchronously: `CheckpointWriter` takes host copies of the layers at a
+commit (the only synchronous part; pinned memory for GPU layers, `staging`) and saves them on a background thread, then reports each
 layer under `ckpt/<k>/<l>` in the coordinator's store, on its own connection. The
 coordinator writes the manifest when every layer of step k is reported.
 """
@@ -33,6 +33,7 @@ import torch
 
 from ..protocol.manifest import MANIFEST, Manifest, layer_path
 from .layer_state import LayerState
+from .staging import stage_state
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -94,7 +95,7 @@ class CheckpointWriter:
 
     def submit(self, states: Mapping[int, LayerState]) -> None:
         """Queue copies of `states` (the caller's tensors may change right after)."""
-        self._jobs.put([s.clone() for s in states.values()])
+        self._jobs.put([stage_state(s) for s in states.values()])  # host copies (pinned for GPU layers)
 
     def flush(self, timeout_s: float = 60.0) -> None:
         """Wait until everything submitted is written."""

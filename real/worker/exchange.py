@@ -4,17 +4,18 @@ Every rank walks the same global list of transfers (`transfers.transfers`): it p
 non-blocking send for each layer it gives and a receive for each it gets (tag = the
 transfer's position, so pairs never mix up), then waits for all. Each copy is one flat
 tensor (`state.flatten`): parameters, exp_avg, exp_avg_sq and the step counters; the
-receiver sizes its buffer from the layer it built itself.
+receiver sizes its buffer from the layer it built itself. CUDA workers on gloo
+(`host_staged`) send and receive through pinned host buffers (`state.staging`).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-import torch
 import torch.distributed as dist
 
 from ..state.layer_state import LayerState, flatten, unflatten
+from ..state.staging import from_wire, to_wire, wire_buffer
 from ..state.transfers import Transfer
 
 
@@ -24,6 +25,7 @@ def exchange(
     held: Mapping[int, LayerState],
     templates: Mapping[int, LayerState],
     posted: Callable[[], None] | None = None,
+    host_staged: bool = False,
 ) -> dict[int, LayerState]:
     """Send what `rank` gives, receive what it gets; returns the received states.
     `posted` runs once every operation is in flight (a failure point)."""
@@ -32,16 +34,17 @@ def exchange(
         if t.src == rank:
             if t.layer not in held:
                 raise RuntimeError(f"rank {rank} must send layer {t.layer} but does not hold it")
-            flat = flatten(held[t.layer]).contiguous()
+            flat = to_wire(flatten(held[t.layer]).contiguous(), host_staged)
             outbox.append(flat)
             works.append(dist.isend(flat, dst=t.dst, tag=t.tag))
         if t.dst == rank:
             template = templates[t.layer]
-            buffer = torch.empty(template.numel, dtype=template.dtype, device=next(iter(template.params.values())).device)
-            inbox[t.layer] = buffer
+            device = next(iter(template.params.values())).device
+            buffer = wire_buffer(template.numel, template.dtype, device, host_staged)
+            inbox[t.layer] = (buffer, device)
             works.append(dist.irecv(buffer, src=t.src, tag=t.tag))
     if posted is not None:
         posted()
     for work in works:
         work.wait()
-    return {layer: unflatten(buffer, templates[layer]) for layer, buffer in inbox.items()}
+    return {layer: unflatten(from_wire(buffer, device), templates[layer]) for layer, (buffer, device) in inbox.items()}

@@ -5,11 +5,16 @@ generation never meets an earlier one's keys, then creates, in the same order on
 rank (new_group is collective over the world): one group per pipeline (its stages' p2p
 traffic) and one per distinct owner set of a layer (gradient synchronisation). Every group
 gets `timeout=` explicitly: subgroups do not inherit the world's. `teardown` destroys them
-all, leaving the worker able to join generation g + 1 (part 2).
+all, leaving the worker able to join generation g + 1 (part 2): gloo's by destroying
+them (their sockets close, so blocked peers fail fast), NCCL's by aborting them (a
+communicator that may be waiting on a dead peer cannot be destroyed cleanly, `nccl`).
+Teardown may come from the main thread and from an NCCL generation's abort watch at
+once; a lock makes it happen once.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -17,6 +22,7 @@ import torch.distributed as dist
 
 from ..protocol.keys import pg_prefix
 from ..protocol.layout import Layout
+from .nccl import abort_all_groups
 
 
 @dataclass
@@ -30,18 +36,29 @@ class Generation:
     pipeline_group: dist.ProcessGroup | None
     sync_groups: dict[tuple[int, ...], dist.ProcessGroup] = field(default_factory=dict)
     alive: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def stage(self):
         return self.layout.stages[self.rank]
 
+    @property
+    def aborts(self) -> bool:
+        """Torn down by aborting its groups (NCCL) rather than destroying them (gloo)."""
+        return self.backend == "nccl"
+
     def teardown(self) -> None:
-        """Destroy every group of this generation (idempotent)."""
-        if self.alive and dist.is_initialized():
-            dist.destroy_process_group()
-        self.alive = False
-        self.pipeline_group = None
-        self.sync_groups = {}
+        """Destroy (gloo) or abort (NCCL) every group of this generation (idempotent,
+        thread-safe)."""
+        with self._lock:
+            if self.alive and dist.is_initialized():
+                if self.aborts:
+                    abort_all_groups()
+                else:
+                    dist.destroy_process_group()
+            self.alive = False
+            self.pipeline_group = None
+            self.sync_groups = {}
 
 
 def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float) -> Generation:

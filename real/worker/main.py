@@ -23,6 +23,8 @@ from ..models.emulated import EmulatedLayerTimes
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.failures import injections_from_json
+from .devices import select_device
+from .nccl import apply_nccl_environment
 from .probe import FailureProbe
 from .session import WorkerSession, wait_key
 
@@ -30,22 +32,23 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 
 
-def choose_device(config: RunConfig, gpu: int) -> tuple[torch.device, str]:
-    """(device, backend): NCCL on a CUDA device when real compute may use one, else gloo
-    on CPU (emulated compute always sleeps on CPU)."""
-    want_cuda = config.device == "cuda" or (config.device == "auto" and config.compute == "real" and torch.cuda.is_available())
-    if want_cuda:
-        if not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' requested but CUDA is not available on this worker")
-        index = gpu % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index), "nccl"
-    return torch.device("cpu"), "gloo"
+def choose_device(config: RunConfig, local_rank: int) -> tuple[torch.device, str]:
+    """(device, backend) of the worker of local rank `local_rank` (`devices.select_device`);
+    selects the CUDA device and, for NCCL, puts its environment in force."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    choice = select_device(config.device, config.backend, config.compute, local_rank, count)
+    if choice.kind == "cuda":
+        torch.cuda.set_device(choice.index)
+    if choice.backend == "nccl":
+        apply_nccl_environment()
+    return torch.device(choice.name), choice.backend
 
 
-def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None) -> int:
+def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None,
+               local_rank: int | None = None) -> int:
     """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
-    orders until it ends the job."""
+    orders until it ends the job. `local_rank` (default `gpu`) picks the CUDA device:
+    a launcher playing several nodes on one machine numbers its workers across them."""
     store = rv.connect(address, timeout_s=connect_timeout_s)
     first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
     info = rv.register(store, node, gpu)
@@ -58,10 +61,11 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         if threads:
             torch.set_num_threads(threads)
         emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
-        device, backend = choose_device(config, gpu)
+        device, backend = choose_device(config, gpu if local_rank is None else local_rank)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
-        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store)
+        watch_store = rv.connect(address, timeout_s=connect_timeout_s) if backend == "nccl" else None
+        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order
         while True:
             order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))

@@ -9,7 +9,9 @@ When anything goes wrong inside a generation (a peer died: gloo fails within
 milliseconds with "Connection closed by peer"; a hung peer was fenced; the coordinator
 aborted the step) the worker reports the fault and destroys its process groups at once,
 which closes its connections so that peers blocked on it fail fast too (the error
-cascades through the generation in well under a second). It then waits for the
+cascades through the generation in well under a second). NCCL reports no such thing: an
+NCCL generation runs an abort watch (`nccl.AbortWatch`) that aborts its groups as soon as
+the coordinator has handled a failure in it, and is torn down by abort (`groups`). It then waits for the
 coordinator's resume step, checks that its state is ready for it (the commit protocol
 guarantees this: no rollback is ever needed), and reports what it holds (`left`), ready
 for the next generation. Between generations the worker keeps its layers' states in
@@ -37,6 +39,7 @@ from ..state.layer_state import LayerState
 from ..state.transfers import transfers
 from .exchange import exchange
 from .groups import Generation, build_generation
+from .nccl import AbortWatch
 from .probe import FailureProbe
 from .stage_runner import StageRunner
 
@@ -61,6 +64,7 @@ class _Attempt:
     def __init__(self):
         self.generation: Generation | None = None
         self.runner: StageRunner | None = None
+        self.watch: AbortWatch | None = None
         self.loaded = False
 
     def close(self) -> None:
@@ -69,6 +73,8 @@ class _Attempt:
         Reference counting frees them at once; a full `gc.collect()` would cost about
         0.1 s of CPU per process, and many processes at once on a few cores (measured:
         0.6 s with 8 on 2 cores), on the recovery's critical path."""
+        if self.watch is not None:
+            self.watch.stop()
         if self.runner is not None:
             self.runner.release()
         if self.generation is not None:
@@ -88,12 +94,14 @@ class WorkerSession:
         emulation,
         probe: FailureProbe,
         checkpoint_store: dist.Store | None = None,
+        watch_store: dist.Store | None = None,
     ):
         self.store, self.config, self.info = store, config, info
         self.device, self.backend, self.emulation, self.probe = device, backend, emulation, probe
         self.held: dict[int, LayerState] = {}
         self._writer: CheckpointWriter | None = None
         self._checkpoint_store = checkpoint_store
+        self._watch_store = watch_store  # its own connection, for NCCL generations' abort watch
 
     # -- one generation ----------------------------------------------------------------
     def run_generation(self, number: int) -> str:
@@ -113,6 +121,10 @@ class WorkerSession:
 
     def _train(self, number: int, rank: int, directive: Directive, attempt: "_Attempt") -> str:
         attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
+        if attempt.generation.aborts:
+            if self._watch_store is None:
+                raise RuntimeError("internal error: an NCCL generation needs a store connection for its abort watch")
+            attempt.watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.teardown).start()
         rv.put_json(self.store, keys.built_key(number, rank), {"t": time.time()})
         runner = attempt.runner = StageRunner(self.config, attempt.generation, self.device, self.emulation, self.probe, directive.resume_step)
         runner.load(self._gather(directive, rank, runner))
@@ -162,7 +174,8 @@ class WorkerSession:
         reconfiguring = directive.kind != START
         if plan or reconfiguring:
             templates = runner.states(copy=False)
-            received = exchange(plan, rank, self.held, templates, posted=(lambda: self.probe("reconfigure", step)) if reconfiguring else None)
+            received = exchange(plan, rank, self.held, templates, posted=(lambda: self.probe("reconfigure", step)) if reconfiguring else None,
+                                host_staged=runner.host_staged)  # fmt: skip
             states.update(received)
         wanted = {s.layer for s in directive.sources[rank] if s.kind in (LOCAL, PEER, CHECKPOINT)}
         if set(states) != wanted:

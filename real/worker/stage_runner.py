@@ -8,6 +8,11 @@ pipeline's own process group and run with `Schedule1F1B` over the pipeline's m_i
 microbatches. 1F1B needs m_i >= S; a pipeline the plan gives fewer microbatches than
 stages runs `ScheduleGPipe` instead (same result, recorded in the run's events).
 
+A CUDA worker on gloo (`devices`: several ranks sharing one GPU) computes on its GPU,
+but gloo moves host memory only: its stage is wrapped in a `HostBridge` and the pipeline
+stage lives on the host (activations and gradients cross to the GPU and back inside
+the module, where autograd sees the copies), and its layer copies are host-staged.
+
 A step is committed between the gradient synchronisation and the optimizer step
 (`real.commit`): the caller's `commit` acks the step and returns its verdict; only a
 committed step touches the parameters. Failure points (`real.probe`) sit in the first
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import torch
+from torch import nn
 
 from ..config import RunConfig
 from ..models.emulated import (
@@ -47,6 +53,28 @@ class StepAborted(RuntimeError):
 
 def schedule_name(num_microbatches: int, num_stages: int) -> str:
     return "1F1B" if num_microbatches >= num_stages else "GPipe"
+
+
+class HostBridge(nn.Module):
+    """`module` on `device`, seen from the host: inputs move to the device, outputs come
+    back (differentiably, so gradients take the same way in reverse). The module is held,
+    not registered: `PipelineStage` moves its submodule to the stage's (host) device, and
+    must not take the layers off the GPU (their gradients still reach them: autograd
+    follows the graph, not the module tree)."""
+
+    def __init__(self, module: nn.Module, device: torch.device):
+        super().__init__()
+        self._held = (module,)  # a tuple: nn.Module registers Module attributes, not tuples
+        self.device = device
+
+    @property
+    def inner(self) -> nn.Module:
+        return self._held[0]
+
+    def forward(self, *args):
+        moved = [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in args]
+        out = self.inner(*moved)
+        return out.to("cpu") if isinstance(out, torch.Tensor) else out
 
 
 class StageRunner:
@@ -93,7 +121,10 @@ class StageRunner:
             self.module.register_forward_pre_hook(lambda module, args: self.probe("forward"))
             self.module.register_forward_hook(self._hook_backward)
         self.loss_scale = self.pipeline.gradient_weight / self.pipeline.num_microbatches
-        self.stage = PipelineStage(self.module, a.stage, a.num_stages, device, group=generation.pipeline_group)
+        self.host_staged = device.type == "cuda" and generation.backend == "gloo"
+        self.io_device = torch.device("cpu") if self.host_staged else device
+        staged = HostBridge(self.module, device) if self.host_staged else self.module
+        self.stage = PipelineStage(staged, a.stage, a.num_stages, self.io_device, group=generation.pipeline_group)
         self.schedule_name = schedule_name(self.pipeline.num_microbatches, a.num_stages)
         schedule_cls = Schedule1F1B if self.schedule_name == "1F1B" else ScheduleGPipe
         self.schedule = schedule_cls(self.stage, self.pipeline.num_microbatches, loss_fn=self._scaled_loss, scale_grads=False)
@@ -135,10 +166,10 @@ class StageRunner:
         lo = self.pipeline.first_microbatch * b
         hi = lo + self.pipeline.num_microbatches * b
         if self.config.compute == "emulated":
-            data = emulated_input(hi - lo).to(self.device)
+            data = emulated_input(hi - lo).to(self.io_device)
             return data, data
         inputs, targets = batch(self.config.tiny, self.config.seed, step, self.layout.global_batch)
-        return inputs[lo:hi].to(self.device), targets[lo:hi].to(self.device)
+        return inputs[lo:hi].to(self.io_device), targets[lo:hi].to(self.io_device)
 
     def step(self, step: int, commit: Callable[[float | None], str] | None = None) -> tuple[float | None, str]:
         """One training iteration: schedule, gradient sync, `commit` (given the loss sum,
