@@ -107,6 +107,7 @@ class Simulation:
         # the job
         self.mode = WAITING
         self.decision: Decision | None = None
+        self.state_plan = None  # the plan that last trained: its nodes hold the model state
         self.segments: list[tuple[str, float, Any]] = []  # pause queue: (state, seconds, action)
         self.pause_end_t = math.inf
         self.periodic = False  # the pause is a periodic checkpoint, not a decision's
@@ -232,6 +233,7 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def _start_running(self) -> None:
+        self.state_plan = self.decision.plan
         cost = self.timing.iteration(self.decision.plan)
         self.mode = RUNNING
         now = self.env.now
@@ -284,7 +286,8 @@ class Simulation:
         self._advance()
         self._commit(self.stop_iter - self.iterations)
         if self.stop_ckpt:
-            self._pause([(CHECKPOINTING, self.timing.pause_s(Checkpoint("periodic"), self.decision.plan), Checkpoint("periodic"))], periodic=True)
+            action = Checkpoint("periodic")
+            self._pause([(CHECKPOINTING, self.timing.pause_s(action, self.state_plan), action)], periodic=True)
         elif self.pending_ready:
             self._deliver_ready()
         elif self.boundary:
@@ -382,7 +385,10 @@ class Simulation:
             state = PAUSE_STATE.get(type(action))
             if state is None:
                 continue
-            seconds = self.timing.pause_s(action, decision.plan)
+            if isinstance(action, Checkpoint):  # the survivors of the plan that trained write it
+                seconds = self.timing.pause_s(action, decision.plan if self.state_plan is None else self.state_plan, self.ready)
+            else:
+                seconds = self.timing.pause_s(action, decision.plan)
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
                 segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
             else:
@@ -406,6 +412,7 @@ class Simulation:
         now = self.env.now
         self.ledger.hold_inflight(now - self.acct_t, self.stretch.useful_fraction)
         self.acct_t = now
+        self.state_plan = plan
         cost = self.timing.iteration(plan)
         self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
 
