@@ -177,6 +177,7 @@ class PlannerTiming:
         self.layout = bamboo_layout
         self._bamboo: dict[tuple, IterationCost] = {}
         self._last: dict[str, tuple[Any, float]] = {}  # kind -> (plan, seconds): periodic checkpoints repeat
+        self._by_shape: dict[tuple, float] = {}
 
     def iteration(self, plan: Any) -> IterationCost:
         if isinstance(plan, (ExecutionPlan, VarunaPlan)):
@@ -196,25 +197,29 @@ class PlannerTiming:
             raise SimError("internal: a checkpoint write or load with no plan to hold the state")
         return holdings(plan, self.layout.stage_layers if self.layout is not None else None, alive)
 
-    def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float:
-        """A checkpoint written by `plan`'s nodes (those in `alive` when given)."""
-        last = self._last.get("write")
+    def _cached(self, kind: str, plan: Any, alive: Container[str] | None, cost) -> float:
+        """Seconds of a write or load, computed once per holdings shape: plans rebuilt at
+        every event mostly repeat a few shapes (and periodic checkpoints the same plan)."""
+        last = self._last.get(kind)
         if alive is None and last is not None and last[0] is plan:
             return last[1]
-        seconds = write_cost(self._holdings(plan, alive), self.layer_bytes, self.storage).seconds
+        held = self._holdings(plan, alive)
+        key = (kind, frozenset(held.items()))
+        seconds = self._by_shape.get(key)
+        if seconds is None:
+            seconds = self._by_shape[key] = cost(held)
         if alive is None:
-            self._last["write"] = (plan, seconds)
+            self._last[kind] = (plan, seconds)
         return seconds
+
+    def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float:
+        """A checkpoint written by `plan`'s nodes (those in `alive` when given)."""
+        return self._cached("write", plan, alive, lambda held: write_cost(held, self.layer_bytes, self.storage).seconds)
 
     def restart_s(self, plan: Any) -> float:
         """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
-        last = self._last.get("load")
-        if last is not None and last[0] is plan:
-            return last[1]
-        load = load_cost(self._holdings(plan, None), self.layer_bytes, self.storage, self.bandwidth).seconds
-        seconds = self.costs.restart_overhead_s + load
-        self._last["load"] = (plan, seconds)
-        return seconds
+        load = self._cached("load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds)
+        return self.costs.restart_overhead_s + load
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the

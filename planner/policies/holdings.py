@@ -19,6 +19,7 @@ distinct templates, Varuna stage patterns or Bamboo pipelines cost:
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from math import gcd
 from typing import Any, Container, Sequence
 
@@ -27,6 +28,7 @@ from ..errors import PlannerError
 from ..plan import ExecutionPlan
 from .bamboo import BambooPlan
 from .varuna import VarunaPlan
+from .varuna_search import VarunaConfig
 
 
 def holdings(plan: Any, stage_layers: Sequence[tuple[int, int]] | None = None, alive: Container[str] | None = None) -> Holdings:
@@ -78,6 +80,9 @@ def _execution(plan: ExecutionPlan) -> Holdings:
 
 def _varuna_node(plan: VarunaPlan, j: int) -> Ranges:
     c = plan.config
+    if plan.given_stage_nodes is not None:  # a placement other than `place`'s
+        node = plan.nodes[j]
+        return merge(*(c.stage_layers[s] for s, holders in enumerate(plan.given_stage_nodes) if node in holders))
     g = _gpus_per_node(plan)
     workers = range(j * g, min((j + 1) * g, c.depth * c.width))
     return merge(*(c.stage_layers[k % c.depth] for k in workers))
@@ -91,9 +96,15 @@ def _gpus_per_node(plan: VarunaPlan) -> int:
 
 
 def _varuna(plan: VarunaPlan) -> Holdings:
-    c = plan.config
-    used = len(plan.nodes)
-    g = _gpus_per_node(plan)
+    if plan.given_stage_nodes is not None:
+        return Counter(_varuna_node(plan, j) for j in range(len(plan.nodes)))
+    return _varuna_shape(plan.config, len(plan.nodes), _gpus_per_node(plan))
+
+
+@lru_cache(maxsize=256)
+def _varuna_shape(c: VarunaConfig, used: int, g: int) -> Holdings:
+    """Depends on the configuration and node count only: every event re-places Varuna."""
+    plan = VarunaPlan(c, tuple(range(used)), None, used * g - c.num_gpus)  # type: ignore[arg-type]
     full = c.depth * c.width // g  # nodes whose g GPUs all run a worker
     period = c.depth // gcd(c.depth, g)
     out: Counter = Counter()
