@@ -108,8 +108,8 @@ def long_trace() -> None:
         def iteration(self, plan):
             return IterationCost(1.0, 1.0)
 
-        def pause_s(self, action, plan):
-            return setup.timing.pause_s(action, plan)
+        def pause_s(self, action, plan, alive=None):
+            return setup.timing.pause_s(action, plan, alive)
 
         def idle_gpus(self, plan):
             return 0

@@ -23,7 +23,7 @@ TIMELINES = ("changes", "iterations")
 PLANNER_ONLY = (
     "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
     "checkpoint_every_s", "join_horizon_s", "varuna_max_microbatch", "reconfigure_overhead_s",
-    "restart_overhead_s", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s",
+    "restart_overhead_s", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s", "storage_cap_gb_per_s",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes")
 
@@ -58,9 +58,11 @@ class SimConfig:
     # pause constants (planner calibration)
     reconfigure_overhead_s: float | None = None
     restart_overhead_s: float | None = None
-    restart_load_gb_per_s: float | None = None
+    # checkpoints (planner calibration): every layer holder writes (reads) its share at once
+    restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
     checkpoint_fixed_s: float | None = None
-    storage_gb_per_s: float | None = None
+    storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
+    storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
     # multiplied by its factor, 0 making it free; default 1
     reconfigure_cost_factor: float | None = None  # reconfigurations and layer copies
@@ -98,7 +100,7 @@ class SimConfig:
             else:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                     raise SimError(f"{f.name} must be a finite number >= 0, got {value!r}")
-                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "checkpoint_every_s", "duration_s") and value == 0:
+                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "storage_cap_gb_per_s", "checkpoint_every_s", "duration_s") and value == 0:
                     raise SimError(f"{f.name} must be > 0")
         if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")

@@ -99,6 +99,8 @@ class Simulation:
         self.env = simpy.Environment(initial_time=self.start_s)
         self.present: dict[str, int] = {}
         self.ready: dict[str, None] = {}
+        self.starting: dict[str, None] = {}  # present, not yet usable (arrival order)
+        self._nodes_of: dict[int, tuple[Any, frozenset[str]]] = {}  # id -> (plan, its nodes): recent plans
         self._born = 0
         self.ledger = Ledger()
         self.mark_t = self.start_s
@@ -107,6 +109,7 @@ class Simulation:
         # the job
         self.mode = WAITING
         self.decision: Decision | None = None
+        self.state_plan = None  # the plan that last trained: its nodes hold the model state
         self.segments: list[tuple[str, float, Any]] = []  # pause queue: (state, seconds, action)
         self.pause_end_t = math.inf
         self.periodic = False  # the pause is a periodic checkpoint, not a decision's
@@ -148,10 +151,12 @@ class Simulation:
                 if event.kind == "add":
                     self._born += 1
                     self.present[event.node] = self._born
+                    self.starting[event.node] = None
                     added.append((event.node, self._born))
                 else:
                     del self.present[event.node]
                     self.ready.pop(event.node, None)
+                    self.starting.pop(event.node, None)
                     removed.append(event.node)
                 self.events.append(EventRecord(time_s, event.kind, {"node": event.node}))
             if added:
@@ -169,6 +174,7 @@ class Simulation:
         if nodes:
             for node in nodes:
                 self.ready[node] = None
+                del self.starting[node]
             self.events.append(EventRecord(self.env.now, "ready", {"nodes": list(nodes)}))
             self.job.interrupt(("ready", nodes))
 
@@ -198,7 +204,7 @@ class Simulation:
         busy = 0
         plan = self.decision.plan if self.decision is not None else None
         if plan is not None and self.mode != WAITING:
-            busy = len(plan.nodes) * self.timing.gpus_per_node - self.timing.idle_gpus(plan)
+            busy = len(self._plan_nodes(plan)) * self.timing.gpus_per_node - self.timing.idle_gpus(plan)
         led.idle_gpu_s += max(0, len(self.present) * self.timing.gpus_per_node - busy) * dt
         if self.mode == WAITING:
             led.waiting_s += dt
@@ -218,7 +224,7 @@ class Simulation:
         row = TimelineRow(
             time_s=now,
             live_nodes=len(self.present),
-            working_nodes=len(plan.nodes) if plan is not None and self.mode != WAITING else 0,
+            working_nodes=len(self._plan_nodes(plan)) if plan is not None and self.mode != WAITING else 0,
             state=state,
             iterations_done=self.iterations,
             samples_done=self.iterations * self.timing.samples_per_iteration,
@@ -232,6 +238,7 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def _start_running(self) -> None:
+        self.state_plan = self.decision.plan
         cost = self.timing.iteration(self.decision.plan)
         self.mode = RUNNING
         now = self.env.now
@@ -284,7 +291,8 @@ class Simulation:
         self._advance()
         self._commit(self.stop_iter - self.iterations)
         if self.stop_ckpt:
-            self._pause([(CHECKPOINTING, self.timing.pause_s(Checkpoint("periodic"), self.decision.plan), Checkpoint("periodic"))], periodic=True)
+            action = Checkpoint("periodic")
+            self._pause([(CHECKPOINTING, self.timing.pause_s(action, self.state_plan), action)], periodic=True)
         elif self.pending_ready:
             self._deliver_ready()
         elif self.boundary:
@@ -321,11 +329,21 @@ class Simulation:
             self._reschedule()
 
     # -- decisions ---------------------------------------------------------------------
+    def _plan_nodes(self, plan) -> frozenset[str]:
+        """The plan's nodes as a set, kept for the last few plans (one plan serves many
+        events; building the set is O(nodes))."""
+        hit = self._nodes_of.get(id(plan))
+        if hit is None or hit[0] is not plan:
+            if len(self._nodes_of) >= 4:
+                del self._nodes_of[next(iter(self._nodes_of))]
+            hit = self._nodes_of[id(plan)] = (plan, frozenset(plan.nodes))
+        return hit[1]
+
     def _view(self, job_state: str | None = None) -> ClusterView:
         return ClusterView(
             time_s=self.env.now,
             ready=tuple(self.ready),
-            starting=tuple(n for n in self.present if n not in self.ready),
+            starting=tuple(self.starting),
             job_state=job_state or self.state(),
             iterations_done=self.iterations,
             checkpoint_iterations=self.ckpt_iterations,
@@ -334,14 +352,16 @@ class Simulation:
     def _decide(self, event, job_state: str | None = None) -> None:
         decision = self.policy.decide(self._view(job_state), event, self.decision)
         plan = decision.plan
-        if plan is not None:
-            strays = [n for n in plan.nodes if n not in self.ready]
-            if strays:
+        previous = self.decision.plan if self.decision is not None else None
+        if plan is not None and plan is not previous:  # an unchanged plan was checked when it came
+            members = self._plan_nodes(plan)
+            if not self.ready.keys() >= members:
+                strays = [n for n in plan.nodes if n not in self.ready]
                 raise SimError(f"{self.policy.name} planned on nodes that are not usable: {strays}")
         self.counts["decisions"] += 1
         if isinstance(event, NodesRemoved):
-            working = set(self.decision.plan.nodes) if self.decision is not None and self.decision.plan is not None else set()
-            hit = len(working & set(event.nodes))
+            working = self._plan_nodes(previous) if previous is not None else frozenset()
+            hit = sum(1 for n in set(event.nodes) if n in working)
             self.counts["working_removed"] += hit
             if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint, WaitForNodes)) for a in decision.actions):
                 self.counts["failures_survived"] += hit
@@ -382,7 +402,10 @@ class Simulation:
             state = PAUSE_STATE.get(type(action))
             if state is None:
                 continue
-            seconds = self.timing.pause_s(action, decision.plan)
+            if isinstance(action, Checkpoint):  # the survivors of the plan that trained write it
+                seconds = self.timing.pause_s(action, decision.plan if self.state_plan is None else self.state_plan, self.ready)
+            else:
+                seconds = self.timing.pause_s(action, decision.plan)
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
                 segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
             else:
@@ -406,6 +429,7 @@ class Simulation:
         now = self.env.now
         self.ledger.hold_inflight(now - self.acct_t, self.stretch.useful_fraction)
         self.acct_t = now
+        self.state_plan = plan
         cost = self.timing.iteration(plan)
         self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
 

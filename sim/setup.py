@@ -25,6 +25,7 @@ import numpy as np
 import traces
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
+from planner.checkpoint_cost import storage_for
 from planner.errors import PlannerError
 from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
 from planner.plan import JobSpec
@@ -203,9 +204,13 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
     costs = PlannerCosts(
         reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
         restart_overhead_s=_or(config.restart_overhead_s, PlannerCosts.restart_overhead_s),
-        restart_load_bytes_per_s=_or(config.restart_load_gb_per_s, PlannerCosts.restart_load_bytes_per_s / GIGA) * GIGA,
-        checkpoint_fixed_s=_or(config.checkpoint_fixed_s, PlannerCosts.checkpoint_fixed_s),
-        checkpoint_bytes_per_s=_or(config.storage_gb_per_s, PlannerCosts.checkpoint_bytes_per_s / GIGA) * GIGA,
+    )
+    storage = storage_for(
+        cluster.gpu.name,
+        node_write_bytes_per_s=_giga(config.storage_gb_per_s),
+        node_read_bytes_per_s=_giga(config.restart_load_gb_per_s),
+        aggregate_bytes_per_s=_giga(config.storage_cap_gb_per_s),
+        fixed_s=config.checkpoint_fixed_s,
     )
     every_s = config.checkpoint_every_s
     every_it = config.checkpoint_every_iterations
@@ -237,10 +242,11 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
     timing = PlannerTiming(
         config.policy,
         global_batch=batch,
-        checkpoint_bytes=profile.copy_bytes,
+        layer_bytes=[layer.copy_bytes for layer in profile.layers],
         inter_node_bw_bytes_per_s=cluster.inter_node_bw_bytes_per_s,
         gpus_per_node=g,
         costs=costs,
+        storage=storage,
         bamboo_layout=layout,
     )
     resolved.update(
@@ -257,11 +263,16 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         checkpoint_bytes=profile.copy_bytes,
         reconfigure_overhead_s=costs.reconfigure_overhead_s,
         restart_overhead_s=costs.restart_overhead_s,
-        restart_load_gb_per_s=costs.restart_load_bytes_per_s / GIGA,
-        checkpoint_fixed_s=costs.checkpoint_fixed_s,
-        storage_gb_per_s=costs.checkpoint_bytes_per_s / GIGA,
+        restart_load_gb_per_s=storage.node_read_bytes_per_s / GIGA,
+        checkpoint_fixed_s=storage.fixed_s,
+        storage_gb_per_s=storage.node_write_bytes_per_s / GIGA,
+        storage_cap_gb_per_s=None if storage.aggregate_bytes_per_s is None else storage.aggregate_bytes_per_s / GIGA,
     )
     return policy, timing
+
+
+def _giga(value: float | None) -> float | None:
+    return None if value is None else value * GIGA
 
 
 def _or(value, default):

@@ -10,12 +10,16 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
   it includes).
 - `PlannerTiming`: everything from the profile and the cluster through the planner and the
   policies. Iterations: the plan's predicted time (Oobleck's `ExecutionPlan`, Varuna's
-  configuration, Bamboo's layout with redundancy and fail-over). Pauses, from the model's
-  checkpoint bytes C (parameters + optimizer state) and `PlannerCosts`:
+  configuration, Bamboo's layout with redundancy and fail-over). Pauses, from
+  `PlannerCosts` and, for checkpoint writes and loads, `planner.checkpoint_cost` on the
+  plan's layer holdings (every holder moves its share of each layer at once, at the
+  `StorageSpec`'s per-node bandwidths, under its optional aggregate cap):
     start                      restart_overhead_s
-    restart (with or without   restart_overhead_s + C / restart_load_bytes_per_s
-      rolling back)
-    checkpoint                 checkpoint_fixed_s + C / checkpoint_bytes_per_s
+    restart (with or without   restart_overhead_s + load onto the new plan's nodes
+      rolling back)              (split reads, then an all-gather among each layer's holders)
+    checkpoint                 fixed_s + the busiest writer's share / write bandwidth,
+                               written by the nodes of the plan that last trained, less
+                               those gone (the engine passes who is alive)
     reconfiguration            reconfigure_overhead_s (Oobleck: rebuild process groups);
                                restart_overhead_s (Bamboo relaunches its workers, state kept)
     layer copies               the busiest node's bytes in or out / network bandwidth
@@ -27,8 +31,9 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Container, Protocol, Sequence
 
+from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
 from planner.policies import (
     BambooLayout,
@@ -42,6 +47,7 @@ from planner.policies import (
     Start,
     VarunaPlan,
 )
+from planner.policies.holdings import holdings
 from planner.reconfigure import Reconfiguration
 
 from . import artifact_data as art
@@ -63,7 +69,7 @@ class Timing(Protocol):
 
     def iteration(self, plan: Any) -> IterationCost: ...
 
-    def pause_s(self, action: Any, plan: Any) -> float: ...
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float: ...
 
     def idle_gpus(self, plan: Any) -> int: ...
 
@@ -101,7 +107,7 @@ class ArtifactTiming:
             self._cache[key] = IterationCost(plain * (art.BAMBOO_FAILOVER_SLOWDOWN if slowed else 1.0), plain)
         return self._cache[key]
 
-    def pause_s(self, action: Any, plan: Any) -> float:
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         m = self.model
         if self.system == "oobleck":
             if isinstance(action, (Start, Reinstantiate, Restart, RestartFromCheckpoint)):
@@ -131,25 +137,21 @@ class ArtifactTiming:
 
 @dataclass(frozen=True)
 class PlannerCosts:
-    """Pause constants of the planner calibration (README "Simulator" explains the fits)."""
+    """Pause constants of the planner calibration (README "Simulator" explains the fits);
+    checkpoint bandwidths are the `StorageSpec`'s."""
 
     reconfigure_overhead_s: float = 2.0
     restart_overhead_s: float = 40.0
-    restart_load_bytes_per_s: float = 0.16e9
-    checkpoint_fixed_s: float = 1.0
-    checkpoint_bytes_per_s: float = 0.8e9
 
     def __post_init__(self) -> None:
-        for name in ("reconfigure_overhead_s", "restart_overhead_s", "checkpoint_fixed_s"):
+        for name in ("reconfigure_overhead_s", "restart_overhead_s"):
             if not getattr(self, name) >= 0:
                 raise SimError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("restart_load_bytes_per_s", "checkpoint_bytes_per_s"):
-            if not getattr(self, name) > 0:
-                raise SimError(f"{name} must be > 0, got {getattr(self, name)!r}")
 
 
 class PlannerTiming:
-    """Iteration times from the policies' plans, pauses from model bytes and `PlannerCosts`."""
+    """Iteration times from the policies' plans; pauses from `PlannerCosts` and, for
+    checkpoints and loads, every holder moving its share in parallel (`checkpoint_cost`)."""
 
     calibration = "planner"
 
@@ -158,20 +160,24 @@ class PlannerTiming:
         system: str,
         *,
         global_batch: int,
-        checkpoint_bytes: int,
+        layer_bytes: Sequence[int],
         inter_node_bw_bytes_per_s: float,
         gpus_per_node: int,
         costs: PlannerCosts = PlannerCosts(),
+        storage: StorageSpec = StorageSpec(),
         bamboo_layout: BambooLayout | None = None,
     ):
         self.system = system
         self.samples_per_iteration = global_batch
-        self.checkpoint_bytes = checkpoint_bytes
+        self.layer_bytes = tuple(layer_bytes)
         self.bandwidth = inter_node_bw_bytes_per_s
         self.gpus_per_node = gpus_per_node
         self.costs = costs
+        self.storage = storage
         self.layout = bamboo_layout
         self._bamboo: dict[tuple, IterationCost] = {}
+        self._last: dict[str, tuple[Any, float]] = {}  # kind -> (plan, seconds): periodic checkpoints repeat
+        self._by_shape: dict[tuple, float] = {}
 
     def iteration(self, plan: Any) -> IterationCost:
         if isinstance(plan, (ExecutionPlan, VarunaPlan)):
@@ -186,20 +192,45 @@ class PlannerTiming:
             return self._bamboo[key]
         raise SimError(f"the planner calibration cannot time a {type(plan).__name__}")
 
-    def restart_s(self) -> float:
-        return self.costs.restart_overhead_s + self.checkpoint_bytes / self.costs.restart_load_bytes_per_s
+    def _holdings(self, plan: Any, alive: Container[str] | None):
+        if plan is None:
+            raise SimError("internal: a checkpoint write or load with no plan to hold the state")
+        return holdings(plan, self.layout.stage_layers if self.layout is not None else None, alive)
 
-    def checkpoint_s(self) -> float:
-        return self.costs.checkpoint_fixed_s + self.checkpoint_bytes / self.costs.checkpoint_bytes_per_s
+    def _cached(self, kind: str, plan: Any, alive: Container[str] | None, cost) -> float:
+        """Seconds of a write or load, computed once per holdings shape: plans rebuilt at
+        every event mostly repeat a few shapes (and periodic checkpoints the same plan)."""
+        last = self._last.get(kind)
+        if alive is None and last is not None and last[0] is plan:
+            return last[1]
+        held = self._holdings(plan, alive)
+        key = (kind, frozenset(held.items()))
+        seconds = self._by_shape.get(key)
+        if seconds is None:
+            seconds = self._by_shape[key] = cost(held)
+        if alive is None:
+            self._last[kind] = (plan, seconds)
+        return seconds
 
-    def pause_s(self, action: Any, plan: Any) -> float:
+    def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float:
+        """A checkpoint written by `plan`'s nodes (those in `alive` when given)."""
+        return self._cached("write", plan, alive, lambda held: write_cost(held, self.layer_bytes, self.storage).seconds)
+
+    def restart_s(self, plan: Any) -> float:
+        """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
+        load = self._cached("load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds)
+        return self.costs.restart_overhead_s + load
+
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+        """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
+        state; `alive`: for a checkpoint, the nodes still there to write it (None: all)."""
         c = self.costs
         if isinstance(action, Start):
             return c.restart_overhead_s
         if isinstance(action, (Restart, RestartFromCheckpoint)):
-            return self.restart_s()
+            return self.restart_s(plan)
         if isinstance(action, Checkpoint):
-            return self.checkpoint_s()
+            return self.checkpoint_s(plan, alive)
         if isinstance(action, Reinstantiate):
             return c.restart_overhead_s if self.system == "bamboo" else c.reconfigure_overhead_s
         if isinstance(action, CopyLayers):
@@ -225,8 +256,8 @@ class ScaledPauses:
     def iteration(self, plan: Any) -> IterationCost:
         return self.inner.iteration(plan)
 
-    def pause_s(self, action: Any, plan: Any) -> float:
-        seconds = self.inner.pause_s(action, plan)
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+        seconds = self.inner.pause_s(action, plan, alive)
         for kinds, factor in self.factors:
             if isinstance(action, kinds):
                 return seconds * factor

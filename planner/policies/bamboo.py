@@ -19,7 +19,9 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 from ..profile import ModelProfile
@@ -62,13 +64,17 @@ class BambooPlan:
     def num_pipelines(self) -> int:
         return len(self.owners)
 
-    @property
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for row in self.owners:
-            for node in row:
-                seen.setdefault(node, None)
-        return tuple(seen)
+        return tuple(self._stages)
+
+    @cached_property
+    def _stages(self) -> dict[str, list[tuple[int, int]]]:
+        by_node: dict[str, list[tuple[int, int]]] = {}
+        for p, row in enumerate(self.owners):
+            for s, node in enumerate(row):
+                by_node.setdefault(node, []).append((p, s))
+        return by_node
 
     @property
     def formed_with(self) -> int:
@@ -80,7 +86,7 @@ class BambooPlan:
         return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))
 
     def stages_of(self, node: str) -> list[tuple[int, int]]:
-        return [(p, s) for p, row in enumerate(self.owners) for s, owner in enumerate(row) if owner == node]
+        return list(self._stages.get(node, ()))
 
     def describe(self) -> dict:
         return {
@@ -144,7 +150,8 @@ class BambooPolicy:
         if plan is None:
             return self._form(view, None, started, restart=started)
         if isinstance(event, PauseEnded) and event.kind != "checkpointing":
-            joined = tuple(n for n in view.ready if n not in set(plan.nodes) and n not in set(plan.spares))
+            known = set(plan.nodes) | set(plan.spares)
+            joined = tuple(n for n in view.ready if n not in known)
             if joined:
                 return Decision(form_grid(view.ready, self.depth), (Admit(joined),), True)
             return Decision(plan, (Continue(),), True)
@@ -240,24 +247,44 @@ class BambooPolicy:
             return layers
 
         alive = set(new.nodes) | set(new.spares)
-        holders: dict[int, list[str]] = {}
-        for node in old.nodes:
-            if node in alive:
-                for layer in sorted(held(old, node)):
-                    holders.setdefault(layer, []).append(node)
+        stage_of = self.layout.stage_of_layer()
+        # every layer of a stage has the same holders: one heap per stage of
+        # (bytes sent, order in the old plan, holder), stale entries skipped when popped
+        holding: dict[str, set[int]] = {}
+        heaps: dict[int, list[tuple[int, int, str]]] = {}
+        for rank, node in enumerate(n for n in old.nodes if n in alive):
+            holding[node] = {t for _, s in old.stages_of(node) for t in (s, (s + 1) % d)}
+            for stage in holding[node]:
+                heaps.setdefault(stage, []).append((0, rank, node))
         sent: dict[str, int] = {}
         requests: dict[tuple[str, str], list[int]] = {}
         layer_bytes = self.profile.layers
+        old_nodes = set(old.nodes)
         for node in new.nodes:
-            have = held(old, node) if node in set(old.nodes) else set()
+            have = held(old, node) if node in old_nodes else set()
             for layer in sorted(held(new, node) - have):
-                sources = holders.get(layer)
-                if not sources:
+                heap = heaps.get(stage_of[layer])
+                src = _least_loaded(heap, sent)
+                if src is None:
                     return None
-                src = min(sources, key=lambda s: sent.get(s, 0))
+                rank = heap[0][1]
                 sent[src] = sent.get(src, 0) + layer_bytes[layer].copy_bytes
+                for stage in holding[src]:
+                    heapq.heappush(heaps[stage], (sent[src], rank, src))
                 requests.setdefault((node, src), []).append(layer)
         return tuple(
             LayerCopy(dst, src, tuple(ls), sum(layer_bytes[l].param_bytes for l in ls), sum(layer_bytes[l].optimizer_bytes for l in ls))
             for (dst, src), ls in requests.items()
         )
+
+
+def _least_loaded(heap: list[tuple[int, int, str]] | None, sent: dict[str, int]) -> str | None:
+    """The holder that has sent the fewest bytes so far (then the earliest in the old plan):
+    the same choice as scanning every holder. Entries pushed before the holder's last send
+    are stale and dropped here; each send pushes one entry per stage its sender holds."""
+    while heap:
+        count, _, node = heap[0]
+        if count == sent.get(node, 0):
+            return node
+        heapq.heappop(heap)
+    return None

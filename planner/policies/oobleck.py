@@ -69,6 +69,7 @@ class OobleckPolicy:
         self.checkpoints = checkpoints
         self.join_horizon_s = join_horizon_s
         self.reconfigure_pause_s = reconfigure_pause_s
+        self._declined: tuple = (None, 0, ())  # (plan, spare count, notes) of the last join declined
 
     def infeasible_reason(self) -> str | None:
         try:
@@ -132,11 +133,15 @@ class OobleckPolicy:
         spares = [n for n in view.ready if n not in in_plan]
         if not spares:
             return Decision(plan, (Continue(),), memory)
+        if self._declined[0] is plan and self._declined[1] == len(spares):
+            # spares hold no layers, so the gain test depends on the plan and their count only
+            return Decision(plan, (Continue(),), memory, notes=self._declined[2])
         try:
             result = on_addition(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
         except PlannerError:
             return Decision(plan, (Continue(),), memory)
         if result.plan is None or result.plan is plan:
+            self._declined = (plan, len(spares), result.notes)
             return Decision(plan, (Continue(),), memory, notes=result.notes)
         actions = (Reinstantiate(f"{len(spares)} spare node(s) join"), CopyLayers(result.copies))
         return Decision(result.plan, actions, memory, notes=result.notes)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from functools import cached_property
+from typing import Container, Sequence
 
 from .decisions import (
     Checkpoint,
@@ -40,16 +41,41 @@ DEFAULT_CHECKPOINT_EVERY = 10
 
 @dataclass(frozen=True)
 class VarunaPlan:
-    """A configuration on concrete nodes: `stage_nodes[s]` hold a replica of stage s."""
+    """A configuration on concrete nodes, worker k = w D + s (replica w, stage s) on node
+    k // gpus_per_node. `stage_nodes[s]`, the nodes holding a replica of stage s, is worked
+    out when first asked for (a placement on 12,500 nodes would list 100,000 workers)."""
 
     config: VarunaConfig
     nodes: tuple[str, ...]
-    stage_nodes: tuple[tuple[str, ...], ...]
+    given_stage_nodes: tuple[tuple[str, ...], ...] | None
     idle_gpus: int
 
     @property
     def iteration_time_s(self) -> float:
         return self.config.iteration_time_s
+
+    @property
+    def gpus_per_node(self) -> int:
+        return (self.config.num_gpus + self.idle_gpus) // len(self.nodes)
+
+    @cached_property
+    def stage_nodes(self) -> tuple[tuple[str, ...], ...]:
+        if self.given_stage_nodes is not None:
+            return self.given_stage_nodes
+        c, g, nodes = self.config, self.gpus_per_node, self.nodes
+        return tuple(tuple(dict.fromkeys(nodes[(w * c.depth + s) // g] for w in range(c.width))) for s in range(c.depth))
+
+    def stages_without_holder(self, alive: Container[str]) -> list[int]:
+        """Stages none of whose replicas is on a node in `alive`; O(nodes + dead nodes' stages
+        x replicas scanned until a live one)."""
+        dead = {j for j, n in enumerate(self.nodes) if n not in alive}
+        if not dead:
+            return []
+        if self.given_stage_nodes is not None:
+            return [s for s, holders in enumerate(self.given_stage_nodes) if not any(n in alive for n in holders)]
+        c, g = self.config, self.gpus_per_node
+        stages = sorted({k % c.depth for j in dead for k in range(j * g, min((j + 1) * g, c.num_gpus))})
+        return [s for s in stages if all((w * c.depth + s) // g in dead for w in range(c.width))]
 
     def describe(self) -> dict:
         c = self.config
@@ -68,12 +94,7 @@ def place(config: VarunaConfig, ready: Sequence[str], gpus_per_node: int) -> Var
     """Worker k = w D + s (replica w, stage s) runs on node k // gpus_per_node."""
     workers = config.depth * config.width
     used = math.ceil(workers / gpus_per_node)
-    nodes = tuple(ready[:used])
-    stage_nodes = tuple(
-        tuple(dict.fromkeys(nodes[(w * config.depth + s) // gpus_per_node] for w in range(config.width)))
-        for s in range(config.depth)
-    )
-    return VarunaPlan(config, nodes, stage_nodes, used * gpus_per_node - workers)
+    return VarunaPlan(config, tuple(ready[:used]), None, used * gpus_per_node - workers)
 
 
 @dataclass(frozen=True)
@@ -141,7 +162,7 @@ class VarunaPolicy:
         if base is None or view.job_state == "restarting":
             return self._launch(view, memory, restart=memory.started)
         ready = set(view.ready)
-        can_save = all(any(n in ready for n in holders) for holders in base.stage_nodes)
+        can_save = not base.stages_without_holder(ready)
         new = self.plan_for(view.ready)
         lost = sorted(set(event.nodes) & involved)
         if can_save:

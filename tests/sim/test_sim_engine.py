@@ -25,7 +25,7 @@ class Round:
     def iteration(self, plan):
         return IterationCost(10.0, 10.0)
 
-    def pause_s(self, action, plan):
+    def pause_s(self, action, plan, alive=None):
         return 5.0
 
     def idle_gpus(self, plan):
@@ -93,7 +93,7 @@ def test_a_failure_during_an_oobleck_reconfiguration_is_replanned_from_what_surv
     planner = Planner(tiny_profile(), tiny_cluster(6), JobSpec(8, 1, 1))
     costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
     policy = OobleckPolicy(planner, reconfigure_pause_s=5.0)
-    timing = PlannerTiming("oobleck", global_batch=8, checkpoint_bytes=0, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=costs)
+    timing = PlannerTiming("oobleck", global_batch=8, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=costs)
     # n6 leaves at 500 (a 5 s reconfiguration), n5 at 502 in the middle of it
     rows = [(0, "add", nodes(6)), (500, "remove", "n6"), (502, "remove", "n5"), (1000, "add", "end")]
     sim = Simulation(make_trace(rows), policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()

@@ -27,6 +27,7 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.run import simulate
 from sim.setup import build
+from planner.checkpoint_cost import StorageSpec
 from sim.timing import PlannerCosts, PlannerTiming
 from traces.model import Trace
 
@@ -177,9 +178,10 @@ def tiny_policy(kind: str, f: int, peak: int):
 def test_planner_runs_keep_the_invariants(trace, kind, f):
     peak = int(trace.live_counts()["live_nodes"].max())
     policy, layout = tiny_policy(kind, f, peak)
-    costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0, checkpoint_fixed_s=2.0)
-    timing = PlannerTiming(kind, global_batch=8, checkpoint_bytes=4 * GB, inter_node_bw_bytes_per_s=1e9, gpus_per_node=1,
-                           costs=costs, bamboo_layout=layout)
+    costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
+    storage = StorageSpec(node_write_bytes_per_s=0.8e9, node_read_bytes_per_s=0.16e9, aggregate_bytes_per_s=1e9, fixed_s=2.0)
+    timing = PlannerTiming(kind, global_batch=8, layer_bytes=[GB] * 4, inter_node_bw_bytes_per_s=1e9, gpus_per_node=1,
+                           costs=costs, storage=storage, bamboo_layout=layout)
 
     def run(p):
         return Simulation(trace, p, timing, node_startup_s=45.0, price_per_node_hour=0.5).run()
