@@ -7,51 +7,41 @@ iteration time (integer min-makespan split plus the exposed all-reduce, computed
 caller's `solve`); the answer minimises (seconds, -K, sizes in increasing order), the order
 an exhaustive enumeration breaks ties in.
 
-Search. Level i of a depth-first search decides x for the i-th size, so the depth is the
-number of sizes (at most the model's layers), not the number of pipelines (thousands at
-12,500 nodes), and all counts of one level are tested in one vectorised step. A child is
-cut when one of two tests shows that no mix completing it can reach the best value U found
-so far (with a relative slack of 1e-12 so that rounding cannot cut a tie). Every mix whose
-value is the optimum is therefore solved, and the answer and its tie-break are those of
-enumerating every mix.
+The test. Let U be a value. A mix of value <= U has slowest pipeline T <= U - (exposed
+all-reduce). Layer 0 sits in the first stage of every pipeline, which has no stage after
+it, so it is ready only at T, and each template n in the mix all-reduces its whole first
+stage after T: exposed >= A_n(K), that stage's all-reduce across the K pipelines. So
+T <= U - A_n(K) for every size n used, and a pipeline of size n runs at most
+cap_n(t) = floor((t - c_n) / beta_n) microbatches, t = U - max A over the sizes used
+(cap < 1: it cannot run one, the mix is impossible). The M microbatches must fit:
+sum_n x_n cap_n >= M. Any upper bound on the capacities keeps the test sound; the search
+uses two. K is only known to be >= some K0, so A_n(K) is replaced by its minimum over all
+K' >= K0 up to the most pipelines N allows ("floor A").
+- Sizes not decided yet (a suffix L of the search order) with R nodes left contribute at
+  most G_L(R) = max sum y_n cap_n(U - floor A_n) over y >= 0 with sum n y_n = R exactly
+  (each size charged only its own floor, a relaxation): an unbounded knapsack over node
+  counts, solved for every R and every suffix at once (one running maximum per residue
+  class mod n per size, O(N) each) and redone whenever U improves. G_L(R) = -inf when R is
+  no sum of sizes in L.
+- Decided sizes C use t = U - max(floor A over C, the smallest floor A in L when R > 0).
+A partial mix whose decided capacity plus G_L(R) is below M has no completion of value
+<= U and is cut. U is the best value found, divided by 1 - 1e-12 and with capacities
+rounded up by 1e-6 microbatches, so rounding cannot cut a tie: every mix whose value is
+the optimum is solved, hence the answer and its tie-break are those of enumerating every
+mix. Partial mixes whose pipeline count cannot reach k (or stay <= M) are cut as well.
 
-Why the tests are sound. A child has chosen counts x on sizes C (a = sum x_n / beta_n,
-b = sum x_n c_n / beta_n, F = max (c_n + beta_n) over C, K0 pipelines) and R nodes left for
-the later sizes L. Take any completion, counts y on sizes E of L with sum n y_n = R, slowest
-pipeline T, K pipelines in all.
-1. Every pipeline i ends by T, so m_i <= (T - c_i) / beta_i and M <= sum (T - c_i) / beta_i:
-   T >= tau = (M + b + sum_E y_n c_n / beta_n) / (a + sum_E y_n / beta_n). And T >= c_n +
-   beta_n for every size used (each pipeline runs at least one microbatch).
-2. In the node shares z_n = n y_n (z >= 0, sum z_n = R) tau is linear-fractional with a
-   positive denominator, so its minimum over that simplex is at a vertex:
-   tau >= min_{n in E} tau_n with tau_n = (M + b + R c_n / (beta_n n)) / (a + R / (beta_n n)).
-3. Layer 0 sits in the first stage of every pipeline, which has no stage after it, so it is
-   ready only at T, and each template n used all-reduces its whole first stage after T: the
-   exposed part is >= A_n(K) (that stage's all-reduce across K pipelines) for every n in C
-   and E. K is unknown beyond K >= K0 + ceil(R / max L), so A is replaced by its minimum
-   over every K' from there to the most pipelines N allows ("floor A").
-   Bound test: with n* the vertex of (2) attaining the minimum, the iteration is >=
-   max(tau_n*, F, c_n* + beta_n*) + max(floor A over C, floor A_n*); the minimum of this
-   over every n* in L with n* <= R is below every completion, whichever E it uses. Cut
-   when it exceeds U.
-4. Capacity test. A mix of value <= U has T <= U - floor A_n for each size n it uses, so a
-   pipeline of size n runs at most cap_n(t) = floor((t - c_n) / beta_n) microbatches with
-   t = U - floor A_n (none at all if that is < 1), and the chosen pipelines at most
-   cap_n(U - theta) with theta = the larger of floor A over C and the smallest floor A in
-   L (R > 0 forces some size of L in). The later sizes can contribute at most
-   G_L(R) = max sum y_n cap_n over y with sum n y_n = R exactly: an unbounded knapsack over
-   node counts, solved for every R and every suffix L of the order (one running maximum
-   per residue class mod n per size, O(N) each) and redone whenever U improves. Cut when
-   chosen capacity + G_L(R) < M: the integer split cannot place the M microbatches by T.
-   G_L(R) = -inf also drops children whose R is no sum of later sizes. Capacities carry a
-   1e-6 microbatch slack against rounding in T_n(m).
-Children whose pipeline count cannot reach k (or stay <= M) are dropped as well.
+Search. Depth first; a node picks the next size it uses (a later one in the order) and
+how many pipelines of it, all such children tested in one vectorised step, so the depth
+is the number of distinct sizes in a mix, not its pipelines (thousands at 12,500 nodes).
+Sizes are ordered by the bound of running each alone on all N nodes; children go in that
+order, most pipelines first.
 
-Order. Sizes are ranked by the bound of running that size alone on all N nodes, and each
-level tries its counts in order of their bound (more pipelines first on ties), so the first
-leaves are near the optimum. Checked against the part-by-part search it replaces
-(`planner.mix_reference`) and against enumerating every mix (tests/planner/test_mix.py);
-figures in benchmarks/scale_plan_bench.py.
+Incumbent. Before searching, the smallest t at which the knapsack over all sizes reaches
+M microbatches on exactly N nodes (deadline t - floor A_n per size) is found by bisection:
+no mix is faster than that t (the test above with U = t), and the knapsack's own mix at t
+is solved first, so the search starts with U within the all-reduce's slack of the optimum.
+Checked against the part-by-part search it replaces (`planner.mix_reference`) and against
+enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_plan_bench.py.
 """
 
 from __future__ import annotations
@@ -72,7 +62,8 @@ class MixResult:
     counts: tuple[tuple[int, int], ...]  # (size, pipelines of that size), sizes increasing
     seconds: float
     mixes_solved: int
-    levels_expanded: int
+    nodes_expanded: int
+    lower_bound_s: float  # no mix is faster
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -130,7 +121,7 @@ class MixSearch:
 
 
 class _Run:
-    """One search: the sizes in search order as arrays, the capacity tables, the incumbent."""
+    """One search: the sizes as arrays, the classes, the incumbent."""
 
     def __init__(self, search: MixSearch, num_nodes: int, need: int, sizes: list[int]):
         self.solve = search.solve
@@ -142,116 +133,124 @@ class _Run:
             if len(values) < kmax + 1:
                 raise ValueError(f"internal error: all-reduce times for {n} nodes stop at {len(values) - 1} pipelines, {kmax} needed")
             floors[n] = np.minimum.accumulate(values[::-1])[::-1]  # min over K' >= K
+        # any mix has K >= k and K >= N / largest size: the knapsack's floor A is taken there
+        self.k_any = min(kmax, max(need, -(-num_nodes // max(sizes)), 0))
 
-        def alone(n: int) -> float:
+        def alone(n: int) -> float:  # fractional makespan of every node in n-node pipelines
             c, beta = search.lines[n]
-            return max(c + self.total * beta * n / num_nodes, c + beta) + float(floors[n][max(1, num_nodes // n)])
+            return c + self.total * beta * n / num_nodes
 
-        self.order = order = sorted(sizes, key=lambda n: (alone(n), -n))
+        self.order = order = sorted(sizes, key=lambda n: (alone(n) + float(floors[n][self.k_any]), -n))
         self.size = np.array(order)
         self.c = np.array([search.lines[n][0] for n in order])
         self.beta = np.array([search.lines[n][1] for n in order])
-        self.inv, self.cb = 1.0 / self.beta, self.c / self.beta
-        self.slope, self.offset = 1.0 / (self.beta * self.size), self.c / (self.beta * self.size)
-        self.one = self.c + self.beta
+        self.alone = np.array([alone(n) for n in order])
         self.floor = np.array([floors[n] for n in order])  # [level, K]
-        self.smallest_after = np.minimum.accumulate(self.size[::-1])[::-1]
-        self.largest_after = np.maximum.accumulate(self.size[::-1])[::-1]
-        # any mix has K >= k and K >= N / largest size: floor A at that K for the knapsack
-        self.k_any = min(kmax, max(need, -(-num_nodes // int(self.size.max()))))
+        self.any_floor = self.floor[:, self.k_any]
         self.key = None
         self.counts = None
         self.solved = self.expanded = 0
-        self.capacity = knapsack_suffixes(order, [0.0] * len(order), num_nodes)  # reachability
 
-    # -- the incumbent and the capacity tables ----------------------------------------------
-    def caps(self, deadline_s: np.ndarray, levels) -> np.ndarray:
-        """Most microbatches a pipeline of each level's size can finish by the deadlines."""
+    # -- capacities and the incumbent --------------------------------------------------------
+    def caps(self, deadline_s, levels) -> np.ndarray:
+        """Most microbatches a pipeline of each level's size finishes by the deadlines
+        (-inf: not even one)."""
         value = np.floor((deadline_s - self.c[levels]) / self.beta[levels] + _CAP_SLACK)
         return np.where(value >= 1, value, -np.inf)
 
-    def record(self, counts: tuple[tuple[int, int], ...], pipelines: int) -> None:
+    def record(self, counts: tuple[tuple[int, int], ...]) -> None:
+        pipelines = sum(x for _, x in counts)
+        if not self.need <= pipelines <= self.total:
+            return
         seconds = self.solve(counts)
         self.solved += 1
         key = (seconds, -pipelines, tuple(n for n, x in counts for _ in range(x)))
         if self.key is None or key < self.key:
-            improved = self.key is None or seconds < self.key[0]
             self.key, self.counts = key, counts
-            if improved:
-                levels = np.arange(len(self.order))
-                deadline = seconds / _SLACK - self.floor[levels, self.k_any]
-                self.capacity = knapsack_suffixes(self.order, self.caps(deadline, levels), self.num_nodes)
 
     def result(self) -> MixResult | None:
-        self.visit(0, 0.0, 0.0, -np.inf, 0, self.num_nodes, [], [])
+        # class h: the mixes whose largest floor A (ties: later in `order`) is level h's
+        rank = sorted(range(len(self.order)), key=lambda j: (self.any_floor[j], j))
+        classes = []
+        for position, h in enumerate(rank):
+            allowed = rank[: position + 1]
+            bound = float(self.any_floor[h] + self.alone[allowed].min())  # (1) + (3), every K
+            classes.append((bound, h, allowed))
+        lowest = min((b for b, _, _ in classes), default=np.inf)
+        for bound, h, allowed in sorted(classes, key=lambda item: (item[0], item[1])):
+            if self.key is not None and bound * _SLACK > self.key[0]:
+                break
+            _Class(self, h, sorted(allowed)).search()
         if self.key is None:
             return None
-        return MixResult(self.counts, self.key[0], self.solved, self.expanded)
+        return MixResult(self.counts, self.key[0], self.solved, self.expanded, lowest)
 
-    # -- one level -------------------------------------------------------------------------
-    def visit(self, i: int, a: float, b: float, first: float, count: int, remaining: int, chosen: list[int], picks: list) -> None:
-        """Children of a node at level i: every count of size order[i] (picks: the
-        (size, count) chosen above, chosen: their levels)."""
-        self.expanded += 1
-        s, total = self.order[i], self.total
-        x = np.arange(remaining // s, -1, -1)
-        rest = remaining - x * s
+
+class _Class:
+    """The mixes that use level h and otherwise only `allowed` levels (floor A <= h's)."""
+
+    def __init__(self, run: _Run, h: int, allowed: list[int]):
+        self.run = run
+        self.ids = np.array([h] + [j for j in allowed if j != h])  # search order: h first
+        size = run.size[self.ids]
+        self.size = size
+        pad = lambda values, fill: np.append(values, fill)
+        self.smallest_after = pad(np.minimum.accumulate(size[::-1])[::-1], run.num_nodes + 1)
+        self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
+        self.value_s = None  # the incumbent value the tables were built for
+        self.tables = np.array(knapsack_suffixes(list(size), [0.0] * len(size), run.num_nodes))
+
+    def refresh(self) -> None:
+        """Rebuild the capacity tables when the incumbent improved: every pipeline of a
+        mix in this class ends by U - floor A_h."""
+        run = self.run
+        if run.key is None or run.key[0] == self.value_s:
+            return
+        self.value_s = run.key[0]
+        deadline = self.value_s / _SLACK - run.any_floor[self.ids[0]]
+        caps = run.caps(deadline, self.ids)
+        self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
+
+    def search(self) -> None:
+        self.refresh()
+        if self.tables[0, self.run.num_nodes] > -np.inf:
+            self.visit(0, 0, self.run.num_nodes, [])
+
+    def visit(self, start: int, count: int, remaining: int, picks: list[tuple[int, int]]) -> None:
+        """Children of a partial mix: a class level >= start and how many pipelines of
+        it (picks: the (class level, count) decided so far; the root must pick h)."""
+        run = self.run
+        run.expanded += 1
+        total = run.total
+        stop = 1 if not picks else len(self.ids)
+        per_level = remaining // self.size[start:stop]
+        if not per_level.any():
+            return
+        level = np.repeat(np.arange(start, stop), per_level)
+        group_start = np.repeat(np.cumsum(per_level) - per_level, per_level)
+        x = np.arange(len(level)) - group_start + 1
+        rest = remaining - x * self.size[level]
         pipes = count + x
         leaf = rest == 0
-        last = i + 1 == len(self.order)
-        if last:
-            few = many = np.zeros_like(rest)
-        else:
-            few = np.where(leaf, 0, -(-rest // self.largest_after[i + 1]))
-            many = np.where(leaf, 0, rest // self.smallest_after[i + 1])
-        later_capacity = self.capacity[i + 1][rest]  # -inf: rest is no sum of later sizes
-        ok = (later_capacity > -np.inf) & (pipes + many >= self.need) & (pipes + few <= total)
-        if not ok.any():
-            return
-        x, rest, pipes, leaf, few, later_capacity = x[ok], rest[ok], pipes[ok], leaf[ok], few[ok], later_capacity[ok]
-        used = x > 0
-        a_x, b_x = a + x * self.inv[i], b + x * self.cb[i]
-        first_x = np.where(used, max(first, self.one[i]), first)
-        k_floor = np.minimum(pipes + few, self.kmax)
-        ar = np.where(used, self.floor[i, k_floor], 0.0)
-        for j in chosen:
-            ar = np.maximum(ar, self.floor[j, k_floor])
-        inner = ~leaf
-        if self.key is not None:  # capacity test (4)
-            theta = ar.copy()
-            if inner.any() and not last:
-                later_floor = np.where(self.size[i + 1 :][None, :] <= rest[inner][:, None], self.floor[i + 1 :][:, k_floor[inner]].T, np.inf)
-                theta[inner] = np.maximum(theta[inner], later_floor.min(axis=1))
-            deadline = self.key[0] / _SLACK - theta
-            have = later_capacity + np.where(used, x * self.caps(deadline, i), 0.0)
-            for (_, count_j), j in zip(picks, chosen):
-                have += count_j * self.caps(deadline, j)
-            fits = have >= total
-            if not fits.any():
-                return
-            x, rest, pipes, leaf, inner, used = x[fits], rest[fits], pipes[fits], leaf[fits], inner[fits], used[fits]
-            a_x, b_x, first_x, k_floor, ar = a_x[fits], b_x[fits], first_x[fits], k_floor[fits], ar[fits]
-        bound = np.empty(len(x))  # bound test (1-3)
-        if leaf.any():
-            bound[leaf] = np.maximum((total + b_x[leaf]) / a_x[leaf], first_x[leaf]) + ar[leaf]
-        if inner.any():
-            r = rest[inner][:, None]
-            later = slice(i + 1, None)
-            tau = (total + b_x[inner][:, None] + r * self.offset[later]) / (a_x[inner][:, None] + r * self.slope[later])
-            value = np.maximum(np.maximum(tau, first_x[inner][:, None]), self.one[later])
-            value += np.maximum(ar[inner][:, None], self.floor[later][:, k_floor[inner]].T)
-            value[self.size[later][None, :] > r] = np.inf
-            bound[inner] = value.min(axis=1)
-        for j in np.lexsort((-x, bound)):
-            if self.key is not None and bound[j] * _SLACK > self.key[0]:
-                break
-            xj = int(x[j])
-            if xj:
-                picks.append((s, xj))
-            if leaf[j]:
-                self.record(tuple(sorted(picks)), int(pipes[j]))
-            else:
-                self.visit(i + 1, float(a_x[j]), float(b_x[j]), float(first_x[j]), int(pipes[j]), int(rest[j]),
-                           chosen + [i] if xj else chosen, picks)
-            if xj:
-                picks.pop()
+        after = level + 1
+        few = np.where(leaf, 0, -(-rest // self.largest_after[after]))
+        many = np.where(leaf, 0, rest // self.smallest_after[after])
+        later = self.tables[after, rest]  # -inf: rest is no sum of later sizes
+        ok = (later > -np.inf) & (pipes + many >= run.need) & (pipes + few <= total)
+        if run.key is not None:
+            k_floor = np.minimum(pipes + few, run.kmax)
+            theta = run.floor[self.ids[0], k_floor]
+            deadline = run.key[0] / _SLACK - theta
+            have = later + x * run.caps(deadline, self.ids[level])
+            for j, count_j in picks:
+                have = have + count_j * run.caps(deadline, self.ids[j])
+            ok &= have >= total
+        for index in np.nonzero(ok)[0]:
+            j, xj = int(level[index]), int(x[index])
+            picks.append((j, xj))
+            if leaf[index]:
+                run.record(tuple(sorted((int(self.size[l]), m) for l, m in picks)))
+                self.refresh()
+            elif self.tables[j + 1, rest[index]] > -np.inf:
+                self.visit(j + 1, int(pipes[index]), int(rest[index]), picks)
+            picks.pop()
