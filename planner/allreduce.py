@@ -41,24 +41,22 @@ def exposed_allreduce_s(
     """Seconds the gradient synchronisation adds after the slowest pipeline finishes."""
     if len(templates) <= 1:
         return 0.0
-    # Pipelines of one template that finish at the same time set the same ready times, and
-    # a template's stages end the same way however many pipelines run it: each distinct
-    # (template, finish) and each distinct template is visited once (max is exact, so the
-    # result is bit-identical to visiting every pipeline).
-    distinct = {id(t): t for t in templates}
-    finishes = {(id(t), finish) for t, finish in zip(templates, pipeline_times_s)}
-    num_layers = len(layer_times_s)
-    ready = np.full(num_layers, -np.inf)
-    for key, finish in sorted(finishes):
-        before = 0.0
-        for stage in distinct[key].stages:
-            np.maximum(ready[stage.first_layer : stage.end_layer], finish - before, out=ready[stage.first_layer : stage.end_layer])
-            before += stage.backward_s
+    # Pipelines of one template differ only in when they finish, and the latest of them sets
+    # every ready time that template contributes (max is exact): one pass per distinct
+    # template, vectorised over its layers and stages.
+    distinct: dict[int, PipelineTemplate] = {}
+    latest: dict[int, float] = {}
+    for template, finish in zip(templates, pipeline_times_s):
+        key = id(template)
+        distinct[key] = template
+        latest[key] = max(latest.get(key, -np.inf), finish)
+    ready = np.full(len(layer_times_s), -np.inf)
+    for key, template in distinct.items():
+        np.maximum(ready, latest[key] - template.backward_before_s, out=ready)
     end = -np.inf
     for template in distinct.values():
-        for stage in template.stages:
-            span = slice(stage.first_layer, stage.end_layer)
-            end = max(end, float(ready[span].max() + layer_times_s[span].sum()))
+        starts = template.stage_starts
+        end = max(end, float((np.maximum.reduceat(ready, starts) + np.add.reduceat(layer_times_s, starts)).max()))
     return max(0.0, end - max(pipeline_times_s))
 
 

@@ -87,6 +87,20 @@ class PipelineTemplate:
         weights, kstar = self.weights, self.kstar
         return sum(weights), len(weights) - kstar + 1, weights[kstar], sum(weights[kstar:])
 
+    @cached_property
+    def backward_before_s(self) -> np.ndarray:
+        """Per layer: backward seconds of the stages before its stage (its last backward
+        ends that long before the pipeline does)."""
+        before, offsets = 0.0, []
+        for stage in self.stages:
+            offsets.extend([before] * (stage.end_layer - stage.first_layer))
+            before += stage.backward_s
+        return np.array(offsets)
+
+    @cached_property
+    def stage_starts(self) -> np.ndarray:
+        return np.array([stage.first_layer for stage in self.stages])
+
     def iteration_time(self, num_microbatches: int) -> float:
         """T for this pipeline running `num_microbatches` microbatches (bit-identical to
         `pipeline_time_s(self.weights, num_microbatches)`)."""
