@@ -1,6 +1,6 @@
 """Reference: the part-by-part branch and bound over template mixes (the planner's search
 before `planner.mix`), kept so tests and benchmarks/scale_plan_bench.py can check the new
-search against it on every case it finishes. Not used by the planner.
+search against it on every case it finishes (`Planner._best_shape(..., reference=True)`).
 
 Instantiation (DESIGN 3.4) must pick, among every multiset of template sizes that adds up
 to exactly N nodes with at least k members, the one whose exact batch split and exposed
