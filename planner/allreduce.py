@@ -41,24 +41,37 @@ def exposed_allreduce_s(
     """Seconds the gradient synchronisation adds after the slowest pipeline finishes."""
     if len(templates) <= 1:
         return 0.0
-    # Pipelines on the same template differ only in their finish: the latest one bounds
-    # every layer's readiness, so each template is walked once (thousands of pipelines
-    # share a few dozen templates at 12,500 nodes).
-    latest: dict[int, tuple[PipelineTemplate, float]] = {}
+    # Pipelines of one template differ only in when they finish, and the latest of them sets
+    # every ready time that template contributes (max is exact): one pass per distinct
+    # template, vectorised over its layers and stages.
+    distinct: dict[int, PipelineTemplate] = {}
+    latest: dict[int, float] = {}
     for template, finish in zip(templates, pipeline_times_s):
-        seen = latest.get(id(template))
-        if seen is None or finish > seen[1]:
-            latest[id(template)] = (template, finish)
-    num_layers = len(layer_times_s)
-    ready = np.full(num_layers, -np.inf)
-    for template, finish in latest.values():
-        before = 0.0
-        for stage in template.stages:
-            np.maximum(ready[stage.first_layer : stage.end_layer], finish - before, out=ready[stage.first_layer : stage.end_layer])
-            before += stage.backward_s
+        key = id(template)
+        distinct[key] = template
+        latest[key] = max(latest.get(key, -np.inf), finish)
+    ready = np.full(len(layer_times_s), -np.inf)
+    for key, template in distinct.items():
+        np.maximum(ready, latest[key] - template.backward_before_s, out=ready)
     end = -np.inf
-    for template, _ in latest.values():
-        for stage in template.stages:
-            span = slice(stage.first_layer, stage.end_layer)
-            end = max(end, float(ready[span].max() + layer_times_s[span].sum()))
+    for template in distinct.values():
+        starts = template.stage_starts
+        end = max(end, float((np.maximum.reduceat(ready, starts) + np.add.reduceat(layer_times_s, starts)).max()))
     return max(0.0, end - max(pipeline_times_s))
+
+
+def layer_allreduce_table_s(profile: ModelProfile, cluster: ClusterSpec, max_replicas: int) -> np.ndarray:
+    """Row K (0 <= K <= max_replicas) is `layer_allreduce_s(profile, cluster, K)`, all rows
+    built at once with the same arithmetic (instantiation at 12,500 nodes needs thousands)."""
+    replicas = np.arange(max_replicas + 1, dtype=float)
+    grad = np.array([float(layer.grad_bytes) for layer in profile.layers])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = 2.0 * (replicas - 1) / replicas
+    table = factor[:, None] * grad[None, :] / cluster.inter_node_bw_bytes_per_s
+    table[replicas <= 1, :] = 0.0
+    table[:, grad <= 0] = 0.0
+    for index, layer in enumerate(profile.layers):
+        for count, seconds in reversed(layer.allreduce_across_nodes_s):  # the first listed wins
+            if 1 < count <= max_replicas:
+                table[count, index] = seconds
+    return table

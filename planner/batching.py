@@ -35,7 +35,9 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
         raise InfeasibleError("no pipelines to give microbatches to")
     if total < k:
         raise InfeasibleError(f"{total} microbatches cannot feed {k} pipelines (each needs at least one)")
-    lines = [linear_cost(t) for t in templates]
+    distinct = {id(t): t for t in templates}  # thousands of pipelines, few templates
+    distinct = {key: linear_cost(t) for key, t in distinct.items()}
+    lines = [distinct[id(t)] for t in templates]
     inverse = sum(1.0 / beta for _, beta in lines)
     tau = (total + sum(c / beta for c, beta in lines)) / inverse
     counts = [max(1, math.floor((tau - c) / beta)) for c, beta in lines]

@@ -1,139 +1,256 @@
-"""Which multiset of templates to instantiate: branch and bound over template mixes.
+"""Which multiset of templates to instantiate: an exact search over counts per template size.
 
-Instantiation (DESIGN 3.4) must pick, among every multiset of template sizes that adds up
-to exactly N nodes with at least k members, the one whose exact batch split and exposed
-gradient all-reduce give the fastest iteration. With a small n0 and many nodes there are
-millions of multisets (64 nodes and n0 = 1: 1.7 million), so they are searched depth
-first, largest part first, and a branch is cut when a lower bound on every completion of
-it cannot beat the best iteration found:
+Problem (DESIGN 3.4). Template sizes n run T_n(m) = c_n + beta_n m for m microbatches.
+Choose counts x_n >= 0 with sum_n n x_n = N (no idle node) and K = sum_n x_n pipelines,
+k <= K <= M (each pipeline gets >= 1 of the M microbatches). A mix's value is its exact
+iteration time (integer min-makespan split plus the exposed all-reduce, computed by the
+caller's `solve`); the answer minimises (seconds, -K, sizes in increasing order), the order
+an exhaustive enumeration breaks ties in.
 
-- makespan: pipeline i running m microbatches takes c_i + beta_i m, and every pipeline runs
-  at least one, so tau >= c_i + beta_i for the chosen ones; and sum_i (tau - c_i)/beta_i
-  >= M. The R nodes not yet assigned can add at most R x max_n (tau - c_n)/(beta_n n) to
-  that sum (each node at the best capacity per node of any size the branch may still use),
-  which gives the smallest tau any completion could reach in closed form.
-- exposed all-reduce: layer 0 is ready only when the slowest pipeline ends, so each
-  pipeline's first stage synchronises entirely after it; with K >= the pipelines so far
-  (+1 if nodes remain), that time is a floor.
-Children are visited in order of their bound, so a good incumbent comes early. The leaves
-are then solved exactly by the caller. Ties are broken as an exhaustive search would:
-fewer seconds, more pipelines, smaller sizes.
+The test. Let U be a value. A mix of value <= U has slowest pipeline T <= U - (exposed
+all-reduce). Layer 0 sits in the first stage of every pipeline, which has no stage after
+it, so it is ready only at T, and each template n in the mix all-reduces its whole first
+stage after T: exposed >= A_n(K), that stage's all-reduce across the K pipelines. So
+T <= U - A_n(K) for every size n used, and a pipeline of size n runs at most
+cap_n(t) = floor((t - c_n) / beta_n) microbatches, t = U - max A over the sizes used
+(cap < 1: it cannot run one, the mix is impossible). The M microbatches must fit:
+sum_n x_n cap_n >= M. Any upper bound on the capacities keeps the test sound; the search
+uses two. K is only known to be >= some K0, so A_n(K) is replaced by its minimum over all
+K' >= K0 up to the most pipelines N allows ("floor A").
+- Sizes not decided yet (a suffix L of the search order) with R nodes left contribute at
+  most G_L(R) = max sum y_n cap_n(U - floor A_n) over y >= 0 with sum n y_n = R exactly
+  (each size charged only its own floor, a relaxation): an unbounded knapsack over node
+  counts, solved for every R and every suffix at once (one running maximum per residue
+  class mod n per size, O(N) each) and redone whenever U improves. G_L(R) = -inf when R is
+  no sum of sizes in L.
+- Decided sizes C use t = U - max(floor A over C, the smallest floor A in L when R > 0).
+A partial mix whose decided capacity plus G_L(R) is below M has no completion of value
+<= U and is cut. U is the best value found, divided by 1 - 1e-12 and with capacities
+rounded up by 1e-6 microbatches, so rounding cannot cut a tie: every mix whose value is
+the optimum is solved, hence the answer and its tie-break are those of enumerating every
+mix. Partial mixes whose pipeline count cannot reach k (or stay <= M) are cut as well.
+
+Search. Depth first; a node picks the next size it uses (a later one in the order) and
+how many pipelines of it, all such children tested in one vectorised step, so the depth
+is the number of distinct sizes in a mix, not its pipelines (thousands at 12,500 nodes).
+Sizes are ordered by the bound of running each alone on all N nodes; children go in that
+order, most pipelines first.
+
+Incumbent. Before searching, the smallest t at which the knapsack over all sizes reaches
+M microbatches on exactly N nodes (deadline t - floor A_n per size) is found by bisection:
+no mix is faster than that t (the test above with U = t), and the knapsack's own mix at t
+is solved first, so the search starts with U within the all-reduce's slack of the optimum.
+Checked against the part-by-part search it replaces (`planner.mix_reference`) and against
+enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_plan_bench.py.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
+_CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capacity
+
+
+@dataclass(frozen=True)
+class MixResult:
+    """The winning mix and how much work proving it took."""
+
+    counts: tuple[tuple[int, int], ...]  # (size, pipelines of that size), sizes increasing
+    seconds: float
+    mixes_solved: int
+    nodes_expanded: int
+    lower_bound_s: float  # no mix is faster
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """One entry per pipeline, increasing."""
+        return tuple(n for n, x in self.counts for _ in range(x))
+
+
+def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> list[np.ndarray]:
+    """table[i][r] = max sum y_j values[j] over y >= 0 (integers) on sizes[i:] with
+    sum y_j sizes[j] = r exactly, -inf when r is no such sum; 0 <= r <= num_nodes.
+    A value of -inf leaves its size out."""
+    table = [np.where(np.arange(num_nodes + 1) == 0, 0.0, -np.inf)]
+    for s, w in zip(reversed(sizes), reversed(values)):
+        previous = table[0]
+        if w == -np.inf:
+            table.insert(0, previous)
+            continue
+        # G'[r] = max_q G[r - q s] + q w: a running max per residue class of G[r] - (r // s) w
+        rows = -(-(num_nodes + 1) // s)
+        padded = np.full(rows * s, -np.inf)
+        padded[: num_nodes + 1] = previous
+        grid = padded.reshape(rows, s)
+        steps = np.arange(rows, dtype=float)[:, None] * w
+        best = np.maximum.accumulate(grid - steps, axis=0) + steps
+        table.insert(0, best.reshape(-1)[: num_nodes + 1])
+    return table
 
 
 class MixSearch:
-    """Branch and bound over multisets of template sizes (see the module docstring)."""
+    """The search of the module docstring, for one set of template lines."""
 
     def __init__(
         self,
-        lines: dict[int, tuple[float, float]],
-        first_stage_allreduce_s: Callable[[int, int], float],
+        lines: Mapping[int, tuple[float, float]],
+        first_stage_allreduce_s: Mapping[int, Sequence[float]],
         total_microbatches: int,
-        solve: Callable[[tuple[int, ...]], float],
+        solve: Callable[[tuple[tuple[int, int], ...]], float],
     ):
-        """`lines[n] = (c, beta)`; `first_stage_allreduce_s(n, K)`: the first stage of the
-        n-node template synchronising across K pipelines; `solve(sizes)`: the exact
-        iteration time of a mix (sizes in increasing order)."""
-        self.sizes = sorted(lines, reverse=True)
-        self.lines = lines
+        """`lines[n] = (c, beta)`; `first_stage_allreduce_s[n][K]`: the first stage of the
+        n-node template all-reducing across K pipelines, for K = 0 .. at least
+        num_nodes // min size; `solve(counts)`: the exact iteration seconds of a mix given
+        as ((size, count), ...) in increasing size."""
+        self.lines = dict(lines)
         self.first_stage_allreduce_s = first_stage_allreduce_s
         self.total = total_microbatches
         self.solve = solve
-        c = np.array([lines[n][0] for n in self.sizes])
-        beta = np.array([lines[n][1] for n in self.sizes])
-        nodes = np.array(self.sizes, dtype=float)
-        # per node: capacity slope and offset of (tau - c) / (beta n)
-        self._slope = 1.0 / (beta * nodes)
-        self._offset = c / (beta * nodes)
 
-    def best(self, num_nodes: int, min_pipelines: int) -> tuple[tuple[int, ...], int]:
-        """The winning sizes (increasing) and how many leaves were solved exactly."""
-        sizes = self.sizes
-        smallest = min(sizes)
-        # floor_ar[n][K] = min over K' >= K of the first stage's all-reduce: a floor valid
-        # for any number of pipelines the branch may still reach
-        max_k = num_nodes // smallest
-        floor_ar = {}
+    def best(self, num_nodes: int, min_pipelines: int) -> MixResult | None:
+        """The fastest mix over exactly `num_nodes` nodes with >= `min_pipelines`
+        pipelines, or None when no mix exists."""
+        sizes = [n for n in self.lines if 1 <= n <= num_nodes]
+        if not sizes:
+            return None
+        return _Run(self, num_nodes, min_pipelines, sizes).result()
+
+
+class _Run:
+    """One search: the sizes as arrays, the classes, the incumbent."""
+
+    def __init__(self, search: MixSearch, num_nodes: int, need: int, sizes: list[int]):
+        self.solve = search.solve
+        self.total, self.need, self.num_nodes = search.total, need, num_nodes
+        self.kmax = kmax = num_nodes // min(sizes)
+        floors = {}
         for n in sizes:
-            values = [self.first_stage_allreduce_s(n, k) if k > 1 else 0.0 for k in range(max_k + 2)]
-            floor_ar[n] = np.minimum.accumulate(values[::-1])[::-1]
-        # reachable[i][r]: r nodes can be split into parts <= sizes[i]
-        reachable = []
-        for i in range(len(sizes)):
-            ok = [False] * (num_nodes + 1)
-            ok[0] = True
-            for r in range(1, num_nodes + 1):
-                ok[r] = any(r >= s and ok[r - s] for s in sizes[i:])
-            reachable.append(ok)
-        state = {"key": None, "sizes": None, "solved": 0}
+            values = np.asarray(search.first_stage_allreduce_s[n][: kmax + 1], dtype=float)
+            if len(values) < kmax + 1:
+                raise ValueError(f"internal error: all-reduce times for {n} nodes stop at {len(values) - 1} pipelines, {kmax} needed")
+            floors[n] = np.minimum.accumulate(values[::-1])[::-1]  # min over K' >= K
+        # any mix has K >= k and K >= N / largest size: the knapsack's floor A is taken there
+        self.k_any = min(kmax, max(need, -(-num_nodes // max(sizes)), 0))
 
-        def bound(a: float, b: float, first: float, count: int, remaining: int, start: int, ar: float) -> float:
-            tau = (self.total + b) / a if a > 0 else np.inf
-            if remaining:
-                slope = self._slope[start:]
-                offset = self._offset[start:]
-                usable = np.array(sizes[start:]) <= remaining
-                candidates = (self.total + b + remaining * offset[usable]) / (a + remaining * slope[usable])
-                tau = min(tau, float(candidates.min())) if candidates.size else tau
-            return (max(tau, first) + ar) * _SLACK
+        def alone(n: int) -> float:  # fractional makespan of every node in n-node pipelines
+            c, beta = search.lines[n]
+            return c + self.total * beta * n / num_nodes
 
-        def visit(remaining: int, start: int, chosen: list[int], a: float, b: float, first: float, ar_sizes: set[int]):
-            count = len(chosen)
-            if remaining == 0:
-                if count < min_pipelines:
-                    return
-                ordered = tuple(reversed(chosen))
-                leaf_ar = max((self.first_stage_allreduce_s(n, count) for n in ar_sizes), default=0.0) if count > 1 else 0.0
-                if state["key"] is not None and bound(a, b, first, count, 0, start, leaf_ar) > state["key"][0]:
-                    return
-                seconds = self.solve(ordered)
-                state["solved"] += 1
-                key = (seconds, -count, ordered)
-                if state["key"] is None or key < state["key"]:
-                    state["key"], state["sizes"] = key, ordered
-                return
-            children = []
-            for index in range(start, len(sizes)):
-                size = sizes[index]
-                rest = remaining - size
-                if rest < 0 or not reachable[index][rest]:
-                    continue
-                if count + 1 + rest // smallest < min_pipelines or count + 1 > self.total:
-                    continue
-                c, beta = self.lines[size]
-                a2, b2, first2 = a + 1.0 / beta, b + c / beta, max(first, c + beta)
-                k_floor = count + 1 + (1 if rest else 0)
-                ar = max(float(floor_ar[n][k_floor]) for n in ar_sizes | {size})
-                children.append((bound(a2, b2, first2, count + 1, rest, index, ar), index, size, a2, b2, first2))
-            children.sort(key=lambda child: (child[0], -child[2]))
-            for value, index, size, a2, b2, first2 in children:
-                if state["key"] is not None and value > state["key"][0]:
-                    break
-                chosen.append(size)
-                visit(remaining - size, index, chosen, a2, b2, first2, ar_sizes | {size})
-                chosen.pop()
+        self.order = order = sorted(sizes, key=lambda n: (alone(n) + float(floors[n][self.k_any]), -n))
+        self.size = np.array(order)
+        self.c = np.array([search.lines[n][0] for n in order])
+        self.beta = np.array([search.lines[n][1] for n in order])
+        self.alone = np.array([alone(n) for n in order])
+        self.floor = np.array([floors[n] for n in order])  # [level, K]
+        self.any_floor = self.floor[:, self.k_any]
+        self.key = None
+        self.counts = None
+        self.solved = self.expanded = 0
 
-        visit(num_nodes, 0, [], 0.0, 0.0, -np.inf, set())
-        return state["sizes"], state["solved"]
+    # -- capacities and the incumbent --------------------------------------------------------
+    def caps(self, deadline_s, levels) -> np.ndarray:
+        """Most microbatches a pipeline of each level's size finishes by the deadlines
+        (-inf: not even one)."""
+        value = np.floor((deadline_s - self.c[levels]) / self.beta[levels] + _CAP_SLACK)
+        return np.where(value >= 1, value, -np.inf)
+
+    def record(self, counts: tuple[tuple[int, int], ...]) -> None:
+        pipelines = sum(x for _, x in counts)
+        if not self.need <= pipelines <= self.total:
+            return
+        seconds = self.solve(counts)
+        self.solved += 1
+        key = (seconds, -pipelines, tuple(n for n, x in counts for _ in range(x)))
+        if self.key is None or key < self.key:
+            self.key, self.counts = key, counts
+
+    def result(self) -> MixResult | None:
+        # class h: the mixes whose largest floor A (ties: later in `order`) is level h's
+        rank = sorted(range(len(self.order)), key=lambda j: (self.any_floor[j], j))
+        classes = []
+        for position, h in enumerate(rank):
+            allowed = rank[: position + 1]
+            bound = float(self.any_floor[h] + self.alone[allowed].min())  # (1) + (3), every K
+            classes.append((bound, h, allowed))
+        lowest = min((b for b, _, _ in classes), default=np.inf)
+        for bound, h, allowed in sorted(classes, key=lambda item: (item[0], item[1])):
+            if self.key is not None and bound * _SLACK > self.key[0]:
+                break
+            _Class(self, h, sorted(allowed)).search()
+        if self.key is None:
+            return None
+        return MixResult(self.counts, self.key[0], self.solved, self.expanded, lowest)
 
 
-def first_stage_allreduce_table(
-    stage_ends: dict[int, int], allreduce_prefix: Callable[[int], Sequence[float]]
-) -> Callable[[int, int], float]:
-    """`(n, K) -> seconds` for the first stage of each template, from per-K prefix sums."""
-    cache: dict[int, Sequence[float]] = {}
+class _Class:
+    """The mixes that use level h and otherwise only `allowed` levels (floor A <= h's)."""
 
-    def lookup(n: int, replicas: int) -> float:
-        if replicas not in cache:
-            cache[replicas] = allreduce_prefix(replicas)
-        return float(cache[replicas][stage_ends[n]])
+    def __init__(self, run: _Run, h: int, allowed: list[int]):
+        self.run = run
+        self.ids = np.array([h] + [j for j in allowed if j != h])  # search order: h first
+        size = run.size[self.ids]
+        self.size = size
+        pad = lambda values, fill: np.append(values, fill)
+        self.smallest_after = pad(np.minimum.accumulate(size[::-1])[::-1], run.num_nodes + 1)
+        self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
+        self.value_s = None  # the incumbent value the tables were built for
+        self.tables = np.array(knapsack_suffixes(list(size), [0.0] * len(size), run.num_nodes))
 
-    return lookup
+    def refresh(self) -> None:
+        """Rebuild the capacity tables when the incumbent improved: every pipeline of a
+        mix in this class ends by U - floor A_h."""
+        run = self.run
+        if run.key is None or run.key[0] == self.value_s:
+            return
+        self.value_s = run.key[0]
+        deadline = self.value_s / _SLACK - run.any_floor[self.ids[0]]
+        caps = run.caps(deadline, self.ids)
+        self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
+
+    def search(self) -> None:
+        self.refresh()
+        if self.tables[0, self.run.num_nodes] > -np.inf:
+            self.visit(0, 0, self.run.num_nodes, [])
+
+    def visit(self, start: int, count: int, remaining: int, picks: list[tuple[int, int]]) -> None:
+        """Children of a partial mix: a class level >= start and how many pipelines of
+        it (picks: the (class level, count) decided so far; the root must pick h)."""
+        run = self.run
+        run.expanded += 1
+        total = run.total
+        stop = 1 if not picks else len(self.ids)
+        per_level = remaining // self.size[start:stop]
+        if not per_level.any():
+            return
+        level = np.repeat(np.arange(start, stop), per_level)
+        group_start = np.repeat(np.cumsum(per_level) - per_level, per_level)
+        x = np.arange(len(level)) - group_start + 1
+        rest = remaining - x * self.size[level]
+        pipes = count + x
+        leaf = rest == 0
+        after = level + 1
+        few = np.where(leaf, 0, -(-rest // self.largest_after[after]))
+        many = np.where(leaf, 0, rest // self.smallest_after[after])
+        later = self.tables[after, rest]  # -inf: rest is no sum of later sizes
+        ok = (later > -np.inf) & (pipes + many >= run.need) & (pipes + few <= total)
+        if run.key is not None:
+            k_floor = np.minimum(pipes + few, run.kmax)
+            theta = run.floor[self.ids[0], k_floor]
+            deadline = run.key[0] / _SLACK - theta
+            have = later + x * run.caps(deadline, self.ids[level])
+            for j, count_j in picks:
+                have = have + count_j * run.caps(deadline, self.ids[j])
+            ok &= have >= total
+        for index in np.nonzero(ok)[0]:
+            j, xj = int(level[index]), int(x[index])
+            picks.append((j, xj))
+            if leaf[index]:
+                run.record(tuple(sorted((int(self.size[l]), m) for l, m in picks)))
+                self.refresh()
+            elif self.tables[j + 1, rest[index]] > -np.inf:
+                self.visit(j + 1, int(pipes[index]), int(rest[index]), picks)
+            picks.pop()

@@ -12,12 +12,16 @@ from __future__ import annotations
 from itertools import accumulate
 from typing import Sequence
 
-from .allreduce import exposed_allreduce_s, layer_allreduce_s
+import numpy as np
+
+from .allreduce import exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
 from .batching import distribute_microbatches, linear_cost
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
-from .mix import MixSearch, first_stage_allreduce_table
+from .mix import MixSearch
+from .mix_reference import MixSearch as ReferenceMixSearch
+from .mix_reference import first_stage_allreduce_table
 from .plan import ExecutionPlan, JobSpec, PipelinePlan
 from .profile import ModelProfile
 from .templates import PipelineTemplate, TemplateSearch, TemplateSet, template_node_range
@@ -88,7 +92,8 @@ class Planner:
         """Template node counts an instantiation over `num_nodes` nodes may use (DESIGN 3.3,
         with f + 1 replaced by the pipelines actually required)."""
         n0 = self.min_nodes
-        sizes = [n for n in template_node_range(n0, num_nodes, max(0, min_pipelines - 1)) if n in set(self.feasible_sizes(num_nodes))]
+        feasible = set(self.feasible_sizes(num_nodes))
+        sizes = [n for n in template_node_range(n0, num_nodes, max(0, min_pipelines - 1)) if n in feasible]
         self.ensure_templates(sizes)
         return sizes
 
@@ -165,11 +170,48 @@ class Planner:
         sizes, counts = shape
         return self._plan([self._templates[n] for n in sizes], counts, _split(nodes, sizes))
 
-    def _best_shape(self, num_nodes: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The winning template sizes and microbatch counts for `num_nodes` nodes (branch
-        and bound over template mixes, `planner.mix`)."""
-        nodes = [str(i) for i in range(num_nodes)]
+    def _best_shape(self, num_nodes: int, k: int, *, reference: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The winning template sizes and microbatch counts for `num_nodes` nodes (the exact
+        search over counts per size of `planner.mix`; `reference=True`: the part-by-part
+        search it replaced, `planner.mix_reference`, for tests and benchmarks)."""
         sizes = self.template_sizes(num_nodes, k)
+        total = self.job.num_microbatches
+        if reference:
+            best = self._reference_mix(num_nodes, k, sizes) if sizes else None
+        else:
+            result = self.mix_search(num_nodes, k, sizes).best(num_nodes, k) if sizes else None
+            best = result.sizes if result is not None else None
+        if best is None:
+            raise InfeasibleError(
+                f"no way to split {num_nodes} nodes into >= {k} pipelines of "
+                + (f"{sizes[0]}..{sizes[-1]}" if sizes else "no feasible")
+                + f" nodes with {total} microbatches"
+            )
+        return best, distribute_microbatches([self._templates[n] for n in best], total)
+
+    def mix_seconds(self, counts: Sequence[tuple[int, int]]) -> float:
+        """The exact iteration time of the mix ((size, pipelines), ...) in increasing size."""
+        templates = [self._templates[n] for n, x in counts for _ in range(x)]
+        distribution = distribute_microbatches(templates, self.job.num_microbatches)
+        times = [t.iteration_time(m) for t, m in zip(templates, distribution)]
+        exposed = exposed_allreduce_s(templates, times, self.layer_allreduce_s(len(templates)))
+        return max(times) + exposed
+
+    def mix_search(self, num_nodes: int, k: int, sizes: Sequence[int] | None = None) -> MixSearch:
+        """The instantiation search over `sizes` (default: the templates `num_nodes` allow)."""
+        sizes = self.template_sizes(num_nodes, k) if sizes is None else list(sizes)
+        max_replicas = num_nodes // min(sizes) if sizes else 0
+        table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
+        prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        return MixSearch(
+            {n: linear_cost(self._templates[n]) for n in sizes},
+            {n: prefix[:, self._templates[n].stages[0].end_layer] for n in sizes},
+            self.job.num_microbatches,
+            self.mix_seconds,
+        )
+
+    def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:
+        nodes = [str(i) for i in range(num_nodes)]
         total = self.job.num_microbatches
 
         def solve(ordered: tuple[int, ...]) -> float:
@@ -177,7 +219,7 @@ class Planner:
             counts = distribute_microbatches(templates, total)
             return self._plan(templates, counts, _split(nodes, ordered)).iteration_time_s
 
-        search = MixSearch(
+        search = ReferenceMixSearch(
             {n: linear_cost(self._templates[n]) for n in sizes},
             first_stage_allreduce_table(
                 {n: self._templates[n].stages[0].end_layer for n in sizes},
@@ -186,14 +228,7 @@ class Planner:
             total,
             solve,
         )
-        best, _ = search.best(num_nodes, k) if sizes else (None, 0)
-        if best is None:
-            raise InfeasibleError(
-                f"no way to split {num_nodes} nodes into >= {k} pipelines of "
-                + (f"{sizes[0]}..{sizes[-1]}" if sizes else "no feasible")
-                + f" nodes with {total} microbatches"
-            )
-        return best, distribute_microbatches([self._templates[n] for n in best], total)
+        return search.best(num_nodes, k)[0]
 
     def instantiate_best_effort(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
         """`instantiate` over as many of `nodes` as can be used (in the given order),
