@@ -119,8 +119,17 @@ class CheckpointBook:
         return m is not None and m.step == step and m.time_s >= t0
 
     def after_rollback(self, step: int) -> None:
-        """Progress went back to `step`: checkpoints of later steps belong to undone work."""
-        self.job.ckpt_pending = [p for p in self.job.ckpt_pending if p.step <= step]
+        """Progress went back to `step`: checkpoints of later steps still being written
+        belong to undone work and will never be used (failed: begun, never complete)."""
+        for p in [p for p in self.job.ckpt_pending if p.step > step]:
+            self.fail(p, f"abandoned: the job rolled back to step {step}")
+
+    def drain(self) -> None:
+        """The job is over: let the checkpoints still being written complete or fail (each
+        by its deadline) before the workers are told to end."""
+        while self.job.ckpt_pending:
+            self.tick()
+            time.sleep(POLL_S)
 
     def usable(self) -> None:
         """Make `job.manifest` the newest kept checkpoint whose files are all on disk."""

@@ -139,6 +139,7 @@ class Coordinator:
                     self.flow.after_stop()
                 elif self.flow.after_failure():
                     break
+            self.flow.checkpoints.drain()
             out.status = "finished"
             out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
         except JobFailed as exc:
