@@ -26,7 +26,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable, IO
+from typing import IO, Callable
 
 import torch
 

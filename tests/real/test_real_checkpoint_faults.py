@@ -15,7 +15,6 @@ import json
 import shutil
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -24,8 +24,8 @@ from real.state.checkpoint import (
     save_layer,
     write_manifest,
 )
-from real.state.writer import CheckpointWriter
 from real.state.layer_state import capture, flatten, install, unflatten
+from real.state.writer import CheckpointWriter
 
 from .conftest import REPO
 
