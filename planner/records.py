@@ -102,6 +102,7 @@ class RunSummary:
     cost_usd: float
     breakdown: TimeBreakdown
     extra: Mapping[str, Any] = field(default_factory=dict)
+    num_failed_checkpoints: int = 0  # checkpoints begun and never completed (the real backend's; the simulator's never fail)
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("breakdown", "extra")}

@@ -25,6 +25,38 @@ class ConfigError(ValueError):
     """A run configuration that cannot work; the message names the field."""
 
 
+CHECKPOINT_FAULTS = ("full", "hang", "crash")
+
+
+@dataclass(frozen=True)
+class CheckpointFault:
+    """A fault the checkpoint writer injects into its own I/O (tests only; `checkpoint_fault`
+    = "STEP:KIND[:NODE],..."): the checkpoint of step STEP (periodic or on-demand), on
+    node NODE's workers (all when omitted), at most once per process.
+
+    - `full`: the layer file is written to /dev/full, the kernel's always-full device, so
+      the write fails with a real ENOSPC (a disk full);
+    - `hang`: the write never returns (a hung file system);
+    - `crash`: the worker SIGKILLs itself after its files of STEP are durable and before it
+      reports them (a writer killed between its files and the manifest)."""
+
+    step: int
+    kind: str
+    node: str | None = None
+
+
+def parse_checkpoint_faults(text: str | None) -> tuple[CheckpointFault, ...]:
+    if not text:
+        return ()
+    faults = []
+    for entry in text.split(","):
+        parts = entry.strip().split(":")
+        if len(parts) not in (2, 3) or not parts[0].isdigit() or parts[1] not in CHECKPOINT_FAULTS or (len(parts) == 3 and not parts[2]):
+            raise ConfigError(f"checkpoint_fault entry {entry!r} is not STEP:{'|'.join(CHECKPOINT_FAULTS)}[:NODE]")
+        faults.append(CheckpointFault(int(parts[0]), parts[1], parts[2] if len(parts) == 3 else None))
+    return tuple(faults)
+
+
 @dataclass(frozen=True)
 class TinyGptSpec:
     """The testbed's small GPT: embedding, `blocks` pre-LayerNorm transformer blocks and a
@@ -69,7 +101,11 @@ class RunConfig:
     - Failures (part 2): `policy` decides what a membership change leads to ("oobleck":
       live reconfiguration from in-memory replicas; "varuna": checkpoint, stop everything,
       restart); `checkpoint_every` steps (0: never) into `checkpoint_dir` (default: the
-      run directory's `checkpoints/`); `inject` ("STEP:WORKER:crash|hang[:POINT],...",
+      run directory's `checkpoints/`), keeping the last `checkpoint_keep` complete ones; a
+      checkpoint not durable within `checkpoint_timeout_s` of its commit counts as failed
+      (a worker also waits at most that long, and at most half the group timeout, for its
+      writer's queue); `checkpoint_fault` injects writer faults (tests, `CheckpointFault`);
+      `inject` ("STEP:WORKER:crash|hang[:POINT],...",
       see `real.failures`) and `trace` (a trace file or generator spec, replayed
       `time_scale` times faster from the start of training) make failures and joins;
       `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how
@@ -106,6 +142,9 @@ class RunConfig:
     policy: str = "oobleck"
     checkpoint_every: int = 10
     checkpoint_dir: str | None = None
+    checkpoint_keep: int = 2
+    checkpoint_timeout_s: float = 30.0
+    checkpoint_fault: str | None = None
     inject: str | None = None
     trace: str | None = None
     time_scale: float = 1.0
@@ -150,7 +189,10 @@ class RunConfig:
             raise ConfigError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 0:
             raise ConfigError(f"checkpoint_every must be a whole number of steps >= 0 (0: never), got {self.checkpoint_every!r}")
-        for name in ("timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr",
+        if not isinstance(self.checkpoint_keep, int) or self.checkpoint_keep < 1:
+            raise ConfigError(f"checkpoint_keep must be a whole number of checkpoints >= 1, got {self.checkpoint_keep!r}")
+        parse_checkpoint_faults(self.checkpoint_fault)
+        for name in ("timeout_s", "checkpoint_timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr",
                      "time_scale", "join_horizon_s", "wait_for_nodes_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -164,6 +206,12 @@ class RunConfig:
         """How long the coordinator waits for a survivor to tear down and report after a
         failure: a survivor blocked in a rendezvous notices only at the group timeout."""
         return self.timeout_s + self.heartbeat_timeout_s + 5.0
+
+    @property
+    def checkpoint_queue_timeout_s(self) -> float:
+        """How long a worker waits for room in its writer's queue before it counts that
+        checkpoint as failed: never long enough to time out its peers' collectives."""
+        return min(self.checkpoint_timeout_s, self.timeout_s / 2)
 
     @property
     def num_workers(self) -> int:

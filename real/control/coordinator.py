@@ -77,7 +77,7 @@ class Coordinator:
         run_dir: str | Path | None = None,
         local: bool = True,
     ):
-        if config.checkpoint_every and config.checkpoint_dir is None:
+        if (config.checkpoint_every or config.policy == "varuna") and config.checkpoint_dir is None:  # Varuna also saves on demand
             base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
             config = config.with_(checkpoint_dir=str((base / "checkpoints").resolve()))
         self.config = config
@@ -139,6 +139,7 @@ class Coordinator:
                     self.flow.after_stop()
                 elif self.flow.after_failure():
                     break
+            self.flow.checkpoints.drain()
             out.status = "finished"
             out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
         except JobFailed as exc:
@@ -173,7 +174,7 @@ class Coordinator:
         for wid, reason in dead.items():
             self.bury(wid, reason)
         self.schedule.due(now)
-        self.flow.checkpoints_tick()
+        self.flow.checkpoints.tick()
 
     def bury(self, wid: int, reason: str) -> None:
         """A worker is dead: fence it and the rest of its node; the node is removed."""

@@ -17,6 +17,17 @@ from ..state.transfers import Holding
 from .recovery import Recovery
 
 
+@dataclass(frozen=True)
+class PendingCheckpoint:
+    """A checkpoint being written: attempt `attempt` (0: periodic) of step `step`, taken in
+    generation `generation`, due by `deadline_wall` (wall clock)."""
+
+    generation: int
+    attempt: int
+    step: int
+    deadline_wall: float
+
+
 @dataclass
 class JobState:
     """Generation, progress and what is pending between two watches of the store."""
@@ -32,5 +43,6 @@ class JobState:
     recovery: Recovery | None = None  # the recovery under way, if any
     failure_detected_s: float = 0.0  # wall clock of the failure being handled
     holdings: dict[int, Holding] = field(default_factory=dict)  # worker id -> layers it holds
-    ckpt_pending: list[int] = field(default_factory=list)  # periodic checkpoints being written
+    ckpt_pending: list[PendingCheckpoint] = field(default_factory=list)  # periodic checkpoints being written
+    save_attempts: int = 0  # on-demand saves ordered so far (each one's attempt number)
     last_beat_check_s: float = 0.0  # wall clock of the last heartbeat poll

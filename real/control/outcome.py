@@ -53,6 +53,7 @@ class RunOutcome:
     reconfigurations: int = 0
     restarts: int = 0
     checkpoints: int = 0
+    failed_checkpoints: list[int] = field(default_factory=list)  # the step of each failed checkpoint
     failures_survived: int = 0
     lost_iterations: int = 0
     injections_fired: list[int] = field(default_factory=list)

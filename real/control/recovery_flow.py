@@ -51,8 +51,8 @@ from ..protocol.directive import RECONFIGURE, RESTART, START, Directive
 from ..protocol.failures import Injection
 from ..protocol.manifest import Manifest
 from ..protocol.sources import CHECKPOINT, INIT, uniform_sources
-from ..state.checkpoint import write_manifest
 from ..state.transfers import Holding, LostLayers, plan_sources
+from .checkpoints import CheckpointBook
 from .job import JobState
 from .membership import Membership
 from .outcome import JobFailed, RunOutcome, headline
@@ -95,6 +95,7 @@ class RecoveryFlow:
     def __init__(self, job: JobState, control: "JobControl"):
         self.job = job
         self.c = control
+        self.checkpoints = CheckpointBook(job, control)
 
     def mark_phase(self, phase: str, t_wall: float | None = None) -> None:
         if self.job.recovery is not None:
@@ -107,30 +108,7 @@ class RecoveryFlow:
             self.c.outcome.recoveries.append(rec)
             self.c.outcome.event("recovered", **{k: v for k, v in rec.to_dict().items() if k != "kind"}, how=rec.kind)
             self.job.recovery = None
-        every, ready = self.c.config.checkpoint_every, step + 1
-        if every and ready % every == 0 and ready < self.c.config.steps and self.c.config.checkpoint_dir:
-            if ready not in self.job.ckpt_pending:
-                self.job.ckpt_pending.append(ready)
-
-    def checkpoints_tick(self) -> None:
-        layers = range(self.c.planner.profile.num_layers)
-        for step in sorted(self.job.ckpt_pending, reverse=True):
-            if step <= self.job.committed and self.c.store.check([keys.layer_key(step, l) for l in layers]):
-                self._write_manifest(step)
-                break
-
-    def _write_manifest(self, step: int) -> bool:
-        try:
-            manifest = write_manifest(self.c.config.checkpoint_dir, step, self.c.planner.profile.num_layers)
-        except OSError as exc:  # e.g. workers on other machines wrote to their own disks
-            self.c.outcome.event("checkpoint_unusable", step=step, reason=str(exc))
-            self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k > step]
-            return False
-        self.job.manifest = manifest
-        self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k > step]
-        self.c.outcome.checkpoints += 1
-        self.c.outcome.event("checkpoint", step=step, directory=self.c.config.checkpoint_dir)
-        return True
+        self.checkpoints.on_commit(step)
 
     def _failure_time(self, t_detect: float) -> float:
         """The earliest failure behind this detection: an injected victim's own stamp, a
@@ -324,6 +302,7 @@ class RecoveryFlow:
         self.mark_phase("rebuild")
 
     def _publish_restart(self, plan, resume: int) -> None:
+        self.checkpoints.restart_note(resume)
         if resume == 0 and (self.job.manifest is None or self.job.manifest.step != 0):
             self.c.publish(plan, RESTART, 0, lambda layout, workers: uniform_sources(layout, INIT))
         else:
@@ -335,6 +314,7 @@ class RecoveryFlow:
     def rollback(self) -> int:
         """Committed progress back to the last checkpoint (the start when there is none)."""
         out = self.c.outcome
+        self.checkpoints.usable()
         step = self.job.manifest.step if self.job.manifest is not None else 0
         if step < self.job.committed:
             lost = self.job.committed - step
@@ -342,7 +322,7 @@ class RecoveryFlow:
             del out.step_end_s[step:], out.losses[step:]
             out.event("rollback", to_step=step, iterations_undone=lost)
             self.job.committed = step
-        self.job.ckpt_pending = [k for k in self.job.ckpt_pending if k <= step]
+        self.checkpoints.after_rollback(step)
         self.job.holdings.clear()
         return step
 
@@ -358,16 +338,7 @@ class RecoveryFlow:
                 self.c.outcome.event("checkpoint_impossible", step=step, layer=layer)
                 return False
             writers.setdefault(str(holder), []).append(layer)
-        rv.publish_order(self.c.store, {"kind": "save", "step": step, "writers": writers})
-        written = [keys.layer_key(step, l) for l in range(self.c.planner.profile.num_layers)]
-        deadline = time.time() + self.c.config.teardown_timeout_s
-        while not self.c.store.check(written):
-            self.c.tick()
-            if self.job.removed or time.time() > deadline:
-                self.c.outcome.event("checkpoint_failed", step=step)
-                return False
-            time.sleep(POLL_S)
-        return self._write_manifest(step)
+        return self.checkpoints.save(step, writers)
 
     def restart_processes(self, plan) -> None:
         """Varuna's "stop everything": kill every worker, start fresh ones on every live node."""

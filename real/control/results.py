@@ -81,6 +81,7 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "recovery_s": [r.total_s for r in recoveries],
         "recoveries": [r.to_dict() for r in recoveries],
         "lost_iterations": outcome.lost_iterations,
+        "failed_checkpoint_steps": list(outcome.failed_checkpoints),
         "injections_fired": sorted(outcome.injections_fired),
     }
     return RunSummary(
@@ -95,6 +96,7 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         num_reconfigurations=outcome.reconfigurations,
         num_restarts=outcome.restarts,
         num_checkpoints=outcome.checkpoints,
+        num_failed_checkpoints=len(outcome.failed_checkpoints),
         failures_survived=outcome.failures_survived,
         node_hours=config.nodes * end_s / 3600,
         cost_usd=0.0,

@@ -150,6 +150,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     failures.add_argument("--time-scale", type=float, default=d.time_scale, help="replay the trace this many times faster")
     failures.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="checkpoint every K steps, asynchronously (0: never)")
     failures.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)")
+    failures.add_argument("--checkpoint-keep", type=int, default=d.checkpoint_keep, help="complete checkpoints kept on disk (the newest first)")
+    failures.add_argument("--checkpoint-timeout", type=float, default=d.checkpoint_timeout_s, help="seconds a checkpoint may take to be durable before it counts as failed")
+    failures.add_argument("--checkpoint-fault", default=None, metavar="STEP:full|hang|crash[:NODE],...", help="tests: faults the checkpoint writer injects into its own I/O")
     failures.add_argument("--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats")
     failures.add_argument("--wait-for-nodes", type=float, default=d.wait_for_nodes_s, help="seconds to wait for nodes when too few are left, then fail")
     failures.add_argument("--join-horizon", type=float, default=d.join_horizon_s, help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds")
@@ -195,6 +198,9 @@ def config_from_args(args) -> RunConfig:
         time_scale=args.time_scale,
         checkpoint_every=args.checkpoint_every,
         checkpoint_dir=args.checkpoint_dir,
+        checkpoint_keep=args.checkpoint_keep,
+        checkpoint_timeout_s=args.checkpoint_timeout,
+        checkpoint_fault=args.checkpoint_fault,
         wait_for_nodes_s=args.wait_for_nodes,
         join_horizon_s=args.join_horizon,
         respawn=not args.no_respawn,

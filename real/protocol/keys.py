@@ -21,7 +21,11 @@
     gen<g>/left/<rank>       rank tore down: what it holds and for which step
     gen<g>/done/<rank>       rank finished training, saved and tore its groups down
     gen<g>/pg/...            torch.distributed's own rendezvous (PrefixStore "gen<g>/pg")
-    ckpt/<k>/<l>             layer l of the checkpoint of step k is on disk
+    ckpt/g<g>.a<a>/<k>/<l>   layer l of the checkpoint of step k is durable on disk; g: the
+                             generation that took it, a: its attempt (0: the periodic one,
+                             n >= 1: the coordinator's n-th on-demand save)
+    ckpt/g<g>.a<a>/<k>/failed, .../failed/<n>
+                             writers that failed it (a counter) and the n-th one's reason
     inject/<i>               injection i fired (the victim's wall-clock time)
 
 Every generation gets a fresh key prefix, so reconfiguration rebuilds process groups
@@ -118,9 +122,25 @@ def pg_prefix(generation: int) -> str:
     return f"{_gen(generation)}/pg"
 
 
-def layer_key(step: int, layer: int) -> str:
-    """Layer `layer` of the checkpoint of step `step` is on disk."""
-    return f"ckpt/{step}/{layer}"
+def _ckpt(generation: int, attempt: int, step: int) -> str:
+    return f"ckpt/g{generation}.a{attempt}/{step}"
+
+
+def layer_key(generation: int, attempt: int, step: int, layer: int) -> str:
+    """Layer `layer` of attempt `attempt` at the checkpoint of step `step`, taken in
+    generation `generation`, is durable on disk. Scoped so that reports of an aborted
+    generation or an earlier attempt never complete a later checkpoint of the same step."""
+    return f"{_ckpt(generation, attempt, step)}/{layer}"
+
+
+def ckpt_failures_key(generation: int, attempt: int, step: int) -> str:
+    """How many writers failed this checkpoint (a counter)."""
+    return f"{_ckpt(generation, attempt, step)}/failed"
+
+
+def ckpt_failure_key(generation: int, attempt: int, step: int, n: int) -> str:
+    """The reason of the n-th (from 1) writer that failed this checkpoint."""
+    return f"{_ckpt(generation, attempt, step)}/failed/{n}"
 
 
 def fired_key(index: int) -> str:

@@ -1,60 +1,82 @@
-"""Checkpoints: one file per layer, a manifest naming the last complete set, atomic writes.
+"""Checkpoint files: one file per layer, a manifest naming the newest complete set, durable.
 
 On disk (`directory`, shared by every worker of a job: local disk for one machine, a
 shared file system across machines):
 
     step<k>/layer<l>.pt     LayerState of layer l ready for step k (parameters + AdamW)
-    checkpoint.json         {"step": k, "files": {"<l>": "step<k>/layer<l>.pt"}, ...}
+    checkpoint.json         {"step": k, "files": {...}, "kept": [k', k], ...}
 
-Every file is written under a temporary name and renamed into place (`os.replace` is
-atomic), and the manifest is replaced only after every layer file of the new step
-exists, so a crash while writing leaves the last good checkpoint intact and readable.
-Older step directories are removed once a newer manifest is in place.
+Durability, in order: every file is written under a temporary name, fsynced, renamed into
+place (`os.replace` is atomic) and its directory fsynced (so the rename itself survives a
+power cut; a new step directory's entry is fsynced in its parent too). The manifest is
+written the same way, and only after every layer file of its step exists: a crash at any
+point leaves the last good checkpoint intact and readable. The last `keep` complete
+checkpoints stay on disk (the manifest lists them in `kept`); older step directories, and
+incomplete ones older than the newest, are removed once the new manifest is durable.
 
-Workers write asynchronously: `CheckpointWriter` takes host copies of the layers at a
-commit (the only synchronous part; pinned memory for GPU layers, `staging`) and saves them on a background thread, then reports each
-layer under `ckpt/<k>/<l>` in the coordinator's store, on its own connection. The
-coordinator writes the manifest when every layer of step k is reported.
+The background writer (`writer.CheckpointWriter`, which takes host copies at a commit, pinned
+for GPU layers: `staging`) and the coordinator's bookkeeping
+(`real.control.checkpoints`) are built on these functions.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import IO, Callable
 
 import torch
 
-from ..protocol.manifest import MANIFEST, Manifest, layer_path
+from ..protocol.manifest import MANIFEST, Manifest, layer_path, read_manifest
 from .layer_state import LayerState
 from .staging import stage_state
 
+DEV_FULL = "/dev/full"  # the kernel's always-full device: writes fail with ENOSPC
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of directory `path` (creations, renames) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mkdir_durable(path: Path) -> None:
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        fsync_dir(path.parent)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, sink: str | None = None) -> None:
+    """Write `path` durably: `write(handle)` into a temporary file, fsync it, rename it
+    into place, fsync the directory. `sink` (fault injection) writes there instead."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(sink or tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
-def save_layer(directory: str | Path, state: LayerState) -> str:
-    """Write one layer file atomically; returns its path relative to `directory`."""
+def save_layer(directory: str | Path, state: LayerState, *, sink: str | None = None) -> str:
+    """Write one layer file durably; returns its path relative to `directory`."""
+    directory = Path(directory)
     rel = layer_path(state.ready_step, state.layer)
-    path = Path(directory) / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    torch.save(state.to_payload(), tmp)
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    path = directory / rel
+    _mkdir_durable(directory)
+    _mkdir_durable(path.parent)
+    atomic_write(path, lambda handle: torch.save(state.to_payload(), handle), sink=sink)
     return rel
 
 
@@ -65,52 +87,45 @@ def load_layer(manifest: Manifest, layer: int) -> LayerState:
     return state
 
 
-def write_manifest(directory: str | Path, step: int, num_layers: int) -> Manifest:
-    """Point the manifest at step `step` (its layer files must all exist), then delete
-    the step directories it supersedes."""
+def missing_files(manifest: Manifest) -> list[int]:
+    """Layers whose file of `manifest` is not on disk."""
+    return [l for l, f in manifest.files.items() if not (Path(manifest.directory) / f).is_file()]
+
+
+def write_manifest(directory: str | Path, step: int, num_layers: int, keep: int = 2) -> Manifest:
+    """Point the manifest at step `step` (its layer files must all exist), keeping the
+    `keep` newest complete checkpoints, then delete the step directories it drops."""
     directory = Path(directory)
-    files = {l: layer_path(step, l) for l in range(num_layers)}
+    files = files_of(step, num_layers)
     missing = [l for l, f in files.items() if not (directory / f).is_file()]
     if missing:
         raise FileNotFoundError(f"checkpoint of step {step} lacks layers {missing}")
-    manifest = Manifest(str(directory), step, files, time.time())
-    atomic_write_bytes(directory / MANIFEST, (json.dumps(manifest.to_dict(), indent=1) + "\n").encode())
+    previous = read_manifest(directory)
+    earlier = sorted(k for k in (previous.kept or (previous.step,)) if k < step) if previous is not None else []
+    complete = [k for k in earlier if not missing_files(Manifest(str(directory), k, files_of(k, num_layers)))]
+    kept = tuple(complete[-(keep - 1):] if keep > 1 else []) + (step,)
+    manifest = Manifest(str(directory), step, files, time.time(), kept)
+    atomic_write(directory / MANIFEST, lambda handle: handle.write((json.dumps(manifest.to_dict(), indent=1) + "\n").encode()))
     for old in directory.glob("step*"):
         tail = old.name[4:]
-        if old.is_dir() and tail.isdigit() and int(tail) < step:
+        if old.is_dir() and tail.isdigit() and int(tail) < step and int(tail) not in kept:
             shutil.rmtree(old, ignore_errors=True)
     return manifest
 
 
-class CheckpointWriter:
-    """A background thread that saves layer states and reports them (one job at a time:
-    a new one waits for the previous, so memory holds at most two copies)."""
+def files_of(step: int, num_layers: int) -> dict[int, str]:
+    return {l: layer_path(step, l) for l in range(num_layers)}
 
-    def __init__(self, directory: str | Path, report: Callable[[int, int], None]):
-        self.directory = Path(directory)
-        self._report = report
-        self._jobs: queue.Queue = queue.Queue(maxsize=1)
-        self._thread = threading.Thread(target=self._run, name="checkpoint-writer", daemon=True)
-        self._thread.start()
 
-    def submit(self, states: Mapping[int, LayerState]) -> None:
-        """Queue copies of `states` (the caller's tensors may change right after)."""
-        self._jobs.put([stage_state(s) for s in states.values()])  # host copies (pinned for GPU layers)
-
-    def flush(self, timeout_s: float = 60.0) -> None:
-        """Wait until everything submitted is written."""
-        deadline = time.time() + timeout_s
-        while self._jobs.unfinished_tasks and time.time() < deadline:
-            time.sleep(0.01)
-
-    def _run(self) -> None:
-        while True:
-            states = self._jobs.get()
-            try:
-                for state in states:
-                    save_layer(self.directory, state)
-                    self._report(state.ready_step, state.layer)
-            except Exception as exc:  # a failed write only costs this checkpoint
-                print(f"ooblab worker {os.getpid()}: checkpoint write failed: {exc!r}", file=sys.stderr, flush=True)
-            finally:
-                self._jobs.task_done()
+def newest_usable(manifest: Manifest | None) -> tuple[Manifest | None, list[tuple[int, list[int]]]]:
+    """The newest checkpoint `manifest` keeps whose files are all on disk, and the newer
+    ones skipped, each with its missing layers."""
+    if manifest is None:
+        return None, []
+    skipped = []
+    for candidate in [manifest, *manifest.older()]:
+        missing = missing_files(candidate)
+        if not missing:
+            return candidate, skipped
+        skipped.append((candidate.step, missing))
+    return None, skipped

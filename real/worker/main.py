@@ -63,7 +63,8 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
         device, backend = choose_device(config, gpu if local_rank is None else local_rank)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
-        checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if config.checkpoint_every else None
+        writes = config.checkpoint_every or config.policy == "varuna"  # Varuna saves on demand too
+        checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if writes else None
         watch_store = rv.connect(address, timeout_s=connect_timeout_s) if backend == "nccl" else None
         session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order

@@ -28,15 +28,16 @@ from typing import Mapping
 import torch
 import torch.distributed as dist
 
-from ..config import RunConfig
+from ..config import RunConfig, parse_checkpoint_faults
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, ack, report_step, wait_verdict
 from ..protocol.directive import START, Directive
 from ..protocol.sources import CHECKPOINT, INIT, LOCAL, PEER
-from ..state.checkpoint import CheckpointWriter, load_layer, save_layer
+from ..state.checkpoint import load_layer
 from ..state.layer_state import LayerState
 from ..state.transfers import transfers
+from ..state.writer import CheckpointJob, CheckpointWriter
 from .exchange import exchange
 from .groups import Generation, build_generation
 from .nccl import AbortWatch
@@ -56,6 +57,25 @@ def wait_key(store: dist.Store, key: str) -> bytes:
         except dist.DistStoreError as exc:
             if "timeout" not in str(exc).lower():
                 raise
+
+
+def report_checkpoint_failure(store: dist.Store, generation: int, attempt: int, step: int, reason: str) -> None:
+    """Tell the coordinator this worker could not write its part of a checkpoint."""
+    n = store.add(keys.ckpt_failures_key(generation, attempt, step), 1)
+    store.set(keys.ckpt_failure_key(generation, attempt, step, n), reason)
+
+
+class StoreReports:
+    """The writer's reports, as store keys on its own connection (`CheckpointReports`)."""
+
+    def __init__(self, store: dist.Store, who: str):
+        self.store, self.who = store, who
+
+    def written(self, job: CheckpointJob, layer: int) -> None:
+        self.store.set(keys.layer_key(job.generation, job.attempt, job.step, layer), "1")
+
+    def failed(self, job: CheckpointJob, reason: str) -> None:
+        report_checkpoint_failure(self.store, job.generation, job.attempt, job.step, f"{self.who}: {reason}")
 
 
 class _Attempt:
@@ -137,7 +157,7 @@ class WorkerSession:
             return self._leave(number, rank, attempt)
         for step in range(directive.resume_step, self.config.steps):
             _, verdict = runner.step(step, self._committer(number, step, rank, directive.layout.world_size))
-            self._maybe_checkpoint(directive, runner)
+            self._maybe_checkpoint(number, directive, runner)
             if verdict == STOP and runner.ready_step < self.config.steps:
                 return self._leave(number, rank, attempt)
         if self.config.save_params_dir:
@@ -182,19 +202,32 @@ class WorkerSession:
             raise RuntimeError(f"rank {rank} gathered layers {sorted(states)}, expected {sorted(wanted)}")
         return states
 
-    def _maybe_checkpoint(self, directive: Directive, runner: StageRunner) -> None:
+    def _maybe_checkpoint(self, number: int, directive: Directive, runner: StageRunner) -> None:
         every, ready = self.config.checkpoint_every, runner.ready_step
         if not every or ready % every or ready >= self.config.steps or not self.config.checkpoint_dir:
             return
         pipelines = len(directive.layout.pipelines)
         mine = {l: s for l, s in runner.states(copy=False).items() if l % pipelines == runner.assignment.pipeline}
         if mine:
-            self._checkpoint_writer().submit(mine)
+            self._submit(number, 0, ready, mine.values())
+
+    def _submit(self, generation: int, attempt: int, step: int, states) -> None:
+        """Hand layer copies to the writer; a writer with no room in time fails the
+        checkpoint at once (reported on this thread's own store connection)."""
+        reason = self._checkpoint_writer().submit(generation, attempt, step, states, self.config.checkpoint_queue_timeout_s)
+        if reason is not None:
+            report_checkpoint_failure(self.store, generation, attempt, step, f"{self._who}: {reason}")
+
+    @property
+    def _who(self) -> str:
+        return f"worker {self.info.worker_id} ({self.info.node} gpu {self.info.gpu})"
 
     def _checkpoint_writer(self) -> CheckpointWriter:
         if self._writer is None:
-            store = self._checkpoint_store or self.store
-            self._writer = CheckpointWriter(self.config.checkpoint_dir, lambda step, layer: store.set(keys.layer_key(step, layer), "1"))
+            if self._checkpoint_store is None:
+                raise RuntimeError("internal error: a checkpoint was asked of a worker without a writer's store connection")
+            faults = parse_checkpoint_faults(self.config.checkpoint_fault)
+            self._writer = CheckpointWriter(self.config.checkpoint_dir, StoreReports(self._checkpoint_store, self._who), faults, self.info.node)
         return self._writer
 
     # -- leaving a generation ------------------------------------------------------------
@@ -231,10 +264,16 @@ class WorkerSession:
 
     # -- on-demand checkpoint (Varuna's "checkpoint if possible" after a failure) --------
     def save(self, order: Mapping) -> None:
+        """Write this worker's share of an on-demand checkpoint, in the background (a disk
+        that fails or hangs fails the checkpoint, which the coordinator hears of or times
+        out, not this worker)."""
         layers = order["writers"].get(str(self.info.worker_id), [])
+        step = int(order["step"])
+        states = []
         for layer in layers:
             state = self.held.get(int(layer))
-            if state is None or state.ready_step != int(order["step"]):
-                raise RuntimeError(f"asked to save layer {layer} at step {order['step']}, which this worker does not hold")
-            save_layer(self.config.checkpoint_dir, state)
-            self.store.set(keys.layer_key(state.ready_step, state.layer), "1")
+            if state is None or state.ready_step != step:
+                raise RuntimeError(f"asked to save layer {layer} at step {step}, which this worker does not hold")
+            states.append(state)
+        if states:
+            self._submit(int(order["generation"]), int(order["attempt"]), step, states)

@@ -28,6 +28,7 @@ from real.protocol import rendezvous as rv  # noqa: E402
 from real.protocol.directive import RECONFIGURE, RESTART, START, Directive  # noqa: E402
 from real.protocol.manifest import layer_path  # noqa: E402
 from real.protocol.sources import CHECKPOINT, INIT, LOCAL, PEER  # noqa: E402
+from real.worker.session import report_checkpoint_failure  # noqa: E402
 
 
 class FakeLauncher:
@@ -41,6 +42,9 @@ class FakeLauncher:
         self.crash_on_poll: dict[int, str] = {}  # exited() call number -> node to crash then
         self.polls = 0
         self.worker_of: dict[int, int] = {}
+        self.saves: str | None = None  # how the workers answer save orders: "write", "fail", None (never)
+        self.orders_read = 0
+        self.directory: Path | None = None
 
     def spawn(self, node: str, gpu: int) -> int:
         pid, self.next_pid = self.next_pid, self.next_pid + 1
@@ -64,8 +68,21 @@ class FakeLauncher:
             self.crash(self.crash_on_poll.pop(self.polls))
         for pid in self.alive:  # the live workers' heartbeat threads
             self.store.add(keys.heartbeat_key(self.worker_of[pid]), 1)
+        while self.store.check([keys.order_key(self.orders_read)]):  # the workers follow the orders
+            order = rv.get_json(self.store, keys.order_key(self.orders_read))
+            self.orders_read += 1
+            if order["kind"] == "save" and self.saves:
+                self.answer_save(order)
         out, self.exits = self.exits, {}
         return out
+
+    def answer_save(self, order: dict) -> None:
+        g, a, step = order["generation"], order["attempt"], order["step"]
+        if self.saves == "fail":
+            report_checkpoint_failure(self.store, g, a, step, "worker 0: OSError: [Errno 28] No space left on device")
+            return
+        for layers in order["writers"].values():
+            write_layers(self.store, self.directory, g, a, step, layers)
 
     def owns(self, pid: int) -> bool:
         return pid in self.alive
@@ -76,6 +93,15 @@ class FakeLauncher:
     def crash(self, node: str) -> None:
         for pid in self.pids_of(node):
             self.signal(pid, signal.SIGKILL)
+
+
+def write_layers(store, directory: Path, generation: int, attempt: int, step: int, layers) -> None:
+    """What writers do: each layer file on disk, then reported under the checkpoint's keys."""
+    for layer in layers:
+        path = directory / layer_path(step, layer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        store.set(keys.layer_key(generation, attempt, step, layer), "1")
 
 
 def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
@@ -90,6 +116,7 @@ def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
     for node in c.initial_nodes:
         for gpu in range(config.gpus_per_node):
             launcher.spawn(node, gpu)
+    launcher.directory = Path(c.config.checkpoint_dir) if c.config.checkpoint_dir else None
     c._await_initial()
     c._start()
     assert c.job.gen == 0 and c.job.directive.kind == START
@@ -184,12 +211,7 @@ def test_varuna_saves_the_survivors_state_stops_everything_and_restarts_from_it(
     c, launcher = started(tmp_path, policy="varuna", checkpoint_every=100)
     before = c.job.directive
     commit(c, 2)
-    directory = Path(c.config.checkpoint_dir)
-    layers = range(c.planner.profile.num_layers)
-    for layer in layers:  # what the writers named in the save order put on disk and report
-        (directory / layer_path(2, layer)).parent.mkdir(parents=True, exist_ok=True)
-        (directory / layer_path(2, layer)).write_bytes(b"")
-        c.store.set(keys.layer_key(2, layer), "1")
+    launcher.saves = "write"  # the writers named in the save order put their layers on disk and report them
     lost = before.layout.stages[-1].node
     launcher.crash(lost)
     leave(c, 2)
@@ -226,3 +248,100 @@ def test_an_unclean_survivor_without_respawn_costs_its_node(tmp_path):
     d = published(c)
     assert {lost, silent}.isdisjoint(s.node for s in d.layout.stages)
     assert not launcher.pids_of(silent), "the unclean worker is fenced (killed)"
+
+
+# -- checkpoints: failed writes, deadlines, scoped keys, restarts from the newest complete one --
+def periodic(c: Coordinator, step: int, layers=None) -> None:
+    """The layer owners report their part of the periodic checkpoint of `step`."""
+    write_layers(c.store, Path(c.config.checkpoint_dir), c.job.gen, 0, step, range(c.planner.profile.num_layers) if layers is None else layers)
+    c.tick()
+
+
+def test_a_reported_write_failure_is_counted_and_the_next_interval_retries(tmp_path):
+    c, launcher = started(tmp_path, steps=10, checkpoint_every=2)
+    commit(c, 2)
+    periodic(c, 2)
+    assert c.job.manifest.step == 2 and c.outcome.checkpoints == 1
+    commit(c, 4)
+    report_checkpoint_failure(c.store, 0, 0, 4, "worker 1 (node1 gpu 0): OSError: [Errno 28] No space left on device")
+    periodic(c, 4, layers=[0])  # the other writers' parts arrive, too late to matter
+    assert c.outcome.failed_checkpoints == [4] and c.job.manifest.step == 2
+    (event,) = [e for e in c.outcome.events if e.kind == "checkpoint_failed"]
+    assert event.detail["step"] == 4 and "No space left" in event.detail["reason"]
+    commit(c, 6)
+    periodic(c, 6)
+    assert c.job.manifest.step == 6 and c.job.manifest.kept == (2, 6)
+    assert sorted(p.name for p in Path(c.config.checkpoint_dir).glob("step*")) == ["step2", "step6"], "the failed step 4 is cleared"
+
+
+def test_a_checkpoint_not_durable_by_its_deadline_fails_and_the_job_goes_on(tmp_path):
+    c, launcher = started(tmp_path, steps=10, checkpoint_every=2, checkpoint_timeout_s=0.3)
+    commit(c, 2)
+    periodic(c, 2, layers=[0, 1])  # some writer hangs: the rest never comes
+    assert c.job.ckpt_pending and not c.outcome.failed_checkpoints
+    time.sleep(0.35)
+    c.tick()
+    assert c.outcome.failed_checkpoints == [2] and not c.job.ckpt_pending and c.job.manifest is None
+    commit(c, 3)
+    assert c.job.committed == 3
+
+
+def test_reports_of_an_aborted_generation_never_complete_a_later_checkpoint_of_the_same_step(tmp_path):
+    c, launcher = started(tmp_path, policy="varuna", steps=10, checkpoint_every=2)
+    commit(c, 2)
+    periodic(c, 2)
+    commit(c, 3)
+    launcher.saves = "fail"
+    lost = c.job.directive.layout.stages[-1].node
+    launcher.crash(lost)
+    leave(c, 3)
+    fail(c)  # the save of step 3 fails: back to step 2, in generation 1
+    assert c.job.gen == 1 and c.job.committed == 2
+    layers = range(c.planner.profile.num_layers)
+    write_layers(c.store, Path(c.config.checkpoint_dir), 0, 0, 4, layers)  # generation 0's step 4 (undone work)
+    assert c.on_generation_ready(time.time())
+    commit(c, 4)
+    assert c.job.manifest.step == 2, "generation 0's reports do not count for generation 1"
+    periodic(c, 4)
+    assert c.job.manifest.step == 4
+
+
+def test_a_failed_varuna_save_is_a_failed_checkpoint_and_the_restart_uses_the_newest_complete_one(tmp_path):
+    c, launcher = started(tmp_path, policy="varuna", steps=10, checkpoint_every=2)
+    commit(c, 2)
+    periodic(c, 2)
+    commit(c, 4)
+    periodic(c, 4, layers=[0])  # step 4's checkpoint stays incomplete...
+    report_checkpoint_failure(c.store, 0, 0, 4, "worker 2: OSError: [Errno 30] Read-only file system")
+    c.tick()
+    commit(c, 5)
+    launcher.saves = "fail"  # ...and the save after the failure hits a full disk
+    launcher.crash(c.job.directive.layout.stages[-1].node)
+    leave(c, 5)
+    fail(c)
+    d = published(c)
+    assert c.outcome.failed_checkpoints == [4, 5]
+    assert (d.kind, d.resume_step, d.checkpoint.step) == (RESTART, 2, 2)
+    assert c.outcome.lost_iterations == 3 and c.outcome.status == "running"
+    (note,) = [e for e in c.outcome.events if e.kind == "restart_from_checkpoint"]
+    assert note.detail["step"] == 2 and note.detail["failed_since"] == [4, 5]
+
+
+def test_a_restart_falls_back_to_the_older_kept_checkpoint_when_a_file_of_the_newest_is_gone(tmp_path):
+    c, launcher = started(tmp_path, steps=10, checkpoint_every=2, pipelines=(2, 2))
+    d0 = c.job.directive
+    commit(c, 2)
+    periodic(c, 2)
+    commit(c, 4)
+    periodic(c, 4)
+    assert c.job.manifest.kept == (2, 4)
+    (Path(c.config.checkpoint_dir) / layer_path(4, 1)).unlink()
+    stage0 = [s.node for s in d0.layout.stages if 0 in s.layers]  # every holder of layer 0: no replica left
+    for node in stage0:
+        launcher.crash(node)
+    leave(c, 4)
+    fail(c)
+    d = published(c)
+    assert (d.kind, d.resume_step, d.checkpoint.step) == (RESTART, 2, 2)
+    missing = [e for e in c.outcome.events if e.kind == "checkpoint_missing"]
+    assert [(e.detail["step"], e.detail["layers"]) for e in missing] == [(4, [1])]

@@ -20,12 +20,12 @@ from real.protocol.commit import ABORT, OK, STOP, ack, resolve, verdict
 from real.protocol.keys import stop_request_key
 from real.protocol.manifest import read_manifest
 from real.state.checkpoint import (
-    CheckpointWriter,
     load_layer,
     save_layer,
     write_manifest,
 )
 from real.state.layer_state import capture, flatten, install, unflatten
+from real.state.writer import CheckpointWriter
 
 from .conftest import REPO
 
@@ -88,7 +88,7 @@ def test_checkpoint_files_manifest_and_cleanup(tmp_path):
     model, optimizer = trained(6)
     for state in states_of(model, optimizer, 6).values():
         save_layer(tmp_path, state)
-    newer = write_manifest(tmp_path, 6, SPEC.num_layers)
+    newer = write_manifest(tmp_path, 6, SPEC.num_layers, keep=1)
     assert read_manifest(tmp_path).step == 6 and not (tmp_path / "step3").exists() and manifest.step == 3
     restored = load_layer(newer, 1)
     assert torch.equal(restored.params["qkv.weight"], dict(model[1].named_parameters())["qkv.weight"].detach())
@@ -141,8 +141,16 @@ def test_the_background_writer_saves_copies_and_reports_each_layer(tmp_path):
     model, optimizer = trained(2)
     states = states_of(model, optimizer, 2, copy=False)
     reported = []
-    writer = CheckpointWriter(tmp_path, lambda step, layer: reported.append((step, layer)))
-    writer.submit(states)
+
+    class Reports:
+        def written(self, job, layer):
+            reported.append((job.step, layer))
+
+        def failed(self, job, reason):
+            raise AssertionError(reason)
+
+    writer = CheckpointWriter(tmp_path, Reports())
+    assert writer.submit(0, 0, 2, states.values(), timeout_s=5.0) is None
     with torch.no_grad():
         for p in model.parameters():
             p.add_(1.0)  # training goes on: the queued copies must not change

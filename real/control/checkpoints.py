@@ -1,0 +1,147 @@
+"""The coordinator's side of checkpoints: which are being written, complete, or failed.
+
+A periodic checkpoint of step k is pending from the commit of step k - 1 (generation g,
+attempt 0); an on-demand save (Varuna's, after a failure) is attempt n of the step it
+saves. Each is, on every tick, newest first:
+
+- complete once every layer is reported under its own `ckpt/g<g>.a<a>/<k>/` keys: the
+  coordinator writes the manifest (durably, keeping the last `checkpoint_keep`), and older
+  pending ones are superseded;
+- failed when a writer reported a failure (a full or unwritable disk, a stalled writer's
+  queue), when the manifest cannot be written, or when it is not complete within
+  `checkpoint_timeout_s` (a writer that hangs, or died before reporting). A failed
+  checkpoint is counted (`RunOutcome.failed_checkpoints`) and the job goes on: the next
+  interval tries again, and a restart uses the newest complete one (`usable`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, Protocol
+
+import torch.distributed as dist
+
+from planner.planner import Planner
+
+from ..config import RunConfig
+from ..protocol import keys
+from ..protocol import rendezvous as rv
+from ..state.checkpoint import newest_usable, write_manifest
+from .job import JobState, PendingCheckpoint
+from .outcome import RunOutcome
+
+POLL_S = 0.005
+
+
+class CheckpointControl(Protocol):
+    config: RunConfig
+    planner: Planner
+    store: dist.Store
+    outcome: RunOutcome
+
+    def tick(self) -> None: ...
+
+
+class CheckpointBook:
+    """Pending, complete and failed checkpoints of one job (on its `JobState`)."""
+
+    def __init__(self, job: JobState, control: CheckpointControl):
+        self.job = job
+        self.c = control
+
+    @property
+    def num_layers(self) -> int:
+        return self.c.planner.profile.num_layers
+
+    def on_commit(self, step: int) -> None:
+        """Step `step` is committed: workers checkpoint the state ready for step + 1 when
+        it falls on the interval."""
+        config, ready = self.c.config, step + 1
+        if not config.checkpoint_every or ready % config.checkpoint_every or ready >= config.steps or not config.checkpoint_dir:
+            return
+        if not any(p.step == ready and p.generation == self.job.gen for p in self.job.ckpt_pending):
+            self.job.ckpt_pending.append(PendingCheckpoint(self.job.gen, 0, ready, time.time() + config.checkpoint_timeout_s))
+
+    def tick(self) -> None:
+        for p in sorted(self.job.ckpt_pending, key=lambda p: (p.step, p.attempt), reverse=True):
+            if p not in self.job.ckpt_pending:
+                continue  # superseded by a newer one this round
+            if self._complete(p):
+                self.write_manifest(p)
+                continue
+            reason = self._failure(p)
+            if reason is None and time.time() > p.deadline_wall:
+                reason = f"not durable within {self.c.config.checkpoint_timeout_s:g} s (a hung or dead writer)"
+            if reason is not None:
+                self.fail(p, reason)
+
+    def _complete(self, p: PendingCheckpoint) -> bool:
+        return self.c.store.check([keys.layer_key(p.generation, p.attempt, p.step, l) for l in range(self.num_layers)])
+
+    def _failure(self, p: PendingCheckpoint) -> str | None:
+        key = keys.ckpt_failure_key(p.generation, p.attempt, p.step, 1)
+        return self.c.store.get(key).decode() if self.c.store.check([key]) else None
+
+    def fail(self, p: PendingCheckpoint, reason: str) -> None:
+        if p in self.job.ckpt_pending:
+            self.job.ckpt_pending.remove(p)
+        self.c.outcome.failed_checkpoints.append(p.step)
+        self.c.outcome.event("checkpoint_failed", step=p.step, generation=p.generation, attempt=p.attempt, reason=reason)
+
+    def write_manifest(self, p: PendingCheckpoint) -> bool:
+        config = self.c.config
+        try:
+            manifest = write_manifest(config.checkpoint_dir, p.step, self.num_layers, config.checkpoint_keep)
+        except OSError as exc:  # e.g. an unwritable directory, or workers on other machines wrote to their own disks
+            self.fail(p, f"manifest: {type(exc).__name__}: {exc}")
+            return False
+        self.job.manifest = manifest
+        self.job.ckpt_pending = [q for q in self.job.ckpt_pending if q.step > p.step]  # older ones are superseded
+        self.c.outcome.checkpoints += 1
+        self.c.outcome.event("checkpoint", step=p.step, generation=p.generation, attempt=p.attempt, kept=list(manifest.kept),
+                             directory=config.checkpoint_dir)  # fmt: skip
+        return True
+
+    def save(self, step: int, writers: Mapping[str, list[int]]) -> bool:
+        """An on-demand checkpoint of `step` by `writers` (worker id -> layers); True once
+        its manifest is durable, False (a failed checkpoint) otherwise."""
+        self.job.save_attempts += 1
+        t0 = time.time()
+        p = PendingCheckpoint(self.job.gen, self.job.save_attempts, step, time.time() + self.c.config.checkpoint_timeout_s)
+        self.job.ckpt_pending.append(p)
+        rv.publish_order(self.c.store, {"kind": "save", "step": step, "writers": dict(writers), "generation": p.generation, "attempt": p.attempt})
+        while p in self.job.ckpt_pending:
+            self.c.tick()  # ticks this book too: completes or fails p
+            if p in self.job.ckpt_pending and self.job.removed:
+                self.fail(p, f"nodes {self.job.removed} were lost while saving")
+            time.sleep(POLL_S)
+        m = self.job.manifest
+        return m is not None and m.step == step and m.time_s >= t0
+
+    def after_rollback(self, step: int) -> None:
+        """Progress went back to `step`: checkpoints of later steps still being written
+        belong to undone work and will never be used (failed: begun, never complete)."""
+        for p in [p for p in self.job.ckpt_pending if p.step > step]:
+            self.fail(p, f"abandoned: the job rolled back to step {step}")
+
+    def drain(self) -> None:
+        """The job is over: let the checkpoints still being written complete or fail (each
+        by its deadline) before the workers are told to end."""
+        while self.job.ckpt_pending:
+            self.tick()
+            time.sleep(POLL_S)
+
+    def usable(self) -> None:
+        """Make `job.manifest` the newest kept checkpoint whose files are all on disk."""
+        manifest, skipped = newest_usable(self.job.manifest)
+        for step, missing in skipped:
+            self.c.outcome.event("checkpoint_missing", step=step, layers=missing)
+        self.job.manifest = manifest
+
+    def restart_note(self, resume: int) -> None:
+        """Say which checkpoint a restart uses and which newer ones had failed."""
+        failed = sorted({k for k in self.c.outcome.failed_checkpoints if k > resume})
+        m = self.job.manifest
+        source = m.directory if m is not None and m.step == resume else None
+        self.c.outcome.event("restart_from_checkpoint", step=resume, directory=source, failed_since=failed,
+                             kept=list(m.kept) if m is not None else [])  # fmt: skip
