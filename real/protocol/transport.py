@@ -67,35 +67,34 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 @dataclass
 class HostedStore:
-    """The coordinator's side: the listening socket, the server store, the job's view."""
+    """The coordinator's side: the server store (which owns the listening socket) and the
+    job's view of it."""
 
-    sock: socket.socket
     server: dist.TCPStore
     store: dist.Store  # PrefixStore(secret.key_prefix, server): every key of the job
     host: str
-
-    @property
-    def port(self) -> int:
-        return self.sock.getsockname()[1]
+    port: int
 
     def close(self) -> None:
+        """Drop both stores; the server closes its socket when the last reference goes."""
         self.store = self.server = None
-        self.sock.close()
 
 
 def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> HostedStore:
     """Listen on `host`:`port` only and serve the job's keys under the secret's prefix."""
     sock = listen_socket(host, port)
+    bound = sock.getsockname()[1]
     try:
         server = dist.TCPStore(
-            host, sock.getsockname()[1], is_master=True, wait_for_workers=False,
+            host, bound, is_master=True, wait_for_workers=False,
             timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.fileno(),
         )  # fmt: skip
     except Exception:
         sock.close()
         raise
+    sock.detach()  # the store owns the descriptor now (and closes it)
     server.set(CHECK_KEY, secret.check)
-    return HostedStore(sock, server, dist.PrefixStore(secret.key_prefix, server), host)
+    return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
 
 
 def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s: float | None = None) -> dist.Store:
