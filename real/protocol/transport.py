@@ -97,6 +97,19 @@ def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> Hos
     return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
 
 
+def loopback_store(timeout_s: float) -> dist.TCPStore:
+    """A server store on a free loopback port, for helpers of one machine (the baseline)."""
+    sock = listen_socket(LOOPBACK, 0)
+    try:
+        store = dist.TCPStore(LOOPBACK, sock.getsockname()[1], is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.fileno())  # fmt: skip
+    except Exception:
+        sock.close()
+        raise
+    sock.detach()
+    return store
+
+
 def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s: float | None = None) -> dist.Store:
     """The job's keys at the coordinator `address`, once it has accepted `secret`.
 
