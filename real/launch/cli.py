@@ -290,7 +290,7 @@ def handle_run(args) -> int:
         result = run_local(config, run_dir, on_event=_log_event)
     except user_errors() as exc:
         return _error("run", exc)
-    except Exception:
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
         return _internal_error("run", run_dir)
     _report(result.summary.to_dict(), result.directory, args.json)
     return 0 if result.ok else 1
@@ -306,7 +306,7 @@ def handle_coordinator(args) -> int:
         return _coordinate(args, config, run_dir)
     except user_errors() as exc:
         return _error("coordinator", exc)
-    except Exception:
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
         return _internal_error("coordinator", run_dir)
 
 
@@ -363,7 +363,7 @@ def handle_node(args) -> int:
         return run_node(args.coordinator, secret, args.name, args.gpus, args.threads, args.connect_timeout)
     except user_errors() as exc:
         return _error("node", exc)
-    except Exception:
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
         return _internal_error("node", None)
 
 

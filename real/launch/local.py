@@ -173,9 +173,8 @@ def run_node(address: str, secret: JobSecret, node: str, gpus: int, threads: int
     coordinator fences, wait for them; the worst exit status wins. Raises ConnectError or
     SecretError, before starting anything, when the coordinator cannot be reached or
     refuses the secret."""
-    from ..protocol import keys
+    from ..protocol import keys, transport
     from ..protocol import rendezvous as rv
-    from ..protocol import transport
 
     store = transport.connect(address, secret, connect_timeout_s)
     processes = LocalProcesses(address, secret, threads, connect_timeout_s)

@@ -23,9 +23,10 @@ import os
 import re
 import secrets as _secrets
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 SECRET_ENV = "OOBLAB_SECRET"
 SECRET_BYTES = 32
@@ -52,7 +53,7 @@ class JobSecret:
     __str__ = __repr__
 
     @classmethod
-    def generate(cls) -> "JobSecret":
+    def generate(cls) -> JobSecret:
         return cls(_secrets.token_hex(SECRET_BYTES))
 
     def _mac(self, label: str, payload: bytes = b"") -> str:

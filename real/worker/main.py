@@ -22,11 +22,10 @@ import torch
 
 from ..config import RunConfig
 from ..models.emulated import EmulatedLayerTimes
-from ..protocol import keys
+from ..protocol import keys, transport
 from ..protocol import rendezvous as rv
-from ..protocol import transport
-from ..protocol.secret import JobSecret, SecretError
 from ..protocol.failures import injections_from_json
+from ..protocol.secret import JobSecret, SecretError
 from .probe import FailureProbe
 from .session import WorkerSession, wait_key
 

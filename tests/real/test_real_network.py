@@ -21,21 +21,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("torch")
-import torch.distributed as dist  # noqa: E402
+import torch.distributed as dist
 
-from ooblab.cli import main  # noqa: E402
-from planner.errors import ProfileError  # noqa: E402
-from real.config import RunConfig  # noqa: E402
-from real.control.membership import Membership  # noqa: E402
-from real.control.planning import check_profile_files, resolve_run_profile  # noqa: E402
-from real.protocol import keys  # noqa: E402
-from real.protocol import rendezvous as rv  # noqa: E402
-from real.protocol import transport  # noqa: E402
-from real.protocol.commit import StepTimeout, wait_verdict  # noqa: E402
-from real.protocol.errors import ConnectError, ListenError  # noqa: E402
-from real.protocol.secret import JobSecret, SecretError, load_secret, read_secret_file, write_secret_file  # noqa: E402
+from ooblab.cli import main
+from planner.errors import ProfileError
+from real.config import RunConfig
+from real.control.membership import Membership
+from real.control.planning import check_profile_files, resolve_run_profile
+from real.protocol import (
+    keys,
+    transport,
+)
+from real.protocol import rendezvous as rv
+from real.protocol.commit import StepTimeout, wait_verdict
+from real.protocol.errors import ConnectError, ListenError
+from real.protocol.secret import (
+    JobSecret,
+    SecretError,
+    load_secret,
+    read_secret_file,
+    write_secret_file,
+)
 
-from .conftest import finish, reap, session_processes, start  # noqa: E402
+from .conftest import finish, reap, session_processes, start
 
 LINUX = sys.platform.startswith("linux") and Path("/proc/net/tcp").exists()
 
@@ -175,7 +183,7 @@ def test_the_store_listens_on_the_asked_address_only(hosted):
 
 
 def test_a_busy_or_invalid_port_is_a_listen_error(hosted):
-    store, secret = hosted
+    store, _ = hosted
     with pytest.raises(ListenError, match="in use"):
         transport.listen_socket("127.0.0.1", store.port)
     with pytest.raises(ListenError, match="0..65535"):
@@ -292,7 +300,7 @@ def test_a_corrupt_profile_is_a_one_line_error(capsys, tmp_path):
 
 def test_an_internal_error_says_so_and_logs_its_traceback(capsys, tmp_path, monkeypatch):
     """A ValueError from inside the backend is a bug, not a bad request."""
-    import real.launch.local as local
+    from real.launch import local
 
     def broken(*args, **kwargs):
         raise ValueError("a layout the planner should never produce")
