@@ -3,7 +3,7 @@
 torch's `TCPStore(is_master=True)` binds every interface (IPv4 and IPv6) whatever host it
 is given, so the coordinator binds the listening socket itself, on the address asked for
 only, and hands its descriptor to the store (`master_listen_fd`). The job's keys live
-under the secret's prefix (`JobSecret.key_prefix`); the only public key is `CHECK_KEY`,
+under the secret's prefix (`JobSecret.key_prefix`); the only public key is `keys.CHECK`,
 which lets a client with the wrong secret be refused at once. Connecting is bounded by
 `connect_timeout_s`; every failure is a one-line `ConnectError` or `SecretError`.
 """
@@ -19,9 +19,9 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from .errors import ConnectError, ListenError
+from .keys import CHECK
 from .secret import JobSecret, SecretError
 
-CHECK_KEY = "ooblab/secret-check"
 LOOPBACK = "127.0.0.1"
 BACKLOG = 512
 
@@ -93,7 +93,7 @@ def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> Hos
         sock.close()
         raise
     sock.detach()  # the store owns the descriptor now (and closes it)
-    server.set(CHECK_KEY, secret.check)
+    server.set(CHECK, secret.check)
     return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
 
 
@@ -123,8 +123,8 @@ def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s
     except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
         raise ConnectError(f"cannot reach the coordinator at {address} within {connect_timeout_s:g} s ({_first_line(exc)})") from None
     try:
-        raw.wait([CHECK_KEY], timedelta(seconds=max(0.1, deadline - time.monotonic())))
-        check = raw.get(CHECK_KEY).decode(errors="replace")
+        raw.wait([CHECK], timedelta(seconds=max(0.1, deadline - time.monotonic())))
+        check = raw.get(CHECK).decode(errors="replace")
     except RuntimeError:
         raise ConnectError(f"{address} does not answer as an ooblab coordinator within {connect_timeout_s:g} s") from None
     if check != secret.check:
