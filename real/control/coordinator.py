@@ -17,12 +17,15 @@ and publishes generation 0; from then on it loops over generations:
 
 Fatal worker errors (a worker that cannot even start) still fail the job with the
 worker's reason, as does waiting too long for nodes.
+
+The store listens on `bind_host` only (`transport.host_store`), and the job's keys live
+under the name derived from the job's secret (`secret.JobSecret`), which the coordinator
+draws unless it is handed one; refused registrations are logged as events.
 """
 
 from __future__ import annotations
 
 import re
-import socket
 import time
 from pathlib import Path
 from typing import Callable
@@ -44,6 +47,8 @@ from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, verdict
 from ..protocol.directive import RESTART, START, Directive
 from ..protocol.failures import injections_to_json, parse_injections
+from ..protocol.secret import JobSecret
+from ..protocol.transport import advertised_address, host_store
 from .job import JobState
 from .membership import Membership, ProcessControl
 from .outcome import JobFailed, RunOutcome, headline
@@ -76,6 +81,7 @@ class Coordinator:
         on_event: Callable[[EventRecord], None] | None = None,
         run_dir: str | Path | None = None,
         local: bool = True,
+        secret: JobSecret | None = None,
     ):
         if (config.checkpoint_every or config.policy == "varuna") and config.checkpoint_dir is None:  # Varuna also saves on demand
             base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
@@ -98,16 +104,17 @@ class Coordinator:
                 raise ConfigError("--pipelines forces Oobleck's grouping; the varuna policy chooses its own configuration")
             if sum(config.pipelines) != len(self.initial_nodes):
                 raise ConfigError(f"pipelines {list(config.pipelines)} use {sum(config.pipelines)} nodes, the job starts with {len(self.initial_nodes)}")
-        self.store = rv.host_store(bind_host, port, timeout_s=config.startup_timeout_s)
-        host = advertise_host or (bind_host if bind_host not in ("0.0.0.0", "") else socket.gethostname())
-        self.address = f"{host}:{self.store.port}"
+        self.secret = secret or JobSecret.generate()
+        self.hosted = host_store(bind_host, port, self.secret, config.startup_timeout_s)
+        self.store = self.hosted.store
+        self.address = advertised_address(bind_host, advertise_host, self.hosted.port)
         self.outcome = RunOutcome(config, time.time(), listener=on_event)
         job = {"config": config.to_dict(), "injections": injections_to_json(self.injections)}
         if config.compute == "emulated":
             job["emulation"] = [
                 EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
             ]
-        rv.put_json(self.store, keys.JOB, job)
+        rv.put_signed(self.store, keys.JOB, job, self.secret)
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
         # the job as it runs: one state object, shared with the recovery flow
         self.job = JobState()
@@ -124,7 +131,7 @@ class Coordinator:
     def run(self, processes: ProcessControl | None = None) -> RunOutcome:
         """Wait for the first nodes, plan, then run generation after generation."""
         out = self.outcome
-        self.members = Membership(self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes)
+        self.members = Membership(self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes, self.secret)
         self.schedule = EventSchedule(self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes)
         try:
             if self.needs_local_processes and processes is None:
@@ -166,6 +173,9 @@ class Coordinator:
             if self.job.gen >= 0:
                 self.outcome.event("node_ready", node=node)
             self.job.pending_ready.append(node)
+        refused, members.refused = members.refused, []
+        for reason in refused:
+            self.outcome.event("registration_refused", reason=reason)
         dead = members.poll_exits()
         now = time.time()
         if now - self.job.last_beat_check_s >= self.config.heartbeat_interval_s:
@@ -380,5 +390,9 @@ class Coordinator:
                     self.store.set(keys.stop_request_key(self.job.gen), "1")
 
     def close(self) -> None:
-        """Drop the store (workers still connected see it vanish and exit)."""
+        """Drop the store and its socket (workers still connected see it vanish and exit)."""
         self.store = None
+        if self.hosted is not None:
+            self.hosted.close()
+            self.hosted = None
+

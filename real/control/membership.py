@@ -8,7 +8,9 @@ decisions (fencing). A fenced worker is dead for good: its id never appears in a
 directive again, its launcher (or the coordinator, locally) kills it, and its
 heartbeat thread exits if it still runs. A node is usable when all of its GPUs have a
 live registered worker; usable nodes are kept in the order they became usable (what the
-policies call `ready`).
+policies call `ready`). A registration that does not parse or does not prove the job's
+secret is refused: its reason is queued in `refused` (the coordinator logs it) and the
+entry is skipped, so a malformed or forged entry can neither crash nor join the job.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.distributed as dist
 
 from ..protocol import keys
 from ..protocol import rendezvous as rv
+from ..protocol.secret import JobSecret
 
 
 class ProcessControl(Protocol):
@@ -53,8 +56,12 @@ class WorkerRecord:
 
 
 class Membership:
-    def __init__(self, store: dist.Store, gpus_per_node: int, heartbeat_timeout_s: float, processes: ProcessControl | None):
+    def __init__(
+        self, store: dist.Store, gpus_per_node: int, heartbeat_timeout_s: float, processes: ProcessControl | None, secret: JobSecret
+    ):
         self.store = store
+        self.secret = secret
+        self.refused: list[str] = []  # reasons of refused registrations, not yet logged
         self.gpus_per_node = gpus_per_node
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.processes = processes
@@ -73,8 +80,15 @@ class Membership:
             key = keys.worker_key(self._seen)
             if not self.store.check([key]):
                 break  # counted but not yet written: next poll
-            info = rv.WorkerInfo(**rv.get_json(self.store, key))
             self._seen += 1
+            try:
+                info = rv.parse_registration(self.store.get(key), self._seen - 1, self.secret)
+            except rv.RegistrationRefused as exc:
+                self._refuse(self._seen - 1, str(exc))
+                continue
+            if info.gpu >= self.gpus_per_node:
+                self._refuse(info.worker_id, f"{key}: gpu {info.gpu} of {info.node}, nodes have GPUs 0..{self.gpus_per_node - 1}")
+                continue
             duplicate = self.worker_for(info.node, info.gpu)
             self.workers[info.worker_id] = WorkerRecord(info)
             if duplicate is not None:
@@ -84,6 +98,11 @@ class Membership:
                 self.ready_order.append(info.node)
                 became.append(info.node)
         return became
+
+    def _refuse(self, slot: int, reason: str) -> None:
+        """Skip registration `slot` for good; a worker waiting behind it is told to exit."""
+        self.refused.append(reason)
+        self.store.set(keys.fence_key(slot), f"registration refused: {reason}")
 
     def worker_for(self, node: str, gpu: int) -> int | None:
         for wid, rec in self.workers.items():

@@ -10,14 +10,19 @@
   consecutive one-GPU stages.
 - The cluster: for tiny-gpt a CPU "GPU" of `gpu_memory_gb` (the planner's memory check
   still applies), otherwise the planner's GPU table (default v100-16gb, as `ooblab plan`).
+- Every JSON file of a profile directory is read and checked before planning
+  (`check_profile_files`), including those the planner itself does not use (Oobleck's
+  `model_args.json`), so a corrupt file is reported rather than silently ignored.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from planner.catalog import resolve_profile
-from planner.errors import PlannerError
+from planner.errors import PlannerError, ProfileError
 from planner.hardware import GBIT_PER_S, GpuSpec, make_cluster
 from planner.oobleck_format import load_oobleck_profile
 from planner.plan import ExecutionPlan, JobSpec
@@ -81,8 +86,26 @@ def one_gpu_stages(profile: ModelProfile) -> ModelProfile:
     return replace(profile, layers=layers)
 
 
+def check_profile_files(directory: str | Path) -> None:
+    """Every `*.json` of a profile directory parses; `model_args.json` is an object.
+    Raises ProfileError naming the file (the planner checks the contents it uses)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return  # not a directory: the planner reports it (or it names a built-in model)
+    for path in sorted(directory.glob("*.json")):
+        try:
+            value = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ProfileError(f"{path}: not a readable JSON file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        if path.name == "model_args.json" and not isinstance(value, dict):
+            raise ProfileError(f"{path}: expected an object of the model's arguments, got {type(value).__name__}")
+
+
 def resolve_run_profile(config: RunConfig) -> ModelProfile:
     """The profile the planner (and, in emulated mode, the sleeping layers) use."""
+    for directory in (config.profile_dir, config.model):
+        if directory:
+            check_profile_files(directory)
     if config.model == TINY_GPT:
         if config.profile_dir:
             profile = load_oobleck_profile(config.profile_dir, config.microbatch_size, name=TINY_GPT)

@@ -41,6 +41,9 @@ def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple
     num_stages = len(ranges)
     world = num_pipelines * num_stages
     timeout = timedelta(seconds=config.timeout_s)
+    from ..worker.main import pin_collectives
+
+    pin_collectives(f"127.0.0.1:{port}")  # gloo on loopback too
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=dist.PrefixStore("baseline", store), rank=rank, world_size=world, timeout=timeout)
     pipe, s = divmod(rank, num_stages)
@@ -95,7 +98,9 @@ def run_baseline(config: RunConfig, ranges: Sequence[tuple[int, int]], num_pipel
     import torch.distributed as dist
 
     world = num_pipelines * len(ranges)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=config.timeout_s))
+    from ..protocol.transport import loopback_store
+
+    store = loopback_store(config.timeout_s)  # loopback only: torch's own server binds every interface
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     args = (store.port, config, list(ranges), num_pipelines, list(emulation) if emulation else None, threads, queue)

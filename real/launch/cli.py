@@ -6,6 +6,10 @@
   connect to the coordinator's address.
 - `profile`: measure tiny-gpt layer by layer and write the planner's profile format.
 
+A request that cannot work (bad arguments, a busy port, an unreachable coordinator, a
+refused secret) is one line on stderr and exit status 2; anything else is an internal
+error: one line saying so, the traceback in the run directory's `error.log`, status 1.
+
 torch is imported inside the handlers only, so `ooblab plan` stays fast.
 """
 
@@ -16,6 +20,8 @@ import json
 import os
 import signal
 import sys
+import traceback
+from pathlib import Path
 
 from ..config import (
     BACKENDS,
@@ -55,8 +61,10 @@ def register(subparsers) -> None:
         formatter_class=fmt,
     )
     add_job_arguments(coord)
-    coord.add_argument("--host", default="0.0.0.0", help="interface to listen on")
+    coord.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on; the default admits this machine only: give this machine's address on the job's private network to admit others")
     coord.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
+    coord.add_argument("--secret-file", default=None, help="write the job's secret here, mode 0600 (default: RUN_DIR/secret)")
     coord.add_argument("--advertise", default=None, help="host name workers use (default: this host's name)")
     coord.add_argument("--address-file", default=None, help="also write HOST:PORT to this file")
     coord.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
@@ -72,6 +80,7 @@ def register(subparsers) -> None:
     node.add_argument("--name", required=True, help="this node's name (unique in the job)")
     node.add_argument("--gpus", type=int, default=1, help="workers (GPUs) on this node")
     node.add_argument("--threads", type=int, default=None, help="intra-op threads per worker")
+    add_client_arguments(node)
     node.set_defaults(handler=handle_node)
 
     worker = subparsers.add_parser(
@@ -83,6 +92,7 @@ def register(subparsers) -> None:
     worker.add_argument("--name", required=True, help="this node's name (unique in the job)")
     worker.add_argument("--gpu", type=int, default=None, help="GPU index on the node (default: $LOCAL_RANK, else 0)")
     worker.add_argument("--threads", type=int, default=None, help="intra-op threads")
+    add_client_arguments(worker)
     worker.set_defaults(handler=handle_worker)
 
     prof = subparsers.add_parser(
@@ -104,6 +114,11 @@ def register(subparsers) -> None:
     prof.add_argument("--out", required=True, help="profile directory to write")
     prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
     prof.set_defaults(handler=handle_profile)
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--secret-file", default=None, help="the job's secret, as the coordinator wrote it (else $OOBLAB_SECRET)")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to reach the coordinator before giving up")
 
 
 def add_tiny_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,6 +227,37 @@ def _error(command: str, exc: Exception) -> int:
     return 2
 
 
+def user_errors() -> tuple[type[Exception], ...]:
+    """Exceptions that mean the request cannot work (exit 2); every other is a bug."""
+    from planner.errors import PlannerError
+    from traces.errors import TraceError
+
+    from ..control.trace_replay import TraceScheduleError
+    from ..protocol.errors import ConnectError, ListenError, SecretError
+    from ..protocol.failures import InjectionError
+
+    return (ConfigError, PlannerError, TraceError, TraceScheduleError, InjectionError, ListenError, ConnectError, SecretError)
+
+
+def _internal_error(command: str, run_dir: Path | None) -> int:
+    """One line naming the bug; the traceback goes to RUN_DIR/error.log (else stderr)."""
+    text = traceback.format_exc()
+    kind, _, message = text.strip().splitlines()[-1].partition(": ")
+    where = "below"
+    if run_dir is not None:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            with open(run_dir / "error.log", "a") as log:
+                log.write(text)
+            where = f"in {run_dir / 'error.log'}"
+        except OSError:
+            pass
+    print(f"ooblab {command}: internal error: {kind}{': ' + message[:200] if message else ''} (traceback {where})", file=sys.stderr, flush=True)
+    if where == "below":
+        print(text, file=sys.stderr, end="")
+    return 1
+
+
 def _exit_on_sigterm() -> None:
     """Turn SIGTERM into SystemExit so launchers reap their workers on the way out."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -244,70 +290,103 @@ def _log_event(event) -> None:
 
 
 def handle_run(args) -> int:
+    run_dir = None
     try:
         config = config_from_args(args)
-        from .local import run_local
+        from .local import default_run_dir, run_local
 
+        run_dir = Path(args.out) if args.out else default_run_dir()
         _exit_on_sigterm()
-        result = run_local(config, args.out, on_event=_log_event)
-    except (ConfigError, ValueError) as exc:
+        result = run_local(config, run_dir, on_event=_log_event)
+    except user_errors() as exc:
         return _error("run", exc)
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
+        return _internal_error("run", run_dir)
     _report(result.summary.to_dict(), result.directory, args.json)
     return 0 if result.ok else 1
 
 
 def handle_coordinator(args) -> int:
+    run_dir = None
     try:
         config = config_from_args(args)
-        from ..control.coordinator import Coordinator
-        from ..control.results import write_results
         from .local import default_run_dir
 
-        run_dir = args.out or default_run_dir()
-        coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
+        run_dir = Path(args.out) if args.out else default_run_dir()
+        return _coordinate(args, config, run_dir)
+    except user_errors() as exc:
+        return _error("coordinator", exc)
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
+        return _internal_error("coordinator", run_dir)
+
+
+def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
+    from ..control.coordinator import Coordinator
+    from ..control.results import write_results
+    from ..protocol.secret import write_secret_file
+    from ..protocol.transport import is_loopback
+
+    coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
+    try:
         if coordinator.needs_local_processes:
             raise ConfigError("--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)")
-    except (ConfigError, ValueError) as exc:
-        return _error("coordinator", exc)
-    print(f"coordinator listening on {coordinator.address}", file=sys.stderr, flush=True)
-    if args.address_file:
-        tmp = f"{args.address_file}.tmp"
-        with open(tmp, "w") as handle:
-            handle.write(coordinator.address + "\n")
-        os.replace(tmp, args.address_file)
-    _exit_on_sigterm()
-    outcome = coordinator.run()
-    summary, directory = write_results(outcome, run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        secret_path = write_secret_file(args.secret_file or run_dir / "secret", coordinator.secret)
+        print(f"coordinator listening on {coordinator.address}; the job's secret is in {secret_path} "
+              "(give it to every launcher with --secret-file or $OOBLAB_SECRET)", file=sys.stderr, flush=True)
+        if is_loopback(args.host):
+            print(f"listening on {args.host} only: workers on other machines cannot connect; pass --host with this machine's "
+                  "address on the job's private network to admit them", file=sys.stderr, flush=True)
+        if args.address_file:
+            tmp = f"{args.address_file}.tmp"
+            with open(tmp, "w") as handle:
+                handle.write(coordinator.address + "\n")
+            os.replace(tmp, args.address_file)
+        _exit_on_sigterm()
+        outcome = coordinator.run()
+        summary, directory = write_results(outcome, run_dir)
+    finally:
+        coordinator.close()
     _report(summary.to_dict(), directory, args.json)
     return 0 if outcome.status == "finished" else 1
 
 
+def _client_secret(args):
+    """The secret a launcher or worker presents, after checking its other arguments."""
+    from ..protocol.secret import load_secret
+    from ..protocol.transport import parse_address
+
+    parse_address(args.coordinator)
+    if not args.connect_timeout > 0:
+        raise ConfigError(f"--connect-timeout must be > 0 s, got {args.connect_timeout}")
+    return load_secret(args.secret_file)
+
+
 def handle_node(args) -> int:
-    from ..protocol.rendezvous import parse_address
-
     try:
-        parse_address(args.coordinator)
         if args.gpus < 1:
-            raise ValueError(f"--gpus must be >= 1, got {args.gpus}")
-    except ValueError as exc:
-        return _error("node", exc)
-    from .local import run_node
+            raise ConfigError(f"--gpus must be >= 1, got {args.gpus}")
+        secret = _client_secret(args)
+        from .local import run_node
 
-    _exit_on_sigterm()
-    return run_node(args.coordinator, args.name, args.gpus, args.threads)
+        _exit_on_sigterm()
+        return run_node(args.coordinator, secret, args.name, args.gpus, args.threads, args.connect_timeout)
+    except user_errors() as exc:
+        return _error("node", exc)
+    except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
+        return _internal_error("node", None)
 
 
 def handle_worker(args) -> int:
-    from ..protocol.rendezvous import parse_address
-
-    gpu = args.gpu if args.gpu is not None else int(os.environ.get("LOCAL_RANK", "0"))
     try:
-        parse_address(args.coordinator)
-    except ValueError as exc:
+        gpu = args.gpu if args.gpu is not None else int(os.environ.get("LOCAL_RANK", "0"))
+        if gpu < 0:
+            raise ConfigError(f"--gpu must be >= 0, got {gpu}")
+        secret = _client_secret(args)
+        from ..worker.main import run_worker
+    except ValueError as exc:  # LOCAL_RANK not a number, or a user error above
         return _error("worker", exc)
-    from ..worker.main import run_worker
-
-    return run_worker(args.coordinator, args.name, gpu, threads=args.threads)
+    return run_worker(args.coordinator, args.name, gpu, secret, connect_timeout_s=args.connect_timeout, threads=args.threads)
 
 
 def handle_profile(args) -> int:
@@ -330,7 +409,7 @@ def handle_profile(args) -> int:
         from planner.oobleck_format import write_oobleck_profile
 
         directory = write_oobleck_profile(profile, args.out)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError) as exc:  # the profiler's settings and the planner's format
         return _error("profile", exc)
     if args.json:
         print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))

@@ -7,8 +7,11 @@ restarts), and always reaps them (terminate, then kill) on the way out. Workers 
 with their launcher (Linux parent-death signal), so a killed launcher leaves nothing
 behind.
 
-`run_node` is the per-node launcher of a multi-machine job (`ooblab node`): it starts this
-node's workers, which connect to a coordinator elsewhere, and kills any of them the
+Workers get the job's secret through the spawn pipe (never argv or the environment).
+
+`run_node` is the per-node launcher of a multi-machine job (`ooblab node`): it checks that
+the coordinator is reachable and accepts its secret (bounded by `connect_timeout_s`), then
+starts this node's workers, which connect to a coordinator elsewhere, and kills any of them the
 coordinator fences (a frozen worker cannot exit by itself); torchrun can play the same
 role without the fencing (`torchrun ... --max-restarts 0 -m ooblab.cli worker ...`).
 """
@@ -32,6 +35,8 @@ from ..config import RunConfig
 from ..control.coordinator import Coordinator
 from ..control.outcome import RunOutcome
 from ..control.results import write_results
+from ..protocol.secret import JobSecret
+from ..worker.main import CONNECT_TIMEOUT_S
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0  # finished job: workers are saving and tearing down
@@ -46,11 +51,13 @@ def die_with_parent() -> None:
         pass
 
 
-def _worker_entry(address: str, node: str, gpu: int, threads: int | None, local_rank: int) -> None:
+def _worker_entry(address: str, secret_hex: str, node: str, gpu: int, threads: int | None, connect_timeout_s: float, local_rank: int) -> None:
     die_with_parent()
     from ..worker.main import run_worker
 
-    raise SystemExit(run_worker(address, node, gpu, threads=threads, local_rank=local_rank))
+    raise SystemExit(
+        run_worker(address, node, gpu, JobSecret(secret_hex), connect_timeout_s=connect_timeout_s, threads=threads, local_rank=local_rank)
+    )
 
 
 class LocalProcesses:
@@ -61,8 +68,9 @@ class LocalProcesses:
     replacement): the worker's CUDA device (`worker.devices`). One machine playing
     several nodes thus gives each NCCL worker its own GPU."""
 
-    def __init__(self, address: str, threads: int | None):
+    def __init__(self, address: str, secret: JobSecret, threads: int | None, connect_timeout_s: float = CONNECT_TIMEOUT_S):
         self.address, self.threads = address, threads
+        self._secret, self.connect_timeout_s = secret, connect_timeout_s
         self._ctx = mp.get_context("spawn")
         self.processes: dict[int, mp.Process] = {}
         self.nodes: dict[int, str] = {}
@@ -73,7 +81,7 @@ class LocalProcesses:
         return self._slots.setdefault((node, gpu), len(self._slots))
 
     def spawn(self, node: str, gpu: int) -> int:
-        args = (self.address, node, gpu, self.threads, self.local_rank(node, gpu))
+        args = (self.address, self._secret.hex, node, gpu, self.threads, self.connect_timeout_s, self.local_rank(node, gpu))
         process = self._ctx.Process(target=_worker_entry, args=args, name=f"{node}/gpu{gpu}", daemon=True)
         process.start()
         self.processes[process.pid] = process
@@ -157,7 +165,7 @@ def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Ca
     coordinator = Coordinator(config, bind_host="127.0.0.1", on_event=on_event, run_dir=directory)
     config = coordinator.config
     threads = default_threads(config, config.nodes * config.gpus_per_node)
-    processes = LocalProcesses(coordinator.address, threads)
+    processes = LocalProcesses(coordinator.address, coordinator.secret, threads)
     outcome = None
     try:
         for node in coordinator.initial_nodes:
@@ -171,27 +179,31 @@ def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Ca
     return RunResult(summary, path, outcome)
 
 
-def run_node(address: str, node: str, gpus: int, threads: int | None = None) -> int:
+def run_node(address: str, secret: JobSecret, node: str, gpus: int, threads: int | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> int:
     """Start this node's `gpus` workers against the coordinator at `address`, kill any the
-    coordinator fences, wait for them; the worst exit status wins."""
-    from ..protocol import keys
+    coordinator fences, wait for them; the worst exit status wins. Raises ConnectError or
+    SecretError, before starting anything, when the coordinator cannot be reached or
+    refuses the secret."""
+    from ..protocol import keys, transport
     from ..protocol import rendezvous as rv
 
-    processes = LocalProcesses(address, threads)
+    store = transport.connect(address, secret, connect_timeout_s)
+    processes = LocalProcesses(address, secret, threads, connect_timeout_s)
     for gpu in range(gpus):
         processes.spawn(node, gpu)
-    store = None
     try:
-        store = rv.connect(address)
         host = socket.gethostname()
         mine: dict[int, int] = {}  # worker id -> pid
         seen = 0
         while any(p.exitcode is None for p in processes.processes.values()):
             count = store.add(keys.WORKER_COUNT, 0)
             while seen < count and store.check([keys.worker_key(seen)]):
-                info = rv.get_json(store, keys.worker_key(seen))
-                if info["host"] == host and info["pid"] in processes.processes:
-                    mine[info["worker_id"]] = info["pid"]
+                try:
+                    info = rv.parse_registration(store.get(keys.worker_key(seen)), seen, secret)
+                    if info.host == host and info.pid in processes.processes:
+                        mine[info.worker_id] = info.pid
+                except rv.RegistrationRefused:
+                    pass  # the coordinator logs it; nothing of this node's
                 seen += 1
             for wid, pid in mine.items():
                 if processes.owns(pid) and store.check([keys.fence_key(wid)]):

@@ -206,9 +206,9 @@ def measure_allreduce(sizes: list[int], settings: ProfilerSettings) -> dict[int,
     world = settings.max_participants
     if world < 2 or not sizes:
         return {}
-    import torch.distributed as dist
+    from ..protocol.transport import loopback_store
 
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=settings.timeout_s))
+    store = loopback_store(settings.timeout_s)  # loopback only: torch's own server binds every interface
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     args = (world, store.port, sorted(set(sizes)), settings.dtype, settings.repeats, settings.warmup, settings.timeout_s, queue)

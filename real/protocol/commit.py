@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import torch.distributed as dist
 
@@ -28,6 +29,10 @@ from .keys import acks_key, commit_key, step_key, stop_request_key
 
 OK, STOP, ABORT = "ok", "stop", "abort"
 COMMITTED = (OK, STOP)
+
+
+class StepTimeout(RuntimeError):
+    """A step's verdict did not come within the group timeout."""
 
 
 def ack(store: dist.Store, generation: int, step: int, world_size: int) -> None:
@@ -38,10 +43,17 @@ def ack(store: dist.Store, generation: int, step: int, world_size: int) -> None:
         store.compare_set(commit_key(generation, step), "", verdict)
 
 
-def wait_verdict(store: dist.Store, generation: int, step: int) -> str:
-    """Block until step `step` has a verdict (the coordinator always gives one)."""
+def wait_verdict(store: dist.Store, generation: int, step: int, timeout_s: float) -> str:
+    """Block until step `step` has a verdict, at most `timeout_s` (the group's timeout: a
+    rank stalled between its ack and the verdict costs its peers no more than a stalled
+    collective would). Raises StepTimeout (the caller's fault path) when none came."""
     key = commit_key(generation, step)
-    store.wait([key])
+    try:
+        store.wait([key], timedelta(seconds=timeout_s))
+    except dist.DistStoreError as exc:
+        if "timeout" not in str(exc).lower():
+            raise
+        raise StepTimeout(f"generation {generation} step {step}: no verdict within the group timeout ({timeout_s:g} s)") from None
     return store.get(key).decode()
 
 

@@ -29,12 +29,18 @@
     inject/<i>               injection i fired (the victim's wall-clock time)
 
 Every generation gets a fresh key prefix, so reconfiguration rebuilds process groups
-without stale keys colliding, and a fenced worker cannot rejoin an old generation. A
-guard on the keys (a per-job secret) belongs here too: nothing else names a key.
+without stale keys colliding, and a fenced worker cannot rejoin an old generation.
+
+All of the above live under the job's secret prefix (`JobSecret.key_prefix`; both sides
+reach the store only through `transport`, which applies it), so a party without the
+secret can neither find nor write them. The one public key:
+
+    ooblab/secret-check      the secret's check value (a wrong secret is refused at once)
 """
 
 from __future__ import annotations
 
+CHECK = "ooblab/secret-check"  # public: outside the job's prefix
 JOB = "job"
 WORKER_COUNT = "workers/count"
 ERROR_COUNT = "errors/count"

@@ -1,8 +1,9 @@
-"""The coordinator's store: its address, JSON values, orders, registration, heartbeats.
+"""The coordinator's store: JSON values, orders, registration, heartbeats.
 
-The coordinator hosts a `TCPStore` on port 0 (the OS picks a free port) and publishes
-`host:port`. Everything else goes through keys of that store, all of them named in
-`keys` (which documents each one).
+Listening and connecting are `transport`'s; everything else goes through keys of the
+job's store, all of them named in `keys` (which documents each one). Registrations and
+the published job are signed with the job's secret, and a registration that does not
+parse or verify is refused (`parse_registration`), never trusted.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import os
 import socket
 import sys
 import threading
-from dataclasses import asdict, dataclass
-from datetime import timedelta
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
 import torch.distributed as dist
@@ -29,6 +29,8 @@ from .keys import (
     order_key,
     worker_key,
 )
+from .secret import JobSecret, SecretError
+from .transport import connect, parse_address  # noqa: F401  (re-exported: the old home of both)
 
 
 @dataclass(frozen=True)
@@ -42,22 +44,11 @@ class WorkerInfo:
     pid: int
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """'host:port' -> (host, port), with a clear error for anything else."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"coordinator address must be HOST:PORT, got {address!r}")
-    return host, int(port)
+_INFO_TYPES = {"worker_id": int, "node": str, "gpu": int, "host": str, "pid": int}
 
 
-def host_store(bind_host: str = "0.0.0.0", port: int = 0, timeout_s: float = 300.0) -> dist.TCPStore:
-    """The coordinator's store, listening on `port` (0: any free port, read `.port`)."""
-    return dist.TCPStore(bind_host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
-
-
-def connect(address: str, timeout_s: float = 300.0) -> dist.TCPStore:
-    host, port = parse_address(address)
-    return dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout_s))
+class RegistrationRefused(ValueError):
+    """A registration entry that does not parse or does not carry the job's proof."""
 
 
 def put_json(store: dist.Store, key: str, value: Any) -> None:
@@ -84,11 +75,46 @@ def publish_order(store: dist.Store, order: dict) -> int:
     return n
 
 
-def register(store: dist.Store, node: str, gpu: int) -> WorkerInfo:
+def put_signed(store: dist.Store, key: str, value: Any, secret: JobSecret) -> None:
+    """`value` with the job's MAC, so a reader can tell it came from a secret holder."""
+    put_json(store, key, {"value": value, "mac": secret.sign({"key": key, "value": value})})
+
+
+def get_signed(store: dist.Store, key: str, secret: JobSecret) -> Any:
+    """The value `put_signed` wrote under `key`; SecretError if it does not verify."""
+    record = get_json(store, key)
+    if not isinstance(record, dict) or not secret.verify({"key": key, "value": record.get("value")}, record.get("mac")):
+        raise SecretError(f"the store's {key!r} record is not signed with the job's secret")
+    return record["value"]
+
+
+def register(store: dist.Store, node: str, gpu: int, secret: JobSecret) -> WorkerInfo:
     worker_id = store.add(WORKER_COUNT, 1) - 1
     info = WorkerInfo(worker_id, node, gpu, socket.gethostname(), os.getpid())
-    put_json(store, worker_key(worker_id), asdict(info))
+    body = asdict(info)
+    put_json(store, worker_key(worker_id), {**body, "proof": secret.sign(body)})
     return info
+
+
+def parse_registration(raw: bytes, slot: int, secret: JobSecret) -> WorkerInfo:
+    """The WorkerInfo in registration slot `slot`, or RegistrationRefused saying why not."""
+    try:
+        entry = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise RegistrationRefused(f"{worker_key(slot)}: not JSON") from None
+    if not isinstance(entry, dict):
+        raise RegistrationRefused(f"{worker_key(slot)}: not an object")
+    body = {k: v for k, v in entry.items() if k != "proof"}
+    if set(body) != set(_INFO_TYPES):
+        raise RegistrationRefused(f"{worker_key(slot)}: fields {sorted(body)}, expected {sorted(_INFO_TYPES)}")
+    for name, kind in _INFO_TYPES.items():
+        if type(body[name]) is not kind:
+            raise RegistrationRefused(f"{worker_key(slot)}: {name} must be {kind.__name__}, got {body[name]!r:.60}")
+    if body["worker_id"] != slot or body["gpu"] < 0:
+        raise RegistrationRefused(f"{worker_key(slot)}: worker id {body['worker_id']} or gpu {body['gpu']} out of place")
+    if not secret.verify(body, entry.get("proof")):
+        raise RegistrationRefused(f"{worker_key(slot)}: no valid proof of the job's secret")
+    return WorkerInfo(**{f.name: body[f.name] for f in fields(WorkerInfo)})
 
 
 def report_error(store: dist.Store, worker_id: int, text: str) -> None:
@@ -105,16 +131,6 @@ def reported_errors(store: dist.Store) -> list[str]:
     return [store.get(key).decode() for key in keys if store.check([key])]
 
 
-def registered(store: dist.Store) -> list[WorkerInfo]:
-    count = store.add(WORKER_COUNT, 0)
-    infos = []
-    for worker_id in range(count):
-        key = worker_key(worker_id)
-        if has(store, key):
-            infos.append(WorkerInfo(**get_json(store, key)))
-    return infos
-
-
 class Heartbeat:
     """A daemon thread that bumps hb/<id> every `interval_s` on its own store connection
     (the coordinator judges liveness by the counter changing, on its own clock, so clocks
@@ -128,12 +144,13 @@ class Heartbeat:
     def __init__(
         self,
         address: str,
+        secret: JobSecret,
         worker_id: int,
         interval_s: float,
         timeout_s: float = 60.0,
         on_abort: Callable[[str], None] | None = None,
     ):
-        self._store = connect(address, timeout_s=timeout_s)
+        self._store = connect(address, secret, timeout_s)
         self._key = heartbeat_key(worker_id)
         self._watch = [ABORT, fence_key(worker_id)]
         self._interval_s = interval_s

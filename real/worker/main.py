@@ -1,7 +1,9 @@
 """A worker: one process per GPU (on CPU, per emulated GPU).
 
-It knows only the coordinator's address, its node name and its GPU index. It registers,
-reads the job, and then follows the coordinator's orders in sequence (`orders/<n>`):
+It knows only the coordinator's address, the job's secret, its node name and its GPU
+index. It connects (bounded by `connect_timeout_s`; an unreachable coordinator or a
+refused secret is a one-line error and exit status 2), pins its collectives' sockets to
+the interface that faces the coordinator (`pin_collectives`), registers, reads the job, and then follows the coordinator's orders in sequence (`orders/<n>`):
 run generation g (`session.WorkerSession`: join its groups if the directive names this
 worker, restore its layers, train, survive a failure), save layers to a checkpoint, or
 end. A heartbeat thread bumps its counter in the store meanwhile and ends the process if
@@ -20,9 +22,10 @@ import torch
 
 from ..config import RunConfig
 from ..models.emulated import EmulatedLayerTimes
-from ..protocol import keys
+from ..protocol import keys, transport
 from ..protocol import rendezvous as rv
 from ..protocol.failures import injections_from_json
+from ..protocol.secret import JobSecret, SecretError
 from .devices import select_device
 from .nccl import apply_nccl_environment
 from .probe import FailureProbe
@@ -30,6 +33,25 @@ from .session import WorkerSession, wait_key
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_BAD_REQUEST = 2
+CONNECT_TIMEOUT_S = 60.0
+STORE_TIMEOUT_S = 300.0  # each store operation once connected (long waits loop on it)
+IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def pin_collectives(address: str) -> str | None:
+    """Make gloo (and NCCL's bootstrap) listen on the interface this machine uses to reach
+    the coordinator (loopback for a local job) rather than wherever the host name
+    resolves; an operator's own GLOO_/NCCL_SOCKET_IFNAME wins. Returns the interface."""
+    host, port = transport.parse_address(address)
+    try:
+        name = transport.interface_of(transport.local_address_towards(host, port))
+    except OSError:
+        name = None
+    if name is not None:
+        for variable in IFNAME_VARIABLES:
+            os.environ.setdefault(variable, name)
+    return name
 
 
 def choose_device(config: RunConfig, local_rank: int) -> tuple[torch.device, str]:
@@ -44,19 +66,32 @@ def choose_device(config: RunConfig, local_rank: int) -> tuple[torch.device, str
     return torch.device(choice.name), choice.backend
 
 
-def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 300.0, threads: int | None = None,
-               local_rank: int | None = None) -> int:
+def run_worker(
+    address: str,
+    node: str,
+    gpu: int,
+    secret: JobSecret,
+    *,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    threads: int | None = None,
+    local_rank: int | None = None,
+) -> int:
     """Register with the coordinator at `address` as GPU `gpu` of `node`, then follow its
     orders until it ends the job. `local_rank` (default `gpu`) picks the CUDA device:
     a launcher playing several nodes on one machine numbers its workers across them."""
-    store = rv.connect(address, timeout_s=connect_timeout_s)
+    try:
+        store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S)
+    except (transport.ConnectError, SecretError) as exc:
+        print(f"ooblab worker: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_REQUEST
+    pin_collectives(address)
     first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
-    info = rv.register(store, node, gpu)
+    info = rv.register(store, node, gpu, secret)
     heartbeat = None
     try:
-        job = rv.get_json(store, keys.JOB)
+        job = rv.get_signed(store, keys.JOB, secret)
         config = RunConfig.from_dict(job["config"])
-        heartbeat = rv.Heartbeat(address, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
+        heartbeat = rv.Heartbeat(address, secret, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
         threads = threads or config.threads_per_worker
         if threads:
             torch.set_num_threads(threads)
@@ -64,8 +99,8 @@ def run_worker(address: str, node: str, gpu: int, *, connect_timeout_s: float = 
         device, backend = choose_device(config, gpu if local_rank is None else local_rank)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         writes = config.checkpoint_every or config.policy == "varuna"  # Varuna saves on demand too
-        checkpoint_store = rv.connect(address, timeout_s=connect_timeout_s) if writes else None
-        watch_store = rv.connect(address, timeout_s=connect_timeout_s) if backend == "nccl" else None
+        checkpoint_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if writes else None
+        watch_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if backend == "nccl" else None
         session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order
         while True:

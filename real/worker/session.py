@@ -171,7 +171,7 @@ class WorkerSession:
         def commit(loss_sum):
             report_step(self.store, number, step, rank, loss_sum)
             ack(self.store, number, step, world)
-            return wait_verdict(self.store, number, step)
+            return wait_verdict(self.store, number, step, self.config.timeout_s)
 
         return commit
 

@@ -233,8 +233,9 @@ def test_a_local_launcher_numbers_its_worker_slots_across_nodes_and_keeps_them()
     """One machine playing several nodes: every (node, GPU) slot gets its own local rank
     (its CUDA device), and a replacement process of a slot gets the same one."""
     from real.launch.local import LocalProcesses
+    from real.protocol.secret import JobSecret
 
-    processes = LocalProcesses("127.0.0.1:1", None)
+    processes = LocalProcesses("127.0.0.1:1", JobSecret.generate(), None)
     ranks = [processes.local_rank(f"node{n}", g) for n in range(3) for g in range(2)]
     assert ranks == list(range(6))
     assert processes.local_rank("node1", 1) == 3, "a replacement keeps its slot's device"

@@ -36,16 +36,17 @@ def test_coordinator_with_a_node_launcher_and_torchrun(tmp_path):
     coordinator = start([
         "coordinator", "--nodes", "2", "--gpus-per-node", "2", "--f", "1", "--steps", "3",
         "--host", "127.0.0.1", "--advertise", "127.0.0.1", "--address-file", str(address_file),
-        "--threads", "1", "--out", str(tmp_path / "run"), "--json",
+        "--secret-file", str(tmp_path / "secret"), "--threads", "1", "--out", str(tmp_path / "run"), "--json",
     ])  # fmt: skip
+    secret = ["--secret-file", str(tmp_path / "secret")]
     launchers = []
     try:
         address = wait_for_file(address_file, 60)
         assert address.startswith("127.0.0.1:") and int(address.rsplit(":", 1)[1]) > 0
-        launchers.append(start(["node", "--coordinator", address, "--name", "hostA", "--gpus", "2", "--threads", "1"]))
+        launchers.append(start(["node", "--coordinator", address, "--name", "hostA", "--gpus", "2", "--threads", "1", *secret]))
         torchrun = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
-            "--max-restarts", "0", "-m", "ooblab.cli", "worker", "--coordinator", address, "--name", "hostB", "--threads", "1",
+            "--max-restarts", "0", "-m", "ooblab.cli", "worker", "--coordinator", address, "--name", "hostB", "--threads", "1", *secret,
         ]  # fmt: skip
         launchers.append(subprocess.Popen(torchrun, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
         for launcher in launchers:
@@ -119,11 +120,12 @@ def test_a_frozen_worker_on_another_machine_is_fenced_by_its_node_launcher(tmp_p
         "--address-file", str(address_file), "--threads", "1", "--heartbeat-timeout", "2", "--heartbeat-interval", "0.25",
         "--timeout", "20", "--out", str(tmp_path / "run"), "--json",
     ])  # fmt: skip
+    secret = ["--secret-file", str(tmp_path / "run" / "secret")]
     launchers = {}
     try:
         address = wait_for_file(address_file, 60)
         for name in ("hostA", "hostB", "hostC"):
-            launchers[name] = start(["node", "--coordinator", address, "--name", name, "--threads", "1"])
+            launchers[name] = start(["node", "--coordinator", address, "--name", name, "--threads", "1", *secret])
         read_until(coordinator.stderr, "training_started", 120)
         time.sleep(0.5)
         (victim,) = worker_pids(launchers["hostC"].pid)

@@ -34,8 +34,8 @@ from real.worker.session import report_checkpoint_failure  # noqa: E402
 class FakeLauncher:
     """Worker "processes" that exist only as registrations in the store."""
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, store, secret):
+        self.store, self.secret = store, secret
         self.alive: dict[int, str] = {}  # pid -> node
         self.exits: dict[int, int] = {}
         self.next_pid = 1000
@@ -51,7 +51,8 @@ class FakeLauncher:
         self.alive[pid] = node
         wid = self.store.add(keys.WORKER_COUNT, 1) - 1
         self.worker_of[pid] = wid
-        rv.put_json(self.store, keys.worker_key(wid), asdict(rv.WorkerInfo(wid, node, gpu, "fake", pid)))
+        body = asdict(rv.WorkerInfo(wid, node, gpu, "fake", pid))
+        rv.put_json(self.store, keys.worker_key(wid), {**body, "proof": self.secret.sign(body)})
         return pid
 
     def signal(self, pid: int, sig: int) -> bool:
@@ -110,8 +111,8 @@ def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
                     wait_for_nodes_s=1.0, checkpoint_every=0)
     config = RunConfig(**{**settings, **overrides})
     c = Coordinator(config, run_dir=tmp_path)
-    launcher = FakeLauncher(c.store)
-    c.members = Membership(c.store, config.gpus_per_node, config.heartbeat_timeout_s, launcher)
+    launcher = FakeLauncher(c.store, c.secret)
+    c.members = Membership(c.store, config.gpus_per_node, config.heartbeat_timeout_s, launcher, c.secret)
     c.schedule = EventSchedule(None, c.injections, c.members, c.outcome, config.gpus_per_node, launcher)
     for node in c.initial_nodes:
         for gpu in range(config.gpus_per_node):
