@@ -139,7 +139,8 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
             raise SimError("the artifact's Bamboo never checkpoints: checkpoint_every_iterations applies to varuna")
         depth = art.BAMBOO_DEPTH if config.bamboo_depth is None else config.bamboo_depth
         reason = None if art.runnable("bamboo", model.name) else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
-        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason)
+        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason,
+                              keep_in_place=False)  # the artifact rebuilds the grid
         resolved.update(bamboo_depth=depth)
     resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
     return policy, timing

@@ -7,12 +7,16 @@
   and training continues, slower. Losing a node that already covers a neighbour, or whose
   predecessor already covers one, is fatal: restart (from the last checkpoint when
   `fatal_rollback`; the Oobleck artifact's model keeps progress and only pays the restart).
-- At an iteration end after a change, it reconfigures (a fresh grid over every usable node)
-  when spares can replace the overloaded nodes, when more than `overload_threshold` of the
-  active nodes are overloaded (counting two per overloaded node), or when a whole new
-  pipeline can be formed; below D nodes it waits.
+- At an iteration end after a change, it reconfigures when spares can replace the
+  overloaded nodes, when more than `overload_threshold` of the active nodes are overloaded
+  (counting two per overloaded node), or when a whole new pipeline can be formed; below D
+  nodes it waits. The new grid keeps nodes in their stages, as Bamboo's paper does
+  (`regrid`: the pipelines with the fewest vacancies stay, vacancies and new pipelines
+  take the other usable nodes in arrival order), so only the nodes that move copy layers;
+  `keep_in_place=False` forms a fresh grid over every usable node instead (the Oobleck
+  artifact's model of Bamboo, which the artifact calibration keeps).
 - Nodes that became usable during a reconfiguration or restart join it (Bamboo's
-  rendezvous takes whoever is there when it completes).
+  rendezvous takes whoever is there when it completes). Restarts form a fresh grid.
 - With a layout (planner calibration) a reconfiguration names its layer copies: each node
   needs its own and its successor's stage, from any surviving holder.
 """
@@ -107,6 +111,33 @@ def form_grid(nodes: Sequence[str], depth: int) -> BambooPlan | None:
     return BambooPlan(depth, owners, tuple(nodes[count * depth :]))
 
 
+def regrid(old: BambooPlan, ready: Sequence[str], depth: int) -> BambooPlan | None:
+    """floor(len / depth) pipelines over `ready` that keep `old`'s nodes in their stages:
+    the old pipelines with the fewest vacancies (a stage run by its predecessor or a node
+    gone; ties: the earlier) stay in their order, their vacancies and then whole new
+    pipelines take the other usable nodes in `ready`'s order, the rest are spares. None
+    when fewer than `depth`."""
+    count = len(ready) // depth
+    if count == 0:
+        return None
+    alive = set(ready)
+    covered = set(old.covered)
+    rows = [
+        row if not covered and all(n in alive for n in row)
+        else tuple(None if (p, s) in covered or n not in alive else n for s, n in enumerate(row))
+        for p, row in enumerate(old.owners)
+    ]
+    keep = sorted(sorted(range(len(rows)), key=lambda p: (rows[p].count(None), p))[:count])
+    placed = {n for p in keep for n in rows[p] if n is not None}
+    pool = iter([n for n in ready if n not in placed])
+    owners = [tuple(n if n is not None else next(pool) for n in rows[p]) for p in keep]
+    rest = list(pool)
+    while len(owners) < count:
+        owners.append(tuple(rest[:depth]))
+        rest = rest[depth:]
+    return BambooPlan(depth, tuple(owners), tuple(rest))
+
+
 class BambooPolicy:
     """Bamboo with pipelines of `depth` stages."""
 
@@ -122,6 +153,7 @@ class BambooPolicy:
         checkpoints: CheckpointSchedule = CheckpointSchedule(),
         overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD,
         infeasible: str | None = None,
+        keep_in_place: bool = True,
     ):
         if depth < 1:
             raise ValueError(f"Bamboo's pipeline depth must be >= 1, got {depth}")
@@ -132,6 +164,7 @@ class BambooPolicy:
         self.checkpoints = checkpoints
         self.overload_threshold = overload_threshold
         self._infeasible = infeasible
+        self.keep_in_place = keep_in_place
 
     def infeasible_reason(self) -> str | None:
         if self._infeasible is not None:
@@ -153,7 +186,7 @@ class BambooPolicy:
             known = set(plan.nodes) | set(plan.spares)
             joined = tuple(n for n in view.ready if n not in known)
             if joined:
-                return Decision(form_grid(view.ready, self.depth), (Admit(joined),), True)
+                return Decision(self._grid(view.ready, plan), (Admit(joined),), True)
             return Decision(plan, (Continue(),), True)
         return self._check(view, plan, started)
 
@@ -209,8 +242,14 @@ class BambooPolicy:
             return Decision(plan, (Continue(),), started)
         return self._form(view, plan, started, restart=False, why="; ".join(reasons))
 
+    def _grid(self, ready: Sequence[str], old: BambooPlan | None) -> BambooPlan | None:
+        """The grid a reconfiguration forms from `old` (in place unless told otherwise)."""
+        if old is None or not self.keep_in_place:
+            return form_grid(ready, self.depth)
+        return regrid(old, ready, self.depth)
+
     def _form(self, view: ClusterView, old: BambooPlan | None, started: bool, *, restart: bool, why: str = "") -> Decision:
-        grid = form_grid(view.ready, self.depth)
+        grid = self._grid(view.ready, None if restart else old)
         if grid is None:
             needed = self.depth
             return Decision(None, (WaitForNodes(needed, why or f"{len(view.ready)} usable nodes, a pipeline needs {needed}", rollback=restart and self.fatal_rollback),), started)
@@ -239,13 +278,21 @@ class BambooPolicy:
         ranges = self.layout.stage_layers
         d = self.depth
 
-        def held(plan: BambooPlan, node: str) -> set[int]:
-            layers: set[int] = set()
-            for _, s in plan.stages_of(node):
-                for stage in (s, (s + 1) % d):
-                    layers.update(range(*ranges[stage]))
-            return layers
+        def stages(plan: BambooPlan, node: str) -> set[int]:
+            return {t for _, s in plan.stages_of(node) for t in (s, (s + 1) % d)}
 
+        # a node holds stages of its own pipeline only, so a row kept as it was needs nothing
+        old_rows = set(old.owners)
+        needs: list[tuple[str, list[int]]] = []
+        for row in new.owners:
+            if row in old_rows:
+                continue
+            for node in dict.fromkeys(row):
+                lacking = stages(new, node) - stages(old, node)
+                if lacking:  # layers partition by stage: the layers of the stages it lacks
+                    needs.append((node, sorted(l for t in lacking for l in range(*ranges[t]))))
+        if not needs:
+            return ()
         alive = set(new.nodes) | set(new.spares)
         stage_of = self.layout.stage_of_layer()
         # every layer of a stage has the same holders: one heap per stage of
@@ -253,16 +300,14 @@ class BambooPolicy:
         holding: dict[str, set[int]] = {}
         heaps: dict[int, list[tuple[int, int, str]]] = {}
         for rank, node in enumerate(n for n in old.nodes if n in alive):
-            holding[node] = {t for _, s in old.stages_of(node) for t in (s, (s + 1) % d)}
+            holding[node] = stages(old, node)
             for stage in holding[node]:
                 heaps.setdefault(stage, []).append((0, rank, node))
         sent: dict[str, int] = {}
         requests: dict[tuple[str, str], list[int]] = {}
         layer_bytes = self.profile.layers
-        old_nodes = set(old.nodes)
-        for node in new.nodes:
-            have = held(old, node) if node in old_nodes else set()
-            for layer in sorted(held(new, node) - have):
+        for node, layers in needs:
+            for layer in layers:
                 heap = heaps.get(stage_of[layer])
                 src = _least_loaded(heap, sent)
                 if src is None:
