@@ -70,15 +70,12 @@ class BambooPlan:
 
     @cached_property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(self._stages)
+        return tuple(dict.fromkeys(n for row in self.owners for n in row))
 
     @cached_property
-    def _stages(self) -> dict[str, list[tuple[int, int]]]:
-        by_node: dict[str, list[tuple[int, int]]] = {}
-        for p, row in enumerate(self.owners):
-            for s, node in enumerate(row):
-                by_node.setdefault(node, []).append((p, s))
-        return by_node
+    def _row_of(self) -> dict[str, int]:
+        """node -> its pipeline (a node computes stages of one pipeline only)."""
+        return {node: p for p, row in enumerate(self.owners) for node in row}
 
     @property
     def formed_with(self) -> int:
@@ -90,7 +87,10 @@ class BambooPlan:
         return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))
 
     def stages_of(self, node: str) -> list[tuple[int, int]]:
-        return list(self._stages.get(node, ()))
+        p = self._row_of.get(node)
+        if p is None:
+            return []
+        return [(p, s) for s, owner in enumerate(self.owners[p]) if owner == node]
 
     def describe(self) -> dict:
         return {
@@ -194,7 +194,7 @@ class BambooPolicy:
     def _on_removal(self, view: ClusterView, event: NodesRemoved, plan: BambooPlan | None, started: bool) -> Decision:
         if plan is None:
             return Decision(None, (Continue(),), started)
-        working = set(plan.nodes)
+        working = plan._row_of
         hit = [n for n in event.nodes if n in working]
         if not hit:
             return Decision(plan, (Continue(),), started)
@@ -204,15 +204,22 @@ class BambooPolicy:
         owners = [list(row) for row in plan.owners]
         covered = list(plan.covered)
         actions = []
+        taken: dict[str, list[tuple[int, int]]] = {}  # slots handed to a predecessor so far
+
+        def load(n: str) -> list[tuple[int, int]]:
+            # a node's slots now: a lost node's slots go to its predecessor once, after its loss
+            return plan.stages_of(n) + taken.get(n, [])
+
         for node in hit:
-            mine = [(p, s) for p, row in enumerate(owners) for s, owner in enumerate(row) if owner == node]
+            mine = load(node)
             p, s = mine[0]
             pred = owners[p][(s - 1) % self.depth]
-            pred_load = sum(row.count(pred) for row in owners)
+            pred_load = len(load(pred))
             if len(mine) > 1 or pred == node or pred_load > 1:
                 why = f"lost {node}, " + ("which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage")
                 return self._fatal(view, why, started)
             owners[p][s] = pred
+            taken.setdefault(pred, []).append((p, s))
             covered.append((p, s))
             actions.append(FailOver(node, pred, (p, s)))
         new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares, tuple(sorted(covered)))
@@ -295,27 +302,32 @@ class BambooPolicy:
             return ()
         alive = set(new.nodes) | set(new.spares)
         stage_of = self.layout.stage_of_layer()
-        # every layer of a stage has the same holders: one heap per stage of
-        # (bytes sent, order in the old plan, holder), stale entries skipped when popped
-        holding: dict[str, set[int]] = {}
+        rank = {n: i for i, n in enumerate(old.nodes)}
+        # every layer of a stage has the same holders: one heap per stage (built when first
+        # needed) of (bytes sent, order in the old plan, holder), stale entries skipped when
+        # popped. Stage t is held by whoever computes t or t - 1 in a pipeline.
         heaps: dict[int, list[tuple[int, int, str]]] = {}
-        for rank, node in enumerate(n for n in old.nodes if n in alive):
-            holding[node] = stages(old, node)
-            for stage in holding[node]:
-                heaps.setdefault(stage, []).append((0, rank, node))
         sent: dict[str, int] = {}
+
+        def heap_of(t: int) -> list[tuple[int, int, str]]:
+            if t not in heaps:
+                holders = {n for row in old.owners for n in (row[t], row[(t - 1) % d]) if n in alive}
+                heaps[t] = sorted((sent.get(n, 0), rank[n], n) for n in holders)
+            return heaps[t]
+
         requests: dict[tuple[str, str], list[int]] = {}
         layer_bytes = self.profile.layers
         for node, layers in needs:
             for layer in layers:
-                heap = heaps.get(stage_of[layer])
+                heap = heap_of(stage_of[layer])
                 src = _least_loaded(heap, sent)
                 if src is None:
                     return None
-                rank = heap[0][1]
+                order = heap[0][1]
                 sent[src] = sent.get(src, 0) + layer_bytes[layer].copy_bytes
-                for stage in holding[src]:
-                    heapq.heappush(heaps[stage], (sent[src], rank, src))
+                for stage in stages(old, src):
+                    if stage in heaps:
+                        heapq.heappush(heaps[stage], (sent[src], order, src))
                 requests.setdefault((node, src), []).append(layer)
         return tuple(
             LayerCopy(dst, src, tuple(ls), sum(layer_bytes[l].param_bytes for l in ls), sum(layer_bytes[l].optimizer_bytes for l in ls))
