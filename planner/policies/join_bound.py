@@ -41,7 +41,7 @@ class JoinBound:
         self.planner = planner
         self._by_count: dict[tuple[int, int], tuple[float, float] | None] = {}
         self._fewest_bytes: dict[int, int] = {}  # per template size
-        self._layer_bytes = [layer.param_bytes + layer.optimizer_bytes for layer in planner.profile.layers]
+        self._layer_bytes: list[int] | None = None  # read from the profile when first needed
 
     def bounds(self, num_nodes: int, min_pipelines: int) -> tuple[float, float] | None:
         """(most samples/s, fewest copy seconds) of joining to `num_nodes` nodes, or None
@@ -71,6 +71,8 @@ class JoinBound:
     def _fewest(self, template: PipelineTemplate) -> int:
         """The fewest bytes a node position of `template` holds (what `copy_plan` sends it)."""
         n = template.num_nodes
+        if self._layer_bytes is None:
+            self._layer_bytes = [layer.param_bytes + layer.optimizer_bytes for layer in self.planner.profile.layers]
         if n not in self._fewest_bytes:
             self._fewest_bytes[n] = min(sum(self._layer_bytes[l] for l in held) for held in positions_of(template))
         return self._fewest_bytes[n]
