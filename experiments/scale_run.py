@@ -9,16 +9,15 @@ Per run, beside `sim.simulate`:
   picked up without a change here);
 - Varuna (label `young_daly`): checkpoint every `young_interval_s(C, M)` seconds of
   training, C that checkpoint cost, M the trace generator's expected mean time between
-  interruptions (label `mtbf_s`); the count-based default is switched off (see
-  `NEVER_BY_COUNT`);
+  interruptions (label `mtbf_s`); with `checkpoint_every_s` alone the simulator drops
+  its count-based default;
 - copy volume: the bytes of every `CopyLayers` action in the run's decisions;
 - with label `measure_planning` (Oobleck): wall time of a fresh planner's templates plus
   instantiation on the job's nodes, and of one reconfiguration after one node leaves
   (with its copy bytes). The simulator records no wall time (its output is
   deterministic), so these are measured here with the planner, outside the run.
 A trace with no event after its first instant (a short datacenter trace that saw no
-failure) gets one removal at the window's end, which the run never reaches; the
-simulator refuses traces that span no time.
+failure) runs as it is: the configs set `duration_s`, which the simulator accepts for it.
 """
 
 from __future__ import annotations
@@ -31,11 +30,6 @@ from typing import Any, Mapping
 
 from .sweep import RunSpec
 
-# Varuna's schedule keeps its default of 10 iterations unless told otherwise, and checks
-# the count and the time both; a count no run reaches leaves the time-based one alone.
-NEVER_BY_COUNT = 10**9
-
-
 def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's (1974) first-order optimum checkpoint interval, sqrt(2 C M): the compute
     time between checkpoints that minimises checkpoint cost plus expected lost work for
@@ -46,15 +40,6 @@ def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     if not (math.isfinite(mtbf_s) and mtbf_s > 0):
         raise ValueError(f"mean time between failures must be > 0 s, got {mtbf_s!r}")
     return math.sqrt(2.0 * checkpoint_s * mtbf_s)
-
-
-def _spanning(trace, window_s: float):
-    """`trace`, or with a removal at `window_s` when it spans no time (see module doc)."""
-    from traces.model import Trace, TraceEvent
-
-    if trace.duration_s > 0 or not trace.events:
-        return trace
-    return Trace(trace.events + (TraceEvent(float(window_s), "remove", trace.events[0].node),), trace.name)
 
 
 def _first_plan(setup):
@@ -124,7 +109,6 @@ def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     config = SimConfig(**{k: v for k, v in params.items() if k in names})
     trace = tracesrc.resolve(params["trace"])
     facts = tracesrc.stats(trace)
-    trace = _spanning(trace, config.duration_s or 0.0)
     extra: dict[str, Any] = {"checkpoint_interval_s": math.nan}
     try:
         setup = build(config, trace)
@@ -136,7 +120,7 @@ def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
         extra.update(plan_samples_per_s=setup.timing.samples_per_iteration / cost.total_s, checkpoint_cost_s=checkpoint_s)
         if params.get("young_daly"):
             interval = young_interval_s(checkpoint_s, float(params["mtbf_s"]))
-            config = config.with_(checkpoint_every_s=interval, checkpoint_every_iterations=NEVER_BY_COUNT)
+            config = config.with_(checkpoint_every_s=interval)
             extra["checkpoint_interval_s"] = interval
         start = time.perf_counter()
         result = simulate(config, trace=trace)

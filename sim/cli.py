@@ -27,7 +27,7 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
     "gpus_per_node": (int, "GPUs per node (planner; default 1)"),
     "inter_node_gbps": (float, "network bandwidth per node, Gb/s (planner; default: the GPU type's, 10 for the V100)"),
     "bamboo_depth": (int, "Bamboo's pipeline depth (default 12)"),
-    "checkpoint_every_iterations": (int, "periodic checkpoint interval in iterations (default: Varuna 10)"),
+    "checkpoint_every_iterations": (int, "periodic checkpoint interval in iterations (default: Varuna 10, unless checkpoint_every_s is given)"),
     "checkpoint_every_s": (float, "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)"),
     "duration_s": (float, "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)"),
 }

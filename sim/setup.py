@@ -99,8 +99,10 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
             raise SimError(f"{key} applies to {' and '.join(policies)}, not {config.policy}")
     if trace is None:
         trace = load_trace(config)
-    if trace.duration_s <= 0:
-        raise SimError(f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s)")
+    if trace.duration_s <= 0 and config.duration_s is None:
+        raise SimError(
+            f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s): give duration_s"
+        )
     startup = art.NODE_STARTUP_S if config.node_startup_s is None else float(config.node_startup_s)
     price = art.SPOT_PRICE_PER_NODE_HOUR if config.price_per_node_hour is None else float(config.price_per_node_hour)
     derived = {"trace_name": trace.name, "trace_events": len(trace), "node_startup_s": startup, "price_per_node_hour": price}
@@ -137,7 +139,8 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
             raise SimError("the artifact's Bamboo never checkpoints: checkpoint_every_iterations applies to varuna")
         depth = art.BAMBOO_DEPTH if config.bamboo_depth is None else config.bamboo_depth
         reason = None if art.runnable("bamboo", model.name) else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
-        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason)
+        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason,
+                              keep_in_place=False)  # the artifact rebuilds the grid
         resolved.update(bamboo_depth=depth)
     resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
     return policy, timing
@@ -236,7 +239,9 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         max_mb = config.varuna_max_microbatch or DEFAULT_MAX_MICROBATCH
         analytic = name in MODEL_SHAPES
         search = _cached_search(name, cluster, batch, max_mb, analytic, microbatch)
-        schedule = CheckpointSchedule(every_iterations=every_it or art.VARUNA_CHECKPOINT_EVERY, every_s=every_s)
+        # the count default applies only when neither interval is given: every_s alone means by time only
+        by_count = art.VARUNA_CHECKPOINT_EVERY if every_it is None and every_s is None else every_it
+        schedule = CheckpointSchedule(every_iterations=by_count, every_s=every_s)
         policy = build_policy("varuna", PolicyOptions(schedule, gpus_per_node=g, max_nodes=peak), search=search)
         resolved.update(varuna_max_microbatch=max_mb)
     timing = PlannerTiming(

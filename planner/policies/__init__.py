@@ -7,7 +7,7 @@ The same objects serve the simulator and the real backend (DESIGN 3.6): `Oobleck
 """
 
 from .artifact import ArtifactOobleckPolicy, ArtifactVarunaPolicy, NodesPlan
-from .bamboo import BambooPlan, BambooPolicy, form_grid
+from .bamboo import BambooPlan, BambooPolicy, form_grid, regrid
 from .bamboo_cost import BambooLayout, bamboo_layout
 from .decisions import (
     Action,

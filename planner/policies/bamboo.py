@@ -7,12 +7,16 @@
   and training continues, slower. Losing a node that already covers a neighbour, or whose
   predecessor already covers one, is fatal: restart (from the last checkpoint when
   `fatal_rollback`; the Oobleck artifact's model keeps progress and only pays the restart).
-- At an iteration end after a change, it reconfigures (a fresh grid over every usable node)
-  when spares can replace the overloaded nodes, when more than `overload_threshold` of the
-  active nodes are overloaded (counting two per overloaded node), or when a whole new
-  pipeline can be formed; below D nodes it waits.
+- At an iteration end after a change, it reconfigures when spares can replace the
+  overloaded nodes, when more than `overload_threshold` of the active nodes are overloaded
+  (counting two per overloaded node), or when a whole new pipeline can be formed; below D
+  nodes it waits. The new grid keeps nodes in their stages, as Bamboo's paper does
+  (`regrid`: the pipelines with the fewest vacancies stay, vacancies and new pipelines
+  take the other usable nodes in arrival order), so only the nodes that move copy layers;
+  `keep_in_place=False` forms a fresh grid over every usable node instead (the Oobleck
+  artifact's model of Bamboo, which the artifact calibration keeps).
 - Nodes that became usable during a reconfiguration or restart join it (Bamboo's
-  rendezvous takes whoever is there when it completes).
+  rendezvous takes whoever is there when it completes). Restarts form a fresh grid.
 - With a layout (planner calibration) a reconfiguration names its layer copies: each node
   needs its own and its successor's stage, from any surviving holder.
 """
@@ -66,15 +70,12 @@ class BambooPlan:
 
     @cached_property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(self._stages)
+        return tuple(dict.fromkeys(n for row in self.owners for n in row))
 
     @cached_property
-    def _stages(self) -> dict[str, list[tuple[int, int]]]:
-        by_node: dict[str, list[tuple[int, int]]] = {}
-        for p, row in enumerate(self.owners):
-            for s, node in enumerate(row):
-                by_node.setdefault(node, []).append((p, s))
-        return by_node
+    def _row_of(self) -> dict[str, int]:
+        """node -> its pipeline (a node computes stages of one pipeline only)."""
+        return {node: p for p, row in enumerate(self.owners) for node in row}
 
     @property
     def formed_with(self) -> int:
@@ -86,7 +87,10 @@ class BambooPlan:
         return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))
 
     def stages_of(self, node: str) -> list[tuple[int, int]]:
-        return list(self._stages.get(node, ()))
+        p = self._row_of.get(node)
+        if p is None:
+            return []
+        return [(p, s) for s, owner in enumerate(self.owners[p]) if owner == node]
 
     def describe(self) -> dict:
         return {
@@ -107,6 +111,33 @@ def form_grid(nodes: Sequence[str], depth: int) -> BambooPlan | None:
     return BambooPlan(depth, owners, tuple(nodes[count * depth :]))
 
 
+def regrid(old: BambooPlan, ready: Sequence[str], depth: int) -> BambooPlan | None:
+    """floor(len / depth) pipelines over `ready` that keep `old`'s nodes in their stages:
+    the old pipelines with the fewest vacancies (a stage run by its predecessor or a node
+    gone; ties: the earlier) stay in their order, their vacancies and then whole new
+    pipelines take the other usable nodes in `ready`'s order, the rest are spares. None
+    when fewer than `depth`."""
+    count = len(ready) // depth
+    if count == 0:
+        return None
+    alive = set(ready)
+    covered = set(old.covered)
+    rows = [
+        row if not covered and all(n in alive for n in row)
+        else tuple(None if (p, s) in covered or n not in alive else n for s, n in enumerate(row))
+        for p, row in enumerate(old.owners)
+    ]
+    keep = sorted(sorted(range(len(rows)), key=lambda p: (rows[p].count(None), p))[:count])
+    placed = {n for p in keep for n in rows[p] if n is not None}
+    pool = iter([n for n in ready if n not in placed])
+    owners = [tuple(n if n is not None else next(pool) for n in rows[p]) for p in keep]
+    rest = list(pool)
+    while len(owners) < count:
+        owners.append(tuple(rest[:depth]))
+        rest = rest[depth:]
+    return BambooPlan(depth, tuple(owners), tuple(rest))
+
+
 class BambooPolicy:
     """Bamboo with pipelines of `depth` stages."""
 
@@ -122,6 +153,7 @@ class BambooPolicy:
         checkpoints: CheckpointSchedule = CheckpointSchedule(),
         overload_threshold: float = DEFAULT_OVERLOAD_THRESHOLD,
         infeasible: str | None = None,
+        keep_in_place: bool = True,
     ):
         if depth < 1:
             raise ValueError(f"Bamboo's pipeline depth must be >= 1, got {depth}")
@@ -132,6 +164,7 @@ class BambooPolicy:
         self.checkpoints = checkpoints
         self.overload_threshold = overload_threshold
         self._infeasible = infeasible
+        self.keep_in_place = keep_in_place
 
     def infeasible_reason(self) -> str | None:
         if self._infeasible is not None:
@@ -153,7 +186,7 @@ class BambooPolicy:
             known = set(plan.nodes) | set(plan.spares)
             joined = tuple(n for n in view.ready if n not in known)
             if joined:
-                return Decision(form_grid(view.ready, self.depth), (Admit(joined),), True)
+                return Decision(self._grid(view.ready, plan), (Admit(joined),), True)
             return Decision(plan, (Continue(),), True)
         return self._check(view, plan, started)
 
@@ -161,7 +194,7 @@ class BambooPolicy:
     def _on_removal(self, view: ClusterView, event: NodesRemoved, plan: BambooPlan | None, started: bool) -> Decision:
         if plan is None:
             return Decision(None, (Continue(),), started)
-        working = set(plan.nodes)
+        working = plan._row_of
         hit = [n for n in event.nodes if n in working]
         if not hit:
             return Decision(plan, (Continue(),), started)
@@ -171,15 +204,22 @@ class BambooPolicy:
         owners = [list(row) for row in plan.owners]
         covered = list(plan.covered)
         actions = []
+        taken: dict[str, list[tuple[int, int]]] = {}  # slots handed to a predecessor so far
+
+        def load(n: str) -> list[tuple[int, int]]:
+            # a node's slots now: a lost node's slots go to its predecessor once, after its loss
+            return plan.stages_of(n) + taken.get(n, [])
+
         for node in hit:
-            mine = [(p, s) for p, row in enumerate(owners) for s, owner in enumerate(row) if owner == node]
+            mine = load(node)
             p, s = mine[0]
             pred = owners[p][(s - 1) % self.depth]
-            pred_load = sum(row.count(pred) for row in owners)
+            pred_load = len(load(pred))
             if len(mine) > 1 or pred == node or pred_load > 1:
                 why = f"lost {node}, " + ("which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage")
                 return self._fatal(view, why, started)
             owners[p][s] = pred
+            taken.setdefault(pred, []).append((p, s))
             covered.append((p, s))
             actions.append(FailOver(node, pred, (p, s)))
         new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares, tuple(sorted(covered)))
@@ -209,8 +249,14 @@ class BambooPolicy:
             return Decision(plan, (Continue(),), started)
         return self._form(view, plan, started, restart=False, why="; ".join(reasons))
 
+    def _grid(self, ready: Sequence[str], old: BambooPlan | None) -> BambooPlan | None:
+        """The grid a reconfiguration forms from `old` (in place unless told otherwise)."""
+        if old is None or not self.keep_in_place:
+            return form_grid(ready, self.depth)
+        return regrid(old, ready, self.depth)
+
     def _form(self, view: ClusterView, old: BambooPlan | None, started: bool, *, restart: bool, why: str = "") -> Decision:
-        grid = form_grid(view.ready, self.depth)
+        grid = self._grid(view.ready, None if restart else old)
         if grid is None:
             needed = self.depth
             return Decision(None, (WaitForNodes(needed, why or f"{len(view.ready)} usable nodes, a pipeline needs {needed}", rollback=restart and self.fatal_rollback),), started)
@@ -239,38 +285,49 @@ class BambooPolicy:
         ranges = self.layout.stage_layers
         d = self.depth
 
-        def held(plan: BambooPlan, node: str) -> set[int]:
-            layers: set[int] = set()
-            for _, s in plan.stages_of(node):
-                for stage in (s, (s + 1) % d):
-                    layers.update(range(*ranges[stage]))
-            return layers
+        def stages(plan: BambooPlan, node: str) -> set[int]:
+            return {t for _, s in plan.stages_of(node) for t in (s, (s + 1) % d)}
 
+        # a node holds stages of its own pipeline only, so a row kept as it was needs nothing
+        old_rows = set(old.owners)
+        needs: list[tuple[str, list[int]]] = []
+        for row in new.owners:
+            if row in old_rows:
+                continue
+            for node in dict.fromkeys(row):
+                lacking = stages(new, node) - stages(old, node)
+                if lacking:  # layers partition by stage: the layers of the stages it lacks
+                    needs.append((node, sorted(l for t in lacking for l in range(*ranges[t]))))
+        if not needs:
+            return ()
         alive = set(new.nodes) | set(new.spares)
         stage_of = self.layout.stage_of_layer()
-        # every layer of a stage has the same holders: one heap per stage of
-        # (bytes sent, order in the old plan, holder), stale entries skipped when popped
-        holding: dict[str, set[int]] = {}
+        rank = {n: i for i, n in enumerate(old.nodes)}
+        # every layer of a stage has the same holders: one heap per stage (built when first
+        # needed) of (bytes sent, order in the old plan, holder), stale entries skipped when
+        # popped. Stage t is held by whoever computes t or t - 1 in a pipeline.
         heaps: dict[int, list[tuple[int, int, str]]] = {}
-        for rank, node in enumerate(n for n in old.nodes if n in alive):
-            holding[node] = {t for _, s in old.stages_of(node) for t in (s, (s + 1) % d)}
-            for stage in holding[node]:
-                heaps.setdefault(stage, []).append((0, rank, node))
         sent: dict[str, int] = {}
+
+        def heap_of(t: int) -> list[tuple[int, int, str]]:
+            if t not in heaps:
+                holders = {n for row in old.owners for n in (row[t], row[(t - 1) % d]) if n in alive}
+                heaps[t] = sorted((sent.get(n, 0), rank[n], n) for n in holders)
+            return heaps[t]
+
         requests: dict[tuple[str, str], list[int]] = {}
         layer_bytes = self.profile.layers
-        old_nodes = set(old.nodes)
-        for node in new.nodes:
-            have = held(old, node) if node in old_nodes else set()
-            for layer in sorted(held(new, node) - have):
-                heap = heaps.get(stage_of[layer])
+        for node, layers in needs:
+            for layer in layers:
+                heap = heap_of(stage_of[layer])
                 src = _least_loaded(heap, sent)
                 if src is None:
                     return None
-                rank = heap[0][1]
+                order = heap[0][1]
                 sent[src] = sent.get(src, 0) + layer_bytes[layer].copy_bytes
-                for stage in holding[src]:
-                    heapq.heappush(heaps[stage], (sent[src], rank, src))
+                for stage in stages(old, src):
+                    if stage in heaps:
+                        heapq.heappush(heaps[stage], (sent[src], order, src))
                 requests.setdefault((node, src), []).append(layer)
         return tuple(
             LayerCopy(dst, src, tuple(ls), sum(layer_bytes[l].param_bytes for l in ls), sum(layer_bytes[l].optimizer_bytes for l in ls))

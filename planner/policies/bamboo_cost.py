@@ -116,8 +116,12 @@ class BambooLayout:
         for p, s in covered:
             per_pipe.setdefault(p, []).append(s)
         total, useful = 0.0, 0.0
+        seen: dict[tuple[int, tuple[int, ...]], tuple[float, float]] = {}  # thousands of pipelines, few shapes
         for p, m in enumerate(self.microbatches(num_pipelines)):
-            t, plain = self.pipeline_s(m, per_pipe.get(p, ()))
+            key = (m, tuple(per_pipe.get(p, ())))
+            if key not in seen:
+                seen[key] = self.pipeline_s(m, key[1])
+            t, plain = seen[key]
             total, useful = max(total, t), max(useful, plain)
         exposed = self.allreduce_exposed_s(num_pipelines)
         return total + exposed, useful + exposed

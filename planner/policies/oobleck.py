@@ -11,7 +11,9 @@
   from the survivors if they still hold every layer, else restart from the checkpoint.
 - Spare nodes (usable but outside the plan: new arrivals, or ones a gain test declined) are
   offered to `reconfigure.on_addition` at iteration boundaries and at the end of every pause;
-  they join when the larger plan pays for its copies within `join_horizon_s`.
+  they join when the larger plan pays for its copies within `join_horizon_s`. A cheap
+  bound (`join_bound`) declines hopeless joins first; above `exact_join_max_nodes` the
+  larger plan is the running one grown (`oobleck_join`), not a fresh instantiation.
 - Removing a spare or a starting node changes nothing.
 - Checkpoints are periodic (default every hour of training, blocking): Oobleck only needs
   them when more than f failures wipe out a layer.
@@ -39,6 +41,8 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
+from .join_bound import JoinBound
+from .oobleck_join import EXACT_JOIN_MAX_NODES, grow
 
 DEFAULT_CHECKPOINT_EVERY_S = 3600.0
 
@@ -64,12 +68,15 @@ class OobleckPolicy:
         checkpoints: CheckpointSchedule = CheckpointSchedule(every_s=DEFAULT_CHECKPOINT_EVERY_S),
         join_horizon_s: float = DEFAULT_JOIN_HORIZON_S,
         reconfigure_pause_s: float = 0.0,
+        exact_join_max_nodes: int = EXACT_JOIN_MAX_NODES,
     ):
         self.planner = planner
         self.checkpoints = checkpoints
         self.join_horizon_s = join_horizon_s
         self.reconfigure_pause_s = reconfigure_pause_s
+        self.exact_join_max_nodes = exact_join_max_nodes  # above: grow the plan (oobleck_join), no instantiation
         self._declined: tuple = (None, 0, ())  # (plan, spare count, notes) of the last join declined
+        self._bound = JoinBound(planner)  # most joins are declined on it, without an instantiation
 
     def infeasible_reason(self) -> str | None:
         try:
@@ -136,8 +143,21 @@ class OobleckPolicy:
         if self._declined[0] is plan and self._declined[1] == len(spares):
             # spares hold no layers, so the gain test depends on the plan and their count only
             return Decision(plan, (Continue(),), memory, notes=self._declined[2])
+        total = len(in_plan) + len(spares)
+        want = max(1, min(self.planner.job.fault_tolerance + 1, total // self.min_nodes))
+        most = self._bound.declines(plan.samples_per_s, total, want, self.join_horizon_s, self.reconfigure_pause_s)
+        if most is not None:
+            notes = (
+                f"kept the current plan: at most {most:.3g} samples/s on {total} nodes, less its copies, does not "
+                f"beat {plan.samples_per_s:.3g} samples/s over {self.join_horizon_s:.0f} s",
+            )
+            self._declined = (plan, len(spares), notes)
+            return Decision(plan, (Continue(),), memory, notes=notes)
         try:
-            result = on_addition(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
+            if total > self.exact_join_max_nodes:
+                result = grow(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
+            else:
+                result = on_addition(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
         except PlannerError:
             return Decision(plan, (Continue(),), memory)
         if result.plan is None or result.plan is plan:

@@ -4,6 +4,8 @@ model (split, doubled memory, redundant compute filling bubbles), checked by han
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.costmodel import pipeline_time_s
 from planner.hardware import ClusterSpec, GpuSpec
@@ -25,6 +27,7 @@ from planner.policies import (
     WaitForNodes,
     bamboo_layout,
     form_grid,
+    regrid,
 )
 from planner.profile import LayerProfile, ModelProfile
 
@@ -161,3 +164,85 @@ def test_reconfiguration_copies_only_what_nodes_lack():
     copies = policy.copies(old, fresh)
     assert [(c.dst_node, c.layers) for c in copies] == [("n5", (0, 1, 2, 3))]
     assert copies[0].total_bytes == 4 * (GB // 4 + GB // 2)
+
+
+# -- reconfiguration in place (Bamboo's paper) ----------------------------------------------
+def test_reconfiguration_keeps_nodes_in_their_stages():
+    nine = tuple(f"n{i}" for i in range(1, 11))
+    ready = [n for n in nine if n != "n5"]
+    for in_place, owners, spares in (
+        (True, (("n1", "n2", "n3"), ("n4", "n10", "n6"), ("n7", "n8", "n9")), ()),
+        (False, (("n1", "n2", "n3"), ("n4", "n6", "n7"), ("n8", "n9", "n10")), ()),
+    ):
+        policy = BambooPolicy(3, keep_in_place=in_place)
+        current = running(policy, nine[:9])
+        failed = policy.decide(view(ready[:-1]), NodesRemoved(("n5",)), current)
+        d = policy.decide(view(ready), IterationEnd(5), failed)  # n10 arrived: it can replace n4's extra stage
+        assert isinstance(d.actions[0], Reinstantiate) and d.plan.owners == owners and d.plan.spares == spares
+    # no spare and too many overloaded: the pipeline with a vacancy goes, its nodes wait
+    policy = BambooPolicy(3, overload_threshold=0.1)
+    current = running(policy, nine[:9])
+    failed = policy.decide(view(ready[:-1]), NodesRemoved(("n5",)), current)
+    d = policy.decide(view(ready[:-1]), IterationEnd(5), failed)
+    assert d.plan.owners == (("n1", "n2", "n3"), ("n7", "n8", "n9")) and d.plan.spares == ("n4", "n6")
+
+
+def _copies_by_scanning(layout, prof, old: BambooPlan, new: BambooPlan):
+    """The copy plan by its definition: every node of `new` in order, each layer it lacks
+    from the alive old holder that has sent the fewest bytes (then the earliest)."""
+    d, ranges = layout.depth, layout.stage_layers
+
+    def held(plan, node):
+        return {l for _, s in plan.stages_of(node) for t in (s, (s + 1) % d) for l in range(*ranges[t])}
+
+    alive = set(new.nodes) | set(new.spares)
+    holders = [n for n in old.nodes if n in alive]
+    sent, requests = {}, {}
+    for node in new.nodes:
+        for layer in sorted(held(new, node) - held(old, node)):
+            sources = [h for h in holders if layer in held(old, h)]
+            if not sources:
+                return None
+            src = min(sources, key=lambda h: (sent.get(h, 0), holders.index(h)))
+            sent[src] = sent.get(src, 0) + prof.layers[layer].copy_bytes
+            requests.setdefault((node, src), []).append(layer)
+    return {(dst, src): tuple(ls) for (dst, src), ls in requests.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_regrid_and_its_copies_match_their_definitions(data):
+    depth = data.draw(st.integers(2, 4))
+    prof = profile(weights=tuple(range(1, 9)))
+    layout = bamboo_layout(prof, cluster(100 * GB), depth, 8)
+    names = [f"n{i}" for i in range(data.draw(st.integers(depth, 5 * depth)))]
+    old = form_grid(names, depth)
+    policy = BambooPolicy(depth, layout=layout, profile=prof, overload_threshold=1.0)
+    current = Decision(old, (Continue(),), True)
+    ready = list(names)
+    for _ in range(data.draw(st.integers(0, 3))):  # legal fail-overs, one at a time
+        victim = data.draw(st.sampled_from(ready))
+        d = policy.decide(view([n for n in ready if n != victim]), NodesRemoved((victim,)), current)
+        if not all(isinstance(a, FailOver) for a in d.actions):
+            break
+        ready.remove(victim)
+        current = d
+    ready += [f"m{i}" for i in range(data.draw(st.integers(0, 2 * depth)))]
+    plan = current.plan
+    new = regrid(plan, ready, depth)
+    if len(ready) < depth:
+        assert new is None
+        return
+    assert new.num_pipelines == len(ready) // depth and not new.covered
+    assert sorted(n for row in new.owners for n in row) + sorted(new.spares) == sorted(new.nodes) + sorted(new.spares)
+    assert sorted(new.nodes + new.spares) == sorted(ready)
+    # the first rows are the old pipelines with the fewest vacancies, in order, live slots kept
+    live = [[n if (p, s) not in plan.covered else None for s, n in enumerate(row)] for p, row in enumerate(plan.owners)]
+    kept = sorted(sorted(range(len(live)), key=lambda p: (live[p].count(None), p))[: new.num_pipelines])
+    for row, p in zip(new.owners, kept):
+        assert all(n is None or n == m for n, m in zip(live[p], row))
+    pool = [n for n in ready if not any(n in live[p] for p in kept)]
+    assert [n for row in new.owners[len(kept):] for n in row] + list(new.spares) == pool[len(pool) - len(new.spares) - depth * (new.num_pipelines - len(kept)):]
+    copies = policy.copies(plan, new)
+    expected = _copies_by_scanning(layout, prof, plan, new)
+    assert (None if copies is None else {(c.dst_node, c.src_node): c.layers for c in copies}) == expected

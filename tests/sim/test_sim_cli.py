@@ -99,3 +99,22 @@ def test_config_rejects_unknown_keys_and_bad_values():
         SimConfig(policy="gemini")
     with pytest.raises(SimError, match="varuna_rollback has no effect in the planner calibration"):
         SimConfig(calibration="planner", varuna_rollback=False)
+
+
+def test_varuna_checkpoint_count_default_only_without_an_interval():
+    base = SimConfig(policy="varuna", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=1")
+    assert simulate(base).config["effective_checkpoint_every_iterations"] == 10
+    by_time = simulate(base.with_(checkpoint_every_s=600.0)).config
+    assert by_time["effective_checkpoint_every_iterations"] is None and by_time["effective_checkpoint_every_s"] == 600.0
+    both = simulate(base.with_(checkpoint_every_s=600.0, checkpoint_every_iterations=7)).config
+    assert both["effective_checkpoint_every_iterations"] == 7
+
+
+def test_a_trace_that_spans_no_time_runs_for_duration_s(tmp_path):
+    path = tmp_path / "quiet.csv"
+    path.write_text("time_s,kind,node\n" + "".join(f"0,add,n{i}\n" for i in range(12)))
+    config = SimConfig(policy="oobleck", trace=str(path))
+    with pytest.raises(SimError, match="spans no time.*duration_s"):
+        simulate(config)
+    result = simulate(config.with_(duration_s=3600.0))
+    assert result.summary.duration_s == 3600.0 and result.summary.num_iterations > 0

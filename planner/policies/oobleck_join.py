@@ -1,0 +1,93 @@
+"""Oobleck's join at scale: grow the running plan instead of instantiating afresh.
+
+`reconfigure.on_addition` (the project's join rule; the paper never handled additions)
+instantiates over every node and keeps the result if it pays for its copies within the
+horizon. An instantiation is a template-mix search per distinct node count, seconds each
+at 1,024+ nodes, and a spot trace visits hundreds of counts, almost every join passing
+(the bound in `join_bound` is within about 1 % of the optimum, a join of one node gains
+about 0.1 %). Above `EXACT_JOIN_MAX_NODES` nodes the policy grows the plan it has, the
+mirror of the removal rules (which switch templates, borrow and merge without an
+instantiation), costing O(pipelines):
+
+- spread: the spares go one at a time to the smallest pipeline that has a template one
+  node larger (ties: the later pipeline, as a donor is chosen on removal), until none is
+  left or no pipeline can grow (the rest stay spare);
+- new pipelines: with at least n0 spares, ceil(s / largest template) new pipelines of
+  near-equal sizes from the spares in arrival order (when every one has a template).
+
+The faster of the two (ties: spread) is ordered for the fewest copies and put to the same
+gain test as `on_addition`. Restarts and resumptions still instantiate (they happen
+rarely and the state is reloaded anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import PlannerError
+from ..plan import ExecutionPlan
+from ..planner import Planner
+from ..reconfigure import Reconfiguration, finish
+
+EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before
+
+
+def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
+    groups = [list(g) for g in groups]
+    used = 0
+    for node in spares:
+        growable = [i for i, g in enumerate(groups) if len(g) < largest and planner.template(len(g) + 1) is not None]
+        if not growable:
+            break
+        target = min(growable, key=lambda i: (len(groups[i]), -i))
+        groups[target].append(node)
+        used += 1
+    return groups if used else None
+
+
+def _new_pipelines(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
+    s = len(spares)
+    if s < planner.min_nodes:
+        return None
+    count = -(-s // largest)
+    base, extra = divmod(s, count)
+    sizes = [base + (1 if i < extra else 0) for i in range(count)]
+    if any(n < planner.min_nodes or planner.template(n) is None for n in sizes):
+        return None
+    out, start = [list(g) for g in groups], 0
+    for n in sizes:
+        out.append(list(spares[start : start + n]))
+        start += n
+    return out
+
+
+def grow(planner: Planner, plan: ExecutionPlan, spares: Sequence[str], *, horizon_s: float, pause_s: float) -> Reconfiguration:
+    """The faster growth of `plan` by `spares` if it pays within `horizon_s` (the gain
+    test of `on_addition`), else `plan` kept (with a note)."""
+    largest = max(planner.feasible_sizes(len(plan.nodes) + len(spares)))
+    groups = [list(p.nodes) for p in plan.pipelines]
+    best = None
+    for label, grouped in (("spread", _spread(planner, groups, spares, largest)), ("new pipelines", _new_pipelines(planner, groups, spares, largest))):
+        if grouped is None:
+            continue
+        try:
+            candidate = planner.build_plan(grouped)
+        except PlannerError:
+            continue
+        if best is None or candidate.samples_per_s > best[1].samples_per_s:
+            best = (label, candidate)
+    if best is None:
+        return Reconfiguration(plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",))
+    label, grown = best
+    joined = len(grown.nodes) - len(plan.nodes)
+    candidate = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))
+    copy_s = candidate.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
+    if candidate.plan.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
+        return candidate
+    return Reconfiguration(
+        plan,
+        notes=(
+            f"kept the current plan: {candidate.plan.samples_per_s:.3g} samples/s with {joined} more node(s) after "
+            f"{copy_s:.3g} s of copies does not beat {plan.samples_per_s:.3g} samples/s over {horizon_s:.0f} s",
+        ),
+    )
