@@ -9,14 +9,14 @@ figure needs more than the table, e.g. timelines).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 import pandas as pd
 
 from .simrun import run_sim
-from .sweep import RunSpec, Runner
+from .sweep import Runner, RunSpec
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import argparse
 import io
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 

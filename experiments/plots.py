@@ -10,9 +10,9 @@ as PNG and PDF.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import matplotlib
 
@@ -231,8 +231,8 @@ def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | N
         data = table if name is None else table[table[panel] == name]
         groups = _systems(data[group])
         bottom = np.zeros(len(groups))
-        for field, text, colour in BREAKDOWN_FIELDS:
-            column = f"breakdown_{field}"
+        for part, text, colour in BREAKDOWN_FIELDS:
+            column = f"breakdown_{part}"
             if column not in data:
                 continue
             values = np.array([data[data[group] == g][column].mean() for g in groups], dtype=float)

@@ -17,7 +17,15 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, mean_std, run_throughput
+from .common import (
+    CALIBRATION_TITLES,
+    CALIBRATIONS,
+    RUN_THROUGHPUT_LABEL,
+    SYSTEMS,
+    by_calibration,
+    mean_std,
+    run_throughput,
+)
 from .simrun import sim_spec
 from .sweep import RunSpec
 

@@ -19,7 +19,15 @@ import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, run_throughput, spot_options
+from .common import (
+    CALIBRATION_TITLES,
+    CALIBRATIONS,
+    RUN_THROUGHPUT_LABEL,
+    SYSTEMS,
+    by_calibration,
+    run_throughput,
+    spot_options,
+)
 from .simrun import sim_spec
 from .sweep import RunSpec
 

@@ -24,7 +24,7 @@ fewer seconds, more pipelines, smaller sizes.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # Job states, shared by both backends.
 RUNNING = "running"

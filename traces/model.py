@@ -10,8 +10,8 @@ back after a removal under the same name). Events sharing a timestamp keep their
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -108,11 +108,11 @@ class Trace:
         check_membership(events, source=self.name)
 
     @classmethod
-    def from_tuples(cls, rows: Iterable[tuple[float, str, str]], name: str = "trace") -> "Trace":
+    def from_tuples(cls, rows: Iterable[tuple[float, str, str]], name: str = "trace") -> Trace:
         """Build from ``(time_s, kind, node)`` tuples that are already in time order."""
         return cls(tuple(TraceEvent(t, k, n) for t, k, n in rows), name)
 
-    def renamed(self, name: str) -> "Trace":
+    def renamed(self, name: str) -> Trace:
         return Trace(self.events, name)
 
     def __len__(self) -> int:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Callable, Hashable, Sequence
 
 from .errors import TraceError
 

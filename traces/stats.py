@@ -22,8 +22,9 @@ The functions take any sequence of objects with ``time_s``, ``kind`` and ``node`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

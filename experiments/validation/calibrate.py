@@ -29,9 +29,10 @@ import itertools
 import json
 import math
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 CRASH_STEP = 8
 JOIN_STEP = 12
@@ -63,7 +64,7 @@ class Overheads:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Overheads":
+    def from_dict(cls, data: Mapping[str, Any]) -> Overheads:
         return cls(**dict(data))
 
 

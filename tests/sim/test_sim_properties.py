@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch, bamboo_layout
@@ -27,7 +28,6 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.run import simulate
 from sim.setup import build
-from planner.checkpoint_cost import StorageSpec
 from sim.timing import PlannerCosts, PlannerTiming
 from traces.model import Trace
 

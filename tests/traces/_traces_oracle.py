@@ -8,8 +8,8 @@ events ``(time_s, kind, node)`` or count samples ``(time_s, count)`` in file ord
 from __future__ import annotations
 
 import csv
-import math
 import json
+import math
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
