@@ -152,7 +152,7 @@ def read_timeline(directory: str | Path) -> list[TimelineRow]:
     rows = []
     with open(Path(directory) / "timeline.csv", newline="") as handle:
         for record in csv.DictReader(handle):
-            values = {}
+            values: dict[str, Any] = {}  # each value's type is its TimelineRow field's
             for name, text in record.items():
                 kind = types[name]
                 values[name] = text if kind == "str" else int(text) if kind == "int" else float(text)

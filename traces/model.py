@@ -12,11 +12,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import pandas as pd
 
 from .errors import TraceError
 from .stats import TraceStats, compute_stats, step_counts
+
+
+class _Where(TypedDict):
+    """Where a `TraceError` points: the file and its 1-based line, when known."""
+
+    source: str | None
+    line: int | None
+
 
 KINDS = ("add", "remove")
 
@@ -50,7 +59,7 @@ def check_membership(
     name the event's index in the trace.
     """
 
-    def where(i: int) -> dict[str, object]:
+    def where(i: int) -> _Where:
         return {"source": source, "line": lines[i] if lines is not None else None}
 
     def label(i: int) -> str:

@@ -30,9 +30,14 @@ import numpy as np
 
 
 class EventLike(Protocol):
-    time_s: float
-    kind: str
-    node: str
+    """Read-only, so frozen dataclasses such as `TraceEvent` satisfy it."""
+
+    @property
+    def time_s(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def node(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -128,7 +129,7 @@ def run_setup(setup, policy=None) -> Simulation:
                       price_per_node_hour=setup.price_per_node_hour).run()
 
 
-artifact_configs = st.builds(
+artifact_configs: st.SearchStrategy[dict[str, Any]] = st.builds(
     dict,
     policy=st.sampled_from(["oobleck", "bamboo", "varuna"]),
     model=st.sampled_from(list(ARTIFACT_MODELS)),
