@@ -55,6 +55,7 @@ def timed_ms(fn: Callable[[], Reconfiguration], repeats: int = 5) -> tuple[Recon
 
 def line(label: str, result: Reconfiguration, ms: float) -> str:
     plan = result.plan
+    assert plan is not None, "the benchmark's cases always leave a plan"
     return (
         f"    {label:<22} copied {result.copy_bytes / GIB:8.1f} GiB  bound {result.lower_bound_bytes / GIB:7.1f} GiB  "
         f"busiest {result.busiest_node_bytes / GIB:6.1f} GiB  {len(result.copies):4d} copies  "

@@ -12,6 +12,7 @@ measured removals per hour. Quick: BERT-large, rates 0.5 and 2, 2 seeds, 4 h.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -28,6 +29,9 @@ from .common import (
 )
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "preemption-rates"
 MODELS = ("BERT-large", "GPT-3-medium", "GPT-3-2_7b")  # BERT-large: the artifact gives Bamboo no GPT-3
@@ -52,7 +56,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     ran = table[table["outcome"] == "ok"]
     ran = ran.assign(run_samples_per_s=run_throughput(ran))

@@ -14,6 +14,7 @@ P3 trace, factors 0, 1, 4.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -30,6 +31,9 @@ from .common import (
 )
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "sensitivity"
 KNOBS = {"reconfigure": "reconfiguration", "restart": "restart", "checkpoint": "checkpoint"}
@@ -62,7 +66,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     data = table[table["outcome"] == "ok"]
     data = data.assign(

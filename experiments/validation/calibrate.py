@@ -49,7 +49,7 @@ class Overheads:
     node_startup_s: float
     details: Mapping[str, Any]  # what each figure was computed from
 
-    def sim_options(self) -> dict[str, float]:
+    def sim_options(self) -> dict[str, Any]:
         """The simulator's pause options (the same for every policy)."""
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
