@@ -93,7 +93,7 @@ def draw(seed: int, index: int) -> Scenario:
     rng = random.Random(f"{seed}/scenario/{index}")
     nodes = rng.choice((4, 4, 6))
     f = nodes // 2 - 1
-    pipelines = ",".join(["2"] * (f + 1))
+    pipelines: str | None = ",".join(["2"] * (f + 1))
     everyone = [f"node{i}" for i in range(nodes)]
     step = rng.randrange(1, STEPS - 3)
 
@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # the reference; the runs' workers share out the cores themselves
     print(f"failure campaign: seed {args.seed}, runs {scenarios[0].index}..{scenarios[-1].index}, limit {args.limit:g} s per run", flush=True)
     print(f"{'#':>3} {'kind':<16} {'policy':<7} {'job':<6} {'verdict':<8} {'wall':>6} {'max diff':>8} fired rc rs {'recovery (s)':<14} inject", flush=True)
-    outcomes, references, start = [], {}, time.perf_counter()
+    outcomes: list[Outcome] = []
+    references: dict = {}  # run_one's cache of reference runs
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ooblab-campaign-") as name:
         for scenario in scenarios:
             outcome = run_one(scenario, Path(name), args.limit, references)

@@ -95,7 +95,7 @@ def main() -> None:
             )  # fmt: skip
             print(f"{nodes} workers, f = {args.f}:")
             for count in range(1, args.f + 1):
-                figures = {"oobleck": [], "varuna": []}
+                figures: dict[str, list[float]] = {"oobleck": [], "varuna": []}
                 for index in range(args.rounds):
                     for policy in figures:
                         recovery = run_case(base, policy, count, tmp / f"{nodes}-{count}-{policy}-{index}")

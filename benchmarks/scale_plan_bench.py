@@ -40,6 +40,7 @@ def _reference(num_nodes: int, queue) -> None:
     sizes = planner.template_sizes(num_nodes, 4)
     start = time.perf_counter()
     best = planner._reference_mix(num_nodes, 4, sizes)
+    assert best is not None, f"no mix fits {num_nodes} nodes"
     queue.put((time.perf_counter() - start, tuple(best)))
 
 
@@ -66,6 +67,7 @@ def in_process(num_nodes: int, reference_limit_s: float) -> None:
     start = time.perf_counter()
     result = planner.mix_search(num_nodes, 4, sizes).best(num_nodes, 4)
     new_s = time.perf_counter() - start
+    assert result is not None, f"no mix fits {num_nodes} nodes"
     print(f"== {num_nodes} nodes, global batch {24 * num_nodes}: {len(sizes)} templates in {templates_s:.2f} s", flush=True)
     print(f"  new search        {new_s:8.3f} s  -> {dict(result.counts)} {result.seconds:.4f} s/iteration "
           f"({result.mixes_solved} mixes solved, {result.nodes_expanded} nodes, lower bound {result.lower_bound_s:.4f} s)")
@@ -91,6 +93,7 @@ def whole_process(num_nodes: int, limit_s: float) -> None:
         return
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    assert wall is not None and rss is not None, "GNU time -v prints both lines"
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
     print(f"  ooblab plan       {seconds:8.2f} s  {int(rss.group(1)) / 2**20:.2f} GB peak RSS, exit {done.returncode}, "
           f"{len(done.stdout.splitlines())} lines of output")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
 
 from planner.catalog import resolve_profile
 from planner.hardware import make_cluster
@@ -40,17 +42,20 @@ def victims(plan: ExecutionPlan, count: int) -> list[str]:
     return [p.nodes[-1] for p in plan.pipelines[:count]]
 
 
-def timed_ms(fn, repeats: int = 5) -> tuple[Reconfiguration, float]:
-    times, result = [], None
+def timed_ms(fn: Callable[[], Reconfiguration], repeats: int = 5) -> tuple[Reconfiguration, float]:
+    times: list[float] = []
+    result: Reconfiguration | None = None
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
         times.append((time.perf_counter() - start) * 1000)
+    assert result is not None, "timed_ms needs repeats >= 1"
     return result, statistics.median(times)
 
 
 def line(label: str, result: Reconfiguration, ms: float) -> str:
     plan = result.plan
+    assert plan is not None, "the benchmark's cases always leave a plan"
     return (
         f"    {label:<22} copied {result.copy_bytes / GIB:8.1f} GiB  bound {result.lower_bound_bytes / GIB:7.1f} GiB  "
         f"busiest {result.busiest_node_bytes / GIB:6.1f} GiB  {len(result.copies):4d} copies  "
@@ -67,13 +72,13 @@ def small_cases() -> None:
         gone = victims(plan, lose)
         print(f"== {num_nodes} nodes {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.3f} samples/s "
               f"(instantiated in {built_s:.1f} s); lose {gone}")
-        rules, ms = timed_ms(lambda: on_removal(planner, plan, gone))
+        rules, ms = timed_ms(partial(on_removal, planner, plan, gone))
         print(f"    {'kept order (before)':<22} copied {rules.keep_order_bytes / GIB:8.1f} GiB")
         print(line("exact order (after)", rules, ms))
         print(f"    ratio before/after x{rules.keep_order_bytes / max(1, rules.copy_bytes):.2f}; "
               f"after/bound x{rules.copy_bytes / max(1, rules.lower_bound_bytes):.2f}")
         for tolerance in (0.0, TOLERANCE):
-            chosen, ms = timed_ms(lambda: on_removal(planner, plan, gone, throughput_tolerance=tolerance))
+            chosen, ms = timed_ms(partial(on_removal, planner, plan, gone, throughput_tolerance=tolerance))
             print(line(f"tolerance {tolerance:g}", chosen, ms))
         print(f"    {chosen.notes[-1]}")
 
@@ -113,10 +118,10 @@ def big_case(num_nodes: int, instantiate: bool) -> None:
           f"templates up to the largest pipeline in {time.perf_counter() - start:.1f} s)")
     for lose in (1, 3):
         gone = victims(plan, lose)
-        result, ms = timed_ms(lambda: on_removal(planner, plan, gone))
+        result, ms = timed_ms(partial(on_removal, planner, plan, gone))
         print(f"  lose {lose}: kept order {result.keep_order_bytes / GIB:.1f} GiB")
         print(line("exact order", result, ms))
-        chosen, ms = timed_ms(lambda: on_removal(planner, plan, gone, throughput_tolerance=TOLERANCE), repeats=3)
+        chosen, ms = timed_ms(partial(on_removal, planner, plan, gone, throughput_tolerance=TOLERANCE), repeats=3)
         print(line(f"tolerance {TOLERANCE:g}", chosen, ms))
 
 

@@ -71,7 +71,8 @@ print(json.dumps({"wall_s": wall, "peak_rss_gb": resource.getrusage(resource.RUS
                   "checkpoint_h": s.breakdown.checkpoint_s / 3600, "decisions": s.extra["decisions"]}))
 """
 
-CASES = {
+# case -> (policy, trace spec (None: --dc-trace), nodes, target seconds (None: no target))
+CASES: dict[str, list[tuple[str, str | None, int, float | None]]] = {
     "spot": [("oobleck", "spot:nodes=1024,hours=24", 1024, 10.0), ("varuna", "spot:nodes=1024,hours=24", 1024, 10.0),
              ("bamboo", "spot:nodes=1024,hours=24", 1024, 10.0)],
     "dc": [("oobleck", None, 12500, 60.0), ("varuna", None, 12500, 60.0), ("bamboo", None, 12500, 60.0)],

@@ -23,6 +23,7 @@ import argparse
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def figure_set(calibration: str, trace_list) -> tuple[float, list]:
         for label, trace in trace_list:
             spot = label.startswith("scale_")
             for system in SYSTEMS:
-                extra = {}
+                extra: dict[str, Any] = {}  # SimConfig overrides
                 if calibration == "artifact" and system == "varuna" and spot and ARTIFACT_MODELS[model].spot_no_rollback:
                     extra["varuna_rollback"] = False  # as the paper's spot-trace figures
                 config = SimConfig(policy=system, model=model, trace=label, calibration=calibration, **extra)

@@ -9,14 +9,18 @@ figure needs more than the table, e.g. timelines).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .simrun import run_sim
-from .sweep import RunSpec, Runner
+from .sweep import Runner, RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class Experiment:
     paper_figures: tuple[str, ...]  # the paper's figure numbers it regenerates (empty: beyond the paper)
     notebook: str  # path in the checkout
     specs: Callable[[Setting], list[RunSpec]]
-    figures: Callable[[pd.DataFrame, Path], Mapping[str, object]]  # name -> matplotlib Figure
+    figures: Callable[[pd.DataFrame, Path], Mapping[str, Figure]]  # name -> figure
     runner: Runner = run_sim
     family: str = "beyond the paper"  # how --list tags it when it is no paper figure
     processes: int | None = None  # None: one per CPU; 1 where runs measure wall time

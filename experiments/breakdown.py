@@ -13,6 +13,7 @@ cannot hold a model are left out of its panel and named in its title.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -21,6 +22,9 @@ from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "breakdown"
 FIG1_MODEL = "GPT-2-ours"
@@ -53,7 +57,7 @@ def _titled(data: pd.DataFrame, column: str) -> pd.DataFrame:
     return data.assign(panel_title=data[column].map(titles))
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]

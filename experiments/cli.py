@@ -12,7 +12,6 @@ spot-trace experiments use labelled generated look-alikes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,9 @@ from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, notes, spot_options
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "cost"
 ON_DEMAND_PRICE = 3.06  # $/node-hour, p3.2xlarge on demand (the artifact's figure)
@@ -60,7 +64,7 @@ def usd_per_million(table: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(samples > 0, table["cost_usd"] / samples.where(samples > 0, 1.0) * 1e6, math.nan), index=table.index)
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     table = table.assign(usd_per_m=usd_per_million(table), note=notes(table))
     table.loc[(table["note"] == "") & table["usd_per_m"].isna(), "note"] = "no progress"

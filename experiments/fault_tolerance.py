@@ -14,6 +14,7 @@ bursts 1 and 4, 2 seeds, 6 h.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -22,6 +23,9 @@ from .base import Experiment, Setting
 from .common import RUN_THROUGHPUT_LABEL, mean_std, run_throughput
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "fault-tolerance"
 MODELS = ("GPT-2-ours", "GPT-3-2_7b", "GPT-3-6_7b")
@@ -51,7 +55,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     table = table.assign(run_samples_per_s=run_throughput(table))
     generated = table[(table["burst"] > 0) & (table["outcome"] == "ok")]
     if generated.empty:

@@ -12,6 +12,7 @@ GPT-3-6_7b on 6h, 1h and 10m.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -22,9 +23,12 @@ from .simrun import sim_spec
 from .sweep import RunSpec
 from .tracesrc import FREQUENCIES, paper_frequency
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 NAME = "frequency"
 NO_CKPT = "varuna-nockpt"
-NO_CKPT_OPTIONS = {"checkpoint_cost_factor": 0.0, "checkpoint_every_iterations": 2}
+NO_CKPT_OPTIONS: dict[str, Any] = {"checkpoint_cost_factor": 0.0, "checkpoint_every_iterations": 2}
 QUICK_MODELS = ("GPT-3-medium", "GPT-3-6_7b")
 QUICK_FREQUENCIES = ("6h", "1h", "10m")
 
@@ -52,7 +56,7 @@ def _bars(data: pd.DataFrame, title: str):
     )
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]

@@ -18,12 +18,16 @@ import argparse
 import io
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from . import reproduce
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def quick() -> bool:
@@ -39,7 +43,7 @@ def results(name: str, *, quick_setting: bool | None = None) -> tuple[pd.DataFra
     return table, out
 
 
-def show(figures: Mapping[str, object], *names: str) -> None:
+def show(figures: Mapping[str, Figure], *names: str) -> None:
     """Display the named figures (all, without names) as PNG images, and close them."""
     import matplotlib.pyplot as plt
     from IPython.display import Image, Markdown, display

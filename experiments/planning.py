@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from . import plots
 from .base import Experiment, Setting
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "planner"
 KIND = "planner"
@@ -118,8 +122,8 @@ def rows(table: pd.DataFrame, out_dir: Path, part: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
-    figs: dict[str, object] = {}
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
+    figs: dict[str, Figure] = {}
     templates = rows(table, out_dir, "templates")
     if not templates.empty:
         figs["planner-template-time"] = plots.lines(templates, x="nodes", y="iteration_s", series="model", xlabel="template size (nodes)", ylabel="one pipeline, whole batch (s)", logy=True, title="Pipeline templates, V100 16 GB per node")

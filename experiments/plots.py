@@ -10,9 +10,10 @@ as PNG and PDF.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -22,6 +23,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 SYSTEM_ORDER = ("oobleck", "bamboo", "varuna")
 SYSTEM_LABELS = {"oobleck": "Oobleck", "bamboo": "Bamboo", "varuna": "Varuna", "varuna-nockpt": "Varuna (no ckpt cost)", "ondemand": "On-demand"}
@@ -47,7 +51,7 @@ BREAKDOWN_FIELDS = (
 COLUMN_IN = 3.4
 FULL_IN = 7.0
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "font.size": 8,
     "axes.titlesize": 8,
     "axes.labelsize": 8,
@@ -169,8 +173,9 @@ def grouped_bars(
                     text = part[annotate].get(v) if v in part.index else None
                     if isinstance(text, str) and text:
                         ax.annotate(text, (pos, 0), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=6, color=color(sys_name))
-        if reference is not None and reference.get(name) is not None and np.isfinite(reference.get(name)):
-            ax.axhline(reference[name], color=SYSTEM_COLORS["ondemand"], ls="--", lw=1, label=reference_label or None)
+        level = reference.get(name) if reference is not None else None
+        if level is not None and np.isfinite(level):
+            ax.axhline(level, color=SYSTEM_COLORS["ondemand"], ls="--", lw=1, label=reference_label or None)
         ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=xtick_rotation, ha="right" if xtick_rotation else "center")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
@@ -231,8 +236,8 @@ def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | N
         data = table if name is None else table[table[panel] == name]
         groups = _systems(data[group])
         bottom = np.zeros(len(groups))
-        for field, text, colour in BREAKDOWN_FIELDS:
-            column = f"breakdown_{field}"
+        for part, text, colour in BREAKDOWN_FIELDS:
+            column = f"breakdown_{part}"
             if column not in data:
                 continue
             values = np.array([data[data[group] == g][column].mean() for g in groups], dtype=float)

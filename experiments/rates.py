@@ -12,14 +12,26 @@ measured removals per hour. Quick: BERT-large, rates 0.5 and 2, 2 seeds, 4 h.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, mean_std, run_throughput
+from .common import (
+    CALIBRATION_TITLES,
+    CALIBRATIONS,
+    RUN_THROUGHPUT_LABEL,
+    SYSTEMS,
+    by_calibration,
+    mean_std,
+    run_throughput,
+)
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "preemption-rates"
 MODELS = ("BERT-large", "GPT-3-medium", "GPT-3-2_7b")  # BERT-large: the artifact gives Bamboo no GPT-3
@@ -44,7 +56,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     ran = table[table["outcome"] == "ok"]
     ran = ran.assign(run_samples_per_s=run_throughput(ran))

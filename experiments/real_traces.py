@@ -14,6 +14,7 @@ first two traces.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -22,6 +23,9 @@ from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, notes, run_throughput
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "real-traces"
 PEAK_NODES = 30
@@ -41,7 +45,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     table = table.assign(note=notes(table), run_samples_per_s=run_throughput(table))
     facts = table["trace_duration_h"].map(lambda h: f"{h:.0f} h") + table["trace_removals_per_hour"].map(lambda r: f", {r:.1f}/h")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -17,6 +18,9 @@ from .base import Setting
 from .paths import experiment_dir, shared_dir
 from .registry import get
 from .sweep import run_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ def results(name: str, *, quick: bool, out_dir: str | Path | None = None, proces
     return table, out
 
 
-def figures(name: str, table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(name: str, table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     """The experiment's figures (matplotlib Figures by name) from its table."""
     return dict(get(name).figures(table, out_dir))
 
@@ -53,7 +57,7 @@ def reproduce(name: str, *, quick: bool = False, out_dir: str | Path | None = No
     for fig_name, fig in figures(name, table, out).items():
         paths.extend(plots.save(fig, out, fig_name))
         plt.close(fig)
-    errors = ()
+    errors: tuple[str, ...] = ()
     if "outcome" in table:
         failed = table[table["outcome"] == "error"]
         errors = tuple(f"{row.get('system', '')} {row.get('model', '')} {row.get('trace_label', '')}: {row.get('infeasible_reason', '')}" for _, row in failed.iterrows())

@@ -32,6 +32,7 @@ times); `ooblab reproduce scale --processes N` trades that for speed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -42,6 +43,9 @@ from .scale_run import run_scale
 from .simrun import sim_spec
 from .sweep import RunSpec
 from .tracesrc import TraceChoice
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "scale"
 MODEL, GPU, GPUS_PER_NODE, FAULT_TOLERANCE, BATCH_PER_NODE = "gpt3-175b", "a100-80gb", 8, 3, 24
@@ -88,7 +92,7 @@ def specs(setting: Setting) -> list[RunSpec]:
                     trace, mtbf_s = spot_trace(nodes, hours, seed)
                     window_s = hours * 3600.0
                 for system in SYSTEMS:
-                    options = {"fault_tolerance": FAULT_TOLERANCE} if system == "oobleck" else {}
+                    options: dict[str, Any] = {"fault_tolerance": FAULT_TOLERANCE} if system == "oobleck" else {}
                     labels = {
                         "nodes": nodes, "trace_kind": kind, "trace_seed": seed, "mtbf_s": mtbf_s,
                         "young_daly": system == "varuna",
@@ -126,7 +130,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return grouped.reset_index()
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     ran = measures(table)
     if ran.empty:
         return {"scale": plots.text_figure("no run trained")}

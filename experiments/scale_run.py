@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .sweep import RunSpec
 

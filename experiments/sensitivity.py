@@ -14,14 +14,26 @@ P3 trace, factors 0, 1, 4.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from . import plots, tracesrc
 from .base import Experiment, Setting
-from .common import CALIBRATION_TITLES, CALIBRATIONS, RUN_THROUGHPUT_LABEL, SYSTEMS, by_calibration, run_throughput, spot_options
+from .common import (
+    CALIBRATION_TITLES,
+    CALIBRATIONS,
+    RUN_THROUGHPUT_LABEL,
+    SYSTEMS,
+    by_calibration,
+    run_throughput,
+    spot_options,
+)
 from .simrun import sim_spec
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "sensitivity"
 KNOBS = {"reconfigure": "reconfiguration", "restart": "restart", "checkpoint": "checkpoint"}
@@ -54,7 +66,7 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     data = table[table["outcome"] == "ok"]
     data = data.assign(

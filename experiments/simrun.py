@@ -13,9 +13,10 @@ and the reason, so one impossible corner does not sink a sweep.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 

@@ -16,6 +16,7 @@ average dotted, and the live node count underneath.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -24,6 +25,9 @@ from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
 from .simrun import sim_spec, timeline
 from .sweep import RunSpec
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NAME = "spot"
 FIG10_MODEL = "GPT-3-6_7b"
@@ -69,7 +73,7 @@ def panel(rows: pd.DataFrame, out_dir: Path, title: str) -> plots.TimelinePanel:
     return plots.TimelinePanel(title, timelines, live, averages)
 
 
-def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, object]:
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     for calibration, data in by_calibration(table):
         title = CALIBRATION_TITLES[calibration]

@@ -15,9 +15,10 @@ import hashlib
 import json
 import multiprocessing
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

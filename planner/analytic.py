@@ -132,7 +132,7 @@ def _layer(
         activation_bytes=activation_bytes,
         output_bytes=output_bytes,
         workspace_bytes=workspace_bytes,
-        allreduce_in_node_s=in_node,
+        allreduce_in_node_s=tuple(in_node.items()),
     )
 
 

@@ -21,8 +21,8 @@ of its dual). Tests compare with brute force over every ordering.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 

@@ -17,8 +17,8 @@ names, so one per size is tried (the last, as Oobleck's borrowing rule picks).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 

@@ -26,9 +26,9 @@ system is of that order). No aggregate cap unless one is given.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Container, Iterable, Mapping, Sequence
 
 from .errors import PlannerError
 

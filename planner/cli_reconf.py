@@ -9,7 +9,7 @@ within `--join-horizon-s`). Bad input raises `PlannerError` with a one-line reas
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import PlannerError
 from .plan import ExecutionPlan

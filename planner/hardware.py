@@ -98,7 +98,7 @@ class ClusterSpec:
     def intra_node_bw_bytes_per_s(self) -> float:
         return self.gpu.intra_node_bw_bytes_per_s
 
-    def with_nodes(self, num_nodes: int) -> "ClusterSpec":
+    def with_nodes(self, num_nodes: int) -> ClusterSpec:
         return replace(self, num_nodes=num_nodes)
 
 

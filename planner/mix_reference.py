@@ -24,11 +24,21 @@ fewer seconds, more pipelines, smaller sizes.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
+
+
+@dataclass
+class _Best:
+    """The search's incumbent: its key (seconds, -pipelines, sizes), sizes, and leaves solved."""
+
+    key: tuple[float, int, tuple[int, ...]] | None = None
+    sizes: tuple[int, ...] | None = None
+    solved: int = 0
 
 
 class MixSearch:
@@ -56,8 +66,8 @@ class MixSearch:
         self._slope = 1.0 / (beta * nodes)
         self._offset = c / (beta * nodes)
 
-    def best(self, num_nodes: int, min_pipelines: int) -> tuple[tuple[int, ...], int]:
-        """The winning sizes (increasing) and how many leaves were solved exactly."""
+    def best(self, num_nodes: int, min_pipelines: int) -> tuple[tuple[int, ...] | None, int]:
+        """The winning sizes (increasing; None when no split fits) and how many leaves were solved exactly."""
         sizes = self.sizes
         smallest = min(sizes)
         # floor_ar[n][K] = min over K' >= K of the first stage's all-reduce: a floor valid
@@ -75,7 +85,7 @@ class MixSearch:
             for r in range(1, num_nodes + 1):
                 ok[r] = any(r >= s and ok[r - s] for s in sizes[i:])
             reachable.append(ok)
-        state = {"key": None, "sizes": None, "solved": 0}
+        state = _Best()
 
         def bound(a: float, b: float, first: float, count: int, remaining: int, start: int, ar: float) -> float:
             tau = (self.total + b) / a if a > 0 else np.inf
@@ -94,13 +104,13 @@ class MixSearch:
                     return
                 ordered = tuple(reversed(chosen))
                 leaf_ar = max((self.first_stage_allreduce_s(n, count) for n in ar_sizes), default=0.0) if count > 1 else 0.0
-                if state["key"] is not None and bound(a, b, first, count, 0, start, leaf_ar) > state["key"][0]:
+                if state.key is not None and bound(a, b, first, count, 0, start, leaf_ar) > state.key[0]:
                     return
                 seconds = self.solve(ordered)
-                state["solved"] += 1
+                state.solved += 1
                 key = (seconds, -count, ordered)
-                if state["key"] is None or key < state["key"]:
-                    state["key"], state["sizes"] = key, ordered
+                if state.key is None or key < state.key:
+                    state.key, state.sizes = key, ordered
                 return
             children = []
             for index in range(start, len(sizes)):
@@ -117,14 +127,14 @@ class MixSearch:
                 children.append((bound(a2, b2, first2, count + 1, rest, index, ar), index, size, a2, b2, first2))
             children.sort(key=lambda child: (child[0], -child[2]))
             for value, index, size, a2, b2, first2 in children:
-                if state["key"] is not None and value > state["key"][0]:
+                if state.key is not None and value > state.key[0]:
                     break
                 chosen.append(size)
                 visit(remaining - size, index, chosen, a2, b2, first2, ar_sizes | {size})
                 chosen.pop()
 
         visit(num_nodes, 0, [], 0.0, 0.0, -np.inf, set())
-        return state["sizes"], state["solved"]
+        return state.sizes, state.solved
 
 
 def first_stage_allreduce_table(

@@ -121,8 +121,8 @@ def load_oobleck_profile(directory: str | Path, microbatch_size: int = 1, name: 
                 optimizer_bytes=2 * param_bytes,
                 activation_bytes=activation_bytes,
                 output_bytes=activation_bytes,
-                allreduce_in_node_s=in_node[index],
-                allreduce_across_nodes_s=across[index],
+                allreduce_in_node_s=tuple(in_node[index].items()),
+                allreduce_across_nodes_s=tuple(across[index].items()),
             )
         )
     return ModelProfile(

@@ -17,9 +17,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # Job states, shared by both backends.
 RUNNING = "running"
@@ -152,7 +153,7 @@ def read_timeline(directory: str | Path) -> list[TimelineRow]:
     rows = []
     with open(Path(directory) / "timeline.csv", newline="") as handle:
         for record in csv.DictReader(handle):
-            values = {}
+            values: dict[str, Any] = {}  # each value's type is its TimelineRow field's
             for name, text in record.items():
                 kind = types[name]
                 values[name] = text if kind == "str" else int(text) if kind == "int" else float(text)

@@ -8,8 +8,9 @@ builds and validates configs before any heavy import.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
@@ -220,7 +221,7 @@ class RunConfig:
     def node_names(self) -> list[str]:
         return [f"node{i}" for i in range(self.nodes)]
 
-    def with_(self, **changes: Any) -> "RunConfig":
+    def with_(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,7 +230,7 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:

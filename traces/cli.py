@@ -85,8 +85,8 @@ def _info(args: argparse.Namespace) -> int:
         ("lifetime", f"median {life}, completed lifetimes only"),
         *((label, text) for label, text, _ in extra),
     ]
-    for key, value in rows:
-        print(f"{key:<14}{value}")
+    for key, text in rows:
+        print(f"{key:<14}{text}")
     return 0
 
 

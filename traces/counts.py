@@ -20,9 +20,9 @@ seeded generator, so a load is reproducible for a given seed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Sequence
 
 import numpy as np
 

@@ -81,7 +81,7 @@ def _classify(text: str) -> str | None:
 
 def detect_format(lines: list[tuple[int, str]], *, source: str) -> str:
     """Auto-detect from the first data row (or the second, after a header row)."""
-    for line, text in lines[:2]:
+    for _, text in lines[:2]:
         kind = _classify(text)
         if kind == "header":
             continue

@@ -10,13 +10,22 @@ back after a removal under the same name). Events sharing a timestamp keep their
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TypedDict
 
 import pandas as pd
 
 from .errors import TraceError
 from .stats import TraceStats, compute_stats, step_counts
+
+
+class _Where(TypedDict):
+    """Where a `TraceError` points: the file and its 1-based line, when known."""
+
+    source: str | None
+    line: int | None
+
 
 KINDS = ("add", "remove")
 
@@ -50,7 +59,7 @@ def check_membership(
     name the event's index in the trace.
     """
 
-    def where(i: int) -> dict[str, object]:
+    def where(i: int) -> _Where:
         return {"source": source, "line": lines[i] if lines is not None else None}
 
     def label(i: int) -> str:
@@ -108,11 +117,11 @@ class Trace:
         check_membership(events, source=self.name)
 
     @classmethod
-    def from_tuples(cls, rows: Iterable[tuple[float, str, str]], name: str = "trace") -> "Trace":
+    def from_tuples(cls, rows: Iterable[tuple[float, str, str]], name: str = "trace") -> Trace:
         """Build from ``(time_s, kind, node)`` tuples that are already in time order."""
         return cls(tuple(TraceEvent(t, k, n) for t, k, n in rows), name)
 
-    def renamed(self, name: str) -> "Trace":
+    def renamed(self, name: str) -> Trace:
         return Trace(self.events, name)
 
     def __len__(self) -> int:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Callable, Hashable, Sequence
 
 from .errors import TraceError
 
@@ -92,8 +92,8 @@ def read_data_lines(path: Path) -> list[tuple[int, str]]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise TraceError("not UTF-8 text (is this a trace file?)", source=source, line=line) from None
+        bad_line = raw[: exc.start].count(b"\n") + 1
+        raise TraceError("not UTF-8 text (is this a trace file?)", source=source, line=bad_line) from None
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r").strip()

@@ -22,16 +22,22 @@ The functions take any sequence of objects with ``time_s``, ``kind`` and ``node`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
 
 class EventLike(Protocol):
-    time_s: float
-    kind: str
-    node: str
+    """Read-only, so frozen dataclasses such as `TraceEvent` satisfy it."""
+
+    @property
+    def time_s(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def node(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Other keys of the object (``duration``, strategies) are Parcae's and are ignored
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from .errors import TraceError
 from .rows import Row, parse_time
@@ -50,10 +51,10 @@ def parse_window_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[lis
 
 def expand_window_rows(rows: list[Row]) -> tuple[list[Row], int]:
     """One event row (value (kind, node)) per listed node; also the number of no-change rows."""
-    out = []
+    out: list[Row] = []
     skipped = 0
     for row in rows:
-        action, nodes = row.value  # type: ignore[misc]
+        action, nodes = cast("tuple[str, tuple[str, ...]]", row.value)  # what parse_window_rows stores
         if action in NO_CHANGE:
             skipped += 1
             continue

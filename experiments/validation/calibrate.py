@@ -29,9 +29,10 @@ import itertools
 import json
 import math
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 CRASH_STEP = 8
 JOIN_STEP = 12
@@ -48,7 +49,7 @@ class Overheads:
     node_startup_s: float
     details: Mapping[str, Any]  # what each figure was computed from
 
-    def sim_options(self) -> dict[str, float]:
+    def sim_options(self) -> dict[str, Any]:
         """The simulator's pause options (the same for every policy)."""
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
@@ -63,7 +64,7 @@ class Overheads:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Overheads":
+    def from_dict(cls, data: Mapping[str, Any]) -> Overheads:
         return cls(**dict(data))
 
 

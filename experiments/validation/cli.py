@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 
 QUICK = dict(trace="fixed:interval=1h,nodes=4,removals=2", nodes=4, global_batch=8, target_duration_s=40.0, tail_s=8.0)
 
@@ -89,7 +88,9 @@ def run(args) -> int:
     out = args.out or default_out(spec)
     from .report import validate
 
-    log = (lambda text: print(text, file=sys.stderr, flush=True))
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
     try:
         report = validate(spec, out, progress=log)
     except ValidationError as exc:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 MIN_PHASE_ITERATIONS = 3
 

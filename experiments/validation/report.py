@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .calibrate import calibrate
 from .compare import summarize

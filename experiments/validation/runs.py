@@ -13,10 +13,10 @@ with the calibration's overheads, and nothing else.
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 

@@ -12,7 +12,8 @@ removal during a recovery belongs to it (as on the real backend).
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from planner.records import TimelineRow
 

@@ -9,8 +9,9 @@ events; `results` turns it into the shared run record.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from planner.records import EventRecord, TimelineRow
 

@@ -17,8 +17,9 @@ policy's plan into the backend's `Layout`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from planner.plan import ExecutionPlan
 from planner.planner import Planner
@@ -142,7 +143,7 @@ class DecisionRecord:
     notes: list
 
     @classmethod
-    def of(cls, event, decision: Decision) -> "DecisionRecord":
+    def of(cls, event, decision: Decision) -> DecisionRecord:
         return cls(describe_event(event), [describe_action(a) for a in decision.actions], describe_plan(decision.plan), list(decision.notes))
 
     def to_dict(self) -> dict:

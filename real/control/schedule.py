@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..protocol.failures import Injection
 from .membership import Membership, ProcessControl

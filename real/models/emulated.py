@@ -16,8 +16,8 @@ Sleeping processes use no CPU, so dozens of emulated GPUs run on a few cores.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn as nn
@@ -38,7 +38,7 @@ class EmulatedLayerTimes:
         return [self.forward_s, self.backward_s, self.output_bytes, self.allreduce_s]
 
     @classmethod
-    def from_list(cls, values: Sequence[float]) -> "EmulatedLayerTimes":
+    def from_list(cls, values: Sequence[float]) -> EmulatedLayerTimes:
         forward_s, backward_s, output_bytes, allreduce_s = values
         return cls(float(forward_s), float(backward_s), int(output_bytes), float(allreduce_s))
 

@@ -10,7 +10,7 @@ receiver sizes its buffer from the layer it built itself. CUDA workers on gloo
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch.distributed as dist
 

@@ -16,7 +16,7 @@ exposure model has it (`planner.allreduce`).
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.distributed as dist

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 
 import torch.distributed as dist
 
@@ -68,7 +68,7 @@ class AbortWatch:
         self.fired = False
         self._thread = threading.Thread(target=self._run, name=f"abort-watch:{key}", daemon=True)
 
-    def start(self) -> "AbortWatch":
+    def start(self) -> AbortWatch:
         self._thread.start()
         return self
 

@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch.distributed as dist
 

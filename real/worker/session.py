@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 import torch.distributed as dist
@@ -139,7 +139,7 @@ class WorkerSession:
         # reference, which keeps the groups' sockets open) are gone before we tear down.
         return self._fault(number, rank, attempt, error)
 
-    def _train(self, number: int, rank: int, directive: Directive, attempt: "_Attempt") -> str:
+    def _train(self, number: int, rank: int, directive: Directive, attempt: _Attempt) -> str:
         attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
         if attempt.generation.aborts:
             if self._watch_store is None:
@@ -231,13 +231,13 @@ class WorkerSession:
         return self._writer
 
     # -- leaving a generation ------------------------------------------------------------
-    def _leave(self, number: int, rank: int, attempt: "_Attempt") -> str:
+    def _leave(self, number: int, rank: int, attempt: _Attempt) -> str:
         attempt.close()
         self.held = attempt.runner.states(copy=False)
         self._report_left(number, rank, None)
         return STOPPED
 
-    def _fault(self, number: int, rank: int, attempt: "_Attempt", text: str) -> str:
+    def _fault(self, number: int, rank: int, attempt: _Attempt, text: str) -> str:
         t_fault = time.time()
         self.probe("teardown")
         attempt.close()  # closes this rank's connections: peers blocked on it fail fast

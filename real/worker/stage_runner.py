@@ -26,8 +26,8 @@ the global batch. The reported loss sum undoes the scale.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import nn

@@ -25,7 +25,7 @@ def layer_profiles(draw, index: int) -> LayerProfile:
         activation_bytes=draw(st.integers(0, 8)) * MIB,
         output_bytes=MIB,
         workspace_bytes=draw(st.sampled_from([0, 0, 4 * MIB, 16 * MIB])),
-        allreduce_in_node_s={d: draw(st.integers(0, 10)) / 20 for d in (2, 4)},
+        allreduce_in_node_s=tuple((d, draw(st.integers(0, 10)) / 20) for d in (2, 4)),
     )
 
 

@@ -8,8 +8,8 @@ from planner.planner import Planner
 from planner.policies import (
     ClusterView,
     Continue,
-    Decision,
     CopyLayers,
+    Decision,
     NodesReady,
     NodesRemoved,
     OobleckMemory,

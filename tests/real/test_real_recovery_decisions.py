@@ -120,7 +120,7 @@ def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
     launcher.directory = Path(c.config.checkpoint_dir) if c.config.checkpoint_dir else None
     c._await_initial()
     c._start()
-    assert c.job.gen == 0 and c.job.directive.kind == START
+    assert c.job.gen == 0 and c.job.directive is not None and c.job.directive.kind == START
     assert c.on_generation_ready(time.time()), "every rank holds its layers: go"
     return c, launcher
 
@@ -128,6 +128,7 @@ def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
 def commit(c: Coordinator, steps: int) -> None:
     """Every rank of the current generation reports and commits steps [committed, steps)."""
     d = c.job.directive
+    assert d is not None, "a generation is running"
     for step in range(c.job.committed, steps):
         for rank in range(d.layout.world_size):
             rv.put_json(c.store, keys.step_key(d.generation, step, rank), {"t": time.time(), "loss_sum": 1.0})
@@ -137,10 +138,11 @@ def commit(c: Coordinator, steps: int) -> None:
 
 def leave(c: Coordinator, step: int, except_nodes=()) -> None:
     """Survivors tear down and report their layers, ready for `step`."""
-    d = c.job.directive
+    d, members = c.job.directive, c.members
+    assert d is not None and members is not None, "a generation is running"
     for stage in d.layout.stages:
         wid = d.workers[stage.rank]
-        if c.members.workers[wid].alive and stage.node not in except_nodes:
+        if members.workers[wid].alive and stage.node not in except_nodes:
             rv.put_json(c.store, keys.left_key(d.generation, stage.rank),
                         {"worker": wid, "step": step, "layers": list(stage.layers), "t": time.time()})
 

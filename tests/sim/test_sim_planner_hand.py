@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch, bamboo_layout
-from planner.checkpoint_cost import StorageSpec
 from sim.engine import Simulation
 from sim.timing import PlannerCosts, PlannerTiming
 

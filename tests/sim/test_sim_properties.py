@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch, bamboo_layout
@@ -27,7 +29,6 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.run import simulate
 from sim.setup import build
-from planner.checkpoint_cost import StorageSpec
 from sim.timing import PlannerCosts, PlannerTiming
 from traces.model import Trace
 
@@ -128,7 +129,7 @@ def run_setup(setup, policy=None) -> Simulation:
                       price_per_node_hour=setup.price_per_node_hour).run()
 
 
-artifact_configs = st.builds(
+artifact_configs: st.SearchStrategy[dict[str, Any]] = st.builds(
     dict,
     policy=st.sampled_from(["oobleck", "bamboo", "varuna"]),
     model=st.sampled_from(list(ARTIFACT_MODELS)),

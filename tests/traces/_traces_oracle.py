@@ -8,8 +8,8 @@ events ``(time_s, kind, node)`` or count samples ``(time_s, count)`` in file ord
 from __future__ import annotations
 
 import csv
-import math
 import json
+import math
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
@@ -36,7 +36,7 @@ def read_gcp_counts(path: Path) -> list[tuple[float, int]]:
 
 
 def read_windows(path: Path) -> list[tuple[float, str, str]]:
-    out = []
+    out: list[tuple[float, str, str]] = []
     for raw in path.read_text().splitlines():
         t_ms, action, body = json.loads(raw)
         if action in ("add", "remove"):

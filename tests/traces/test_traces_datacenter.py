@@ -197,7 +197,7 @@ def test_spares_join_after_the_spare_delay():
     first_spares = [n for _, n in joins[:5]]
     assert first_spares == [f"node{hosts + i}" for i in range(1, 6)]  # idle spares, in order
     assert sorted(t for t, _ in joins) == sorted(t + 600 for t in removals if t + 600 <= 54 * 86400)
-    for t, kind, node in events:
+    for _, kind, node in events:
         (live.add if kind == "add" else live.remove)(node)
         max_live = max(max_live, len(live))
     assert max_live == hosts
@@ -211,7 +211,7 @@ def test_without_enough_spares_the_job_waits_for_repairs():
     events = tuples(run.trace)
     live: set[str] = set()
     short = 0
-    for t, kind, node in events:
+    for _, kind, node in events:
         (live.add if kind == "add" else live.remove)(node)
         assert len(live) <= run.hosts
         short = max(short, run.hosts - len(live))
@@ -238,7 +238,7 @@ def test_invariants(hosts, hpr, spares, mtbf_d, repair_h, days, delay_s, seed):
     events = tuples(run.trace)
     allowed = {f"node{i}" for i in range(1, hosts + spares + 1)}
     assert {n for _, _, n in events} <= allowed
-    assert [n for t, k, n in events[:hosts]] == [f"node{i}" for i in range(1, hosts + 1)]
+    assert [n for _, _, n in events[:hosts]] == [f"node{i}" for i in range(1, hosts + 1)]
     live: set[str] = set()
     for t, kind, node in events:
         assert t <= days * 86400 and t == int(t)
@@ -246,11 +246,11 @@ def test_invariants(hosts, hpr, spares, mtbf_d, repair_h, days, delay_s, seed):
         assert len(live) <= hosts
     bursts = burst_table(events)
     assert sorted(bursts) == run.interruption_time_s.tolist()
-    for t, nodes in bursts.items():
+    for nodes in bursts.values():
         assert len({(int(n[4:]) - 1) // hpr for n in nodes}) == 1 and len(nodes) <= hpr
     if spares == 0:  # every host that joins later is one that failed earlier
         gone: set[str] = set()
-        for t, kind, node in events[hosts:]:
+        for _, kind, node in events[hosts:]:
             if kind == "remove":
                 gone.add(node)
             else:

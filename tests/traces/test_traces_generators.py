@@ -80,7 +80,7 @@ def test_spot_market_invariants(profile, nodes, hours, seed):
     assert all(lifetime > 0 for lifetime in oracle.lifetimes([(e.time_s, e.kind, e.node) for e in trace.events]))
 
 
-def test_spot_market_is_seeded_and_needs_a_generator():
+def test_spot_market_is_seeded_and_needs_a_generator() -> None:
     a = spot_market(30, 24, rng=np.random.default_rng(1))
     assert a == spot_market(30, 24, rng=np.random.default_rng(1))
     assert a != spot_market(30, 24, rng=np.random.default_rng(2))

@@ -26,7 +26,7 @@ EXAMPLE = make(
 )
 
 
-def test_event_validation():
+def test_event_validation() -> None:
     with pytest.raises(TraceError, match="unknown event kind 'fail'"):
         TraceEvent(0.0, "fail", "a")
     with pytest.raises(TraceError, match="finite and >= 0"):
@@ -40,7 +40,7 @@ def test_event_validation():
     assert TraceEvent(3, "add", "a").time_s == 3.0
 
 
-def test_trace_validation_names_the_event():
+def test_trace_validation_names_the_event() -> None:
     with pytest.raises(TraceError, match=r"event #1 time 1 s is earlier"):
         make((2, "add", "a"), (1, "add", "b"))
     with pytest.raises(TraceError, match=r"event #2 adds 'a', which is already present \(added at event #0\)"):
