@@ -30,8 +30,9 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
 
 from __future__ import annotations
 
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import Any, Container, Protocol, Sequence
+from typing import Any, Protocol
 
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan

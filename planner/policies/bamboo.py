@@ -24,9 +24,9 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 from ..profile import ModelProfile
 from ..reconfigure import LayerCopy

@@ -19,9 +19,10 @@ distinct templates, Varuna stage patterns or Bamboo pipelines cost:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container, Sequence
 from functools import lru_cache
 from math import gcd
-from typing import Any, Container, Sequence
+from typing import Any
 
 from ..checkpoint_cost import Holdings, Ranges, as_ranges, merge, without
 from ..errors import PlannerError

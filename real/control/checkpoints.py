@@ -17,7 +17,8 @@ saves. Each is, on every tick, newest first:
 from __future__ import annotations
 
 import time
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import torch.distributed as dist
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from planner.policies import (
     Decision,

@@ -24,7 +24,8 @@ goes on (and counts the extra failure), from what the survivors then hold.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch.distributed as dist
 
@@ -92,7 +93,7 @@ class RecoveryFlow:
     """What happens between two generations, on the coordinator's `JobState` (`job`) and
     through its store, membership, policy and publishing (`control`, a `JobControl`)."""
 
-    def __init__(self, job: JobState, control: "JobControl"):
+    def __init__(self, job: JobState, control: JobControl):
         self.job = job
         self.c = control
         self.checkpoints = CheckpointBook(job, control)

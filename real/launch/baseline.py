@@ -14,8 +14,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import statistics
 import time
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Sequence
 
 import torch
 
@@ -95,7 +95,6 @@ def run_baseline(config: RunConfig, ranges: Sequence[tuple[int, int]], num_pipel
                  emulation: Sequence[EmulatedLayerTimes] | None = None, threads: int = 1) -> list[float]:  # fmt: skip
     """Iteration times (slowest rank per step) of the baseline on `num_pipelines` copies of
     the stage split `ranges`, with the job's global batch split evenly."""
-    import torch.distributed as dist
 
     world = num_pipelines * len(ranges)
     from ..protocol.transport import loopback_store

@@ -25,9 +25,9 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from planner.records import EventRecord, RunSummary
 

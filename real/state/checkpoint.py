@@ -26,14 +26,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import torch
 
 from ..protocol.manifest import MANIFEST, Manifest, layer_path, read_manifest
 from .layer_state import LayerState
-from .staging import stage_state
 
 DEV_FULL = "/dev/full"  # the kernel's always-full device: writes fail with ENOSPC
 

@@ -20,8 +20,8 @@ from the checkpoint).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from ..protocol.layout import Layout
 from ..protocol.sources import LOCAL, PEER, Source
