@@ -249,7 +249,7 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
             optimizer_bytes=m.optimizer_bytes,
             activation_bytes=m.activation_bytes,
             output_bytes=m.output_bytes,
-            allreduce_across_nodes_s={k: table[m.param_bytes] for k, table in allreduce.items()},
+            allreduce_across_nodes_s=tuple((k, table[m.param_bytes]) for k, table in allreduce.items()),
         )
         for m in layers
     )
