@@ -125,6 +125,8 @@ class ArtifactTiming:
                 restart = m.varuna_restart_s
                 if restart is None:
                     restart = art.row("varuna", m.name, len(plan.nodes)).varuna_restart_s
+                if restart is None:
+                    raise SimError(f"the artifact has no Varuna restart time for {m.name} on {len(plan.nodes)} nodes")
                 return restart - m.varuna_checkpoint_s
         if isinstance(action, Checkpoint):
             raise SimError(f"the artifact has no checkpoint time for {self.system}")

@@ -253,7 +253,7 @@ def describe_action(action: Action) -> dict[str, Any]:
     name = type(action).__name__
     if isinstance(action, CopyLayers):
         return {"action": name, "copies": len(action.copies), "bytes": action.total_bytes}
-    data = {"action": name}
+    data: dict[str, Any] = {"action": name}
     for key, value in vars(action).items():
         data[key] = list(value) if isinstance(value, tuple) else value
     return data

@@ -58,6 +58,8 @@ def node_ranges(plan: Any, node: str, stage_layers: Sequence[tuple[int, int]] | 
     if isinstance(plan, VarunaPlan):
         return _varuna_node(plan, plan.nodes.index(node))
     if isinstance(plan, BambooPlan):
+        if stage_layers is None:
+            raise PlannerError("internal: a Bamboo plan's holdings need its stages' layer ranges")
         d = plan.depth
         stages = [t for _, s in plan.stages_of(node) for t in (s, (s + 1) % d)]
         return merge(*(stage_layers[s] for s in stages))
