@@ -31,6 +31,7 @@ from typing import Any
 
 from .sweep import RunSpec
 
+
 def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's (1974) first-order optimum checkpoint interval, sqrt(2 C M): the compute
     time between checkpoints that minimises checkpoint cost plus expected lost work for

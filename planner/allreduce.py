@@ -12,7 +12,7 @@ share a node (g > 1 split nodes) is ignored.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -21,14 +21,21 @@ of its dual). Tests compare with brute force over every ordering.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from .errors import PlannerError
 from .lsa import min_cost_matching
 from .templates import PipelineTemplate
+
+
+class HeldLayers(Protocol):
+    """node -> the layers it holds, asked one node at a time: a dict, or a lazy view."""
+
+    def get(self, node: str, default: Collection[int], /) -> Collection[int]: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,7 @@ def layer_positions_of(template: PipelineTemplate) -> tuple[int, ...]:
 
 
 def cost_matrix(
-    needs: Sequence[Sequence[int]], nodes: Sequence[str], held: Mapping[str, Sequence[int]], layer_bytes: np.ndarray
+    needs: Sequence[Sequence[int]], nodes: Sequence[str], held: HeldLayers, layer_bytes: np.ndarray
 ) -> np.ndarray:
     """costs[i, j]: bytes node i receives if it takes position j."""
     n, num_layers = len(nodes), len(layer_bytes)
@@ -95,7 +102,7 @@ def tie_costs(n: int) -> np.ndarray:
     return (shift != 0) * (n * n + 1) + shift
 
 
-def lower_bound(needs: Sequence[Sequence[int]], nodes: Sequence[str], held: Mapping[str, Sequence[int]], layer_bytes: np.ndarray) -> int:
+def lower_bound(needs: Sequence[Sequence[int]], nodes: Sequence[str], held: HeldLayers, layer_bytes: np.ndarray) -> int:
     """Bytes of the needed layers that no node of the group holds: any ordering copies them."""
     present = {layer for node in nodes for layer in held.get(node, ())}
     needed = {layer for layers in needs for layer in layers}
@@ -103,7 +110,7 @@ def lower_bound(needs: Sequence[Sequence[int]], nodes: Sequence[str], held: Mapp
 
 
 def arrange(
-    needs: Sequence[Sequence[int]], nodes: Sequence[str], held: Mapping[str, Sequence[int]], layer_bytes: np.ndarray
+    needs: Sequence[Sequence[int]], nodes: Sequence[str], held: HeldLayers, layer_bytes: np.ndarray
 ) -> Arrangement:
     """The exact best ordering of `nodes` onto the positions `needs` (criteria above)."""
     n = len(nodes)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import InfeasibleError
 from .templates import PipelineTemplate
@@ -35,8 +35,8 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
         raise InfeasibleError("no pipelines to give microbatches to")
     if total < k:
         raise InfeasibleError(f"{total} microbatches cannot feed {k} pipelines (each needs at least one)")
-    distinct = {id(t): t for t in templates}  # thousands of pipelines, few templates
-    distinct = {key: linear_cost(t) for key, t in distinct.items()}
+    unique = {id(t): t for t in templates}  # thousands of pipelines, few templates
+    distinct = {key: linear_cost(t) for key, t in unique.items()}
     lines = [distinct[id(t)] for t in templates]
     inverse = sum(1.0 / beta for _, beta in lines)
     tau = (total + sum(c / beta for c, beta in lines)) / inverse

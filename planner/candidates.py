@@ -17,12 +17,12 @@ names, so one per size is tried (the last, as Oobleck's borrowing rule picks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .assignment import arrange, positions_of
+from .assignment import HeldLayers, arrange, positions_of
 from .plan import ExecutionPlan
 from .templates import PipelineTemplate
 
@@ -40,7 +40,7 @@ def refill_proposals(
     removed: set[str],
     n0: int,
     template: Callable[[int], PipelineTemplate | None],
-    held: Mapping[str, Sequence[int]],
+    held: HeldLayers,
     layer_bytes: np.ndarray,
 ) -> list[Proposal]:
     """One refill per donor size (see the module docstring); none when no pipeline lost

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from .analytic import MODEL_SHAPES
 from . import cli_reconf
+from .analytic import MODEL_SHAPES
 from .catalog import resolve_profile
 from .errors import PlannerError
 from .hardware import DEFAULT_GPU, GPUS, make_cluster

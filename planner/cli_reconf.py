@@ -118,6 +118,8 @@ def to_json(event: dict, result: Reconfiguration) -> dict:
 def render(event: dict, result: Reconfiguration) -> Sequence[str]:
     what = f"removed {len(event['remove'])} node(s)" if "remove" in event else f"offered {len(event['add'])} new node(s)"
     plan = result.plan
+    if plan is None:  # `reconfigure` raises before a change without a plan gets here
+        raise PlannerError("internal error: a reconfiguration without a plan to render")
     lines = ["", f"reconfiguration: {what} -> {plan.num_pipelines} pipelines {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.2f} samples/s"]
     lines.append(
         f"copies: {len(result.copies)}, {result.copy_bytes / GIB:.1f} GiB (busiest node receives {result.busiest_node_bytes / GIB:.1f} GiB; "

@@ -20,8 +20,8 @@ template search, the brute-force checker and the plans compute bit-identical wei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Sequence
 
 import numpy as np
 

@@ -46,8 +46,8 @@ enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_p
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -98,7 +98,7 @@ class MixSearch:
     def __init__(
         self,
         lines: Mapping[int, tuple[float, float]],
-        first_stage_allreduce_s: Mapping[int, Sequence[float]],
+        first_stage_allreduce_s: Mapping[int, Sequence[float] | np.ndarray],
         total_microbatches: int,
         solve: Callable[[tuple[tuple[int, int], ...]], float],
     ):
@@ -147,8 +147,8 @@ class _Run:
         self.alone = np.array([alone(n) for n in order])
         self.floor = np.array([floors[n] for n in order])  # [level, K]
         self.any_floor = self.floor[:, self.k_any]
-        self.key = None
-        self.counts = None
+        self.key: tuple[float, int, tuple[int, ...]] | None = None  # the incumbent's (seconds, -pipelines, sizes)
+        self.counts: tuple[tuple[int, int], ...] | None = None  # set with `key`
         self.solved = self.expanded = 0
 
     # -- capacities and the incumbent --------------------------------------------------------
@@ -183,6 +183,7 @@ class _Run:
             _Class(self, h, sorted(allowed)).search()
         if self.key is None:
             return None
+        assert self.counts is not None  # set with `key`
         return MixResult(self.counts, self.key[0], self.solved, self.expanded, lowest)
 
 
@@ -194,10 +195,13 @@ class _Class:
         self.ids = np.array([h] + [j for j in allowed if j != h])  # search order: h first
         size = run.size[self.ids]
         self.size = size
-        pad = lambda values, fill: np.append(values, fill)
+
+        def pad(values: np.ndarray, fill: int) -> np.ndarray:
+            return np.append(values, fill)
+
         self.smallest_after = pad(np.minimum.accumulate(size[::-1])[::-1], run.num_nodes + 1)
         self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
-        self.value_s = None  # the incumbent value the tables were built for
+        self.value_s: float | None = None  # the incumbent value the tables were built for
         self.tables = np.array(knapsack_suffixes(list(size), [0.0] * len(size), run.num_nodes))
 
     def refresh(self) -> None:

@@ -9,8 +9,8 @@ the policies build on it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Sequence
 
 import numpy as np
 

@@ -18,8 +18,8 @@ beats the copy time and the pause.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -75,6 +75,13 @@ class Reconfiguration:
         for copy in self.copies:
             received[copy.dst_node] = received.get(copy.dst_node, 0) + copy.total_bytes
         return max(received.values(), default=0)
+
+    @property
+    def planned(self) -> ExecutionPlan:
+        """`plan`, where the change always has one (a plan `finish` completed)."""
+        if self.plan is None:
+            raise PlannerError("internal error: a reconfiguration without a plan where one was built")
+        return self.plan
 
     def copy_time_s(self, bw_bytes_per_s: float) -> float:
         """Copies run in parallel; each node's link carries what it sends or receives."""
@@ -166,7 +173,7 @@ class _HeldView:
         self._index: dict[str, int] = {}
         self._cache: dict[str, frozenset[int]] = {}
 
-    def get(self, node: str, default=()):
+    def get(self, node: str, default: Collection[int] = ()) -> Collection[int]:
         if node not in self._cache:
             pipe = self._where.get(node)
             if pipe is None:
@@ -316,12 +323,12 @@ def _cheapest_within(planner: Planner, old: ExecutionPlan, removed: set[str], ru
     options = [("Oobleck's rules", rules)]
     for proposal in proposals:
         options.append((proposal.label, finish(planner, old, planner.build_plan(proposal.groups))))
-    fastest = max(option.plan.samples_per_s for _, option in options)
+    fastest = max(option.planned.samples_per_s for _, option in options)
     floor = (1 - tolerance) * fastest
-    eligible = [(label, option) for label, option in options if option.plan.samples_per_s >= floor]
-    label, best = min(eligible, key=lambda item: (item[1].copy_bytes, -item[1].plan.samples_per_s))
+    eligible = [(label, option) for label, option in options if option.planned.samples_per_s >= floor]
+    label, best = min(eligible, key=lambda item: (item[1].copy_bytes, -item[1].planned.samples_per_s))
     compared = "; ".join(
-        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.plan.samples_per_s:.4g} samples/s" for name, option in options
+        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.planned.samples_per_s:.4g} samples/s" for name, option in options
     )
     note = f"chose {label} (tolerance {tolerance:g} of the fastest option's {fastest:.4g} samples/s) among {compared}"
     return replace(best, notes=(*best.notes, note))
@@ -374,7 +381,7 @@ def on_addition(
     sizes = [len(p.nodes) for p in fresh.pipelines]
     grown = planner.build_plan(_regroup_for_growth(plan, sizes, [n for n in nodes if n not in plan.nodes]))
     candidate = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(nodes)} nodes",))
-    grown = candidate.plan
+    grown = candidate.planned
     copy_s = candidate.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
     if grown.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
         return candidate

@@ -20,9 +20,9 @@ search is checked against brute force in tests/planner.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 
@@ -308,7 +308,7 @@ class TemplateSearch:
         """Follow exact-cost transitions from (layer 0, all GPUs) back to the end."""
         g, tables = self.g, self.tables
         layer, gpus, phase = 0, num_nodes * g, "done"
-        picks: list[tuple[int, int, int]] = []  # (first, end, d, gpus left after stage)
+        picks: list[tuple[int, int, int, int]] = []  # (first, end, d, gpus left after stage)
         while layer < self.num_layers:
             here = (done if phase == "done" else after)[layer, gpus]
             step = None

@@ -10,8 +10,9 @@ stay unset: setting one is an error rather than a silent no-op.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SimError
 
@@ -110,7 +111,7 @@ class SimConfig:
             raise SimError(f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {self.calibration} calibration")
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "SimConfig":
+    def from_mapping(cls, data: Mapping[str, Any]) -> SimConfig:
         """Build from a dict (e.g. a config.json), rejecting unknown keys by name."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -119,12 +120,12 @@ class SimConfig:
         return cls(**dict(data))
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "SimConfig":
+    def from_record(cls, record: Mapping[str, Any]) -> SimConfig:
         """The config of a run's `config.json` (its input fields; derived keys ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in names})
 
-    def with_(self, **changes: Any) -> "SimConfig":
+    def with_(self, **changes: Any) -> SimConfig:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:

@@ -51,7 +51,16 @@ from planner.policies import (
     describe_event,
     describe_plan,
 )
-from planner.records import CHECKPOINTING, FINISHED, RECONFIGURING, RESTARTING, RUNNING, WAITING, EventRecord, TimelineRow
+from planner.records import (
+    CHECKPOINTING,
+    FINISHED,
+    RECONFIGURING,
+    RESTARTING,
+    RUNNING,
+    WAITING,
+    EventRecord,
+    TimelineRow,
+)
 from traces.model import Trace
 
 from .errors import SimError
@@ -132,7 +141,7 @@ class Simulation:
         self._never = self.env.event()
 
     # -- processes ---------------------------------------------------------------------
-    def run(self) -> "Simulation":
+    def run(self) -> Simulation:
         self.job = self.env.process(self._job())
         self.env.process(self._replay())
         self._row()
@@ -238,6 +247,7 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def _start_running(self) -> None:
+        assert self.decision is not None  # runs the plan of the policy's last decision
         self.state_plan = self.decision.plan
         cost = self.timing.iteration(self.decision.plan)
         self.mode = RUNNING
@@ -289,6 +299,7 @@ class Simulation:
 
     def _at_stop(self) -> None:
         self._advance()
+        assert self.stop_iter is not None  # the stop fires only at a scheduled iteration
         self._commit(self.stop_iter - self.iterations)
         if self.stop_ckpt:
             action = Checkpoint("periodic")
@@ -397,7 +408,7 @@ class Simulation:
         self.segments = []  # a disruptive decision abandons the pause in progress, if any
         if decision.rolls_back:
             self._rollback()
-        segments = []
+        segments: list[tuple[str, float, Any]] = []
         for action in decision.actions:
             state = PAUSE_STATE.get(type(action))
             if state is None:
@@ -482,7 +493,8 @@ class Simulation:
             self.pending_ready = []
             self.mode = WAITING  # the pause is over and nothing is in flight
             self._decide(PauseEnded(state, newly), job_state=state)
-            if self.mode == WAITING and not self.decision.disruptive and self.decision.plan is not None:
+            decision = self.decision  # `_decide` just set it
+            if self.mode == WAITING and decision is not None and not decision.disruptive and decision.plan is not None:
                 self._start_running()
         self._row()
 

@@ -35,6 +35,7 @@ from planner.policies import (
     ArtifactVarunaPolicy,
     BambooPolicy,
     CheckpointSchedule,
+    Policy,
     VarunaSearch,
     bamboo_layout,
 )
@@ -124,6 +125,7 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
     min_nodes = art.MIN_NODES if config.min_nodes is None else config.min_nodes
     min_nodes = max(min_nodes, art.min_runnable_nodes(config.policy, model.name) or 0)
     every = config.checkpoint_every_iterations
+    policy: Policy
     if config.policy == "oobleck":
         if every is not None:
             raise SimError("the artifact's Oobleck never checkpoints: checkpoint_every_iterations applies to varuna")
@@ -170,11 +172,15 @@ def _profile(model: str, gpu: Any, microbatch: int) -> ModelProfile | None:
         return None
 
 
+def _resolved_profile(model: str, gpu: Any, microbatch: int) -> ModelProfile:
+    """The cached profile; where there is none, `resolve_profile` raises the reason."""
+    profile = _profile(model, gpu, microbatch)
+    return profile if profile is not None else resolve_profile(model, gpu, microbatch)
+
+
 @lru_cache(maxsize=32)
 def _cached_planner(model: str, cluster: ClusterSpec, batch: int, microbatch: int, f: int) -> Planner:
-    profile = _profile(model, cluster.gpu, microbatch)
-    if profile is None:
-        resolve_profile(model, cluster.gpu, microbatch)  # raises the reason
+    profile = _resolved_profile(model, cluster.gpu, microbatch)
     return Planner(profile, cluster, JobSpec(batch, microbatch, f))
 
 
@@ -190,7 +196,7 @@ def _cached_search(model: str, cluster: ClusterSpec, batch: int, max_microbatch:
 
 @lru_cache(maxsize=32)
 def _cached_layout(model: str, cluster: ClusterSpec, depth: int, microbatches: int, microbatch: int):
-    return bamboo_layout(_profile(model, cluster.gpu, microbatch), cluster, depth, microbatches)
+    return bamboo_layout(_resolved_profile(model, cluster.gpu, microbatch), cluster, depth, microbatches)
 
 
 def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
@@ -200,9 +206,7 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
     g = config.gpus_per_node or 1
     peak = max(1, int(trace.live_counts()["live_nodes"].max()))
     cluster = make_cluster(gpu, peak, g, inter_node_gbps=config.inter_node_gbps)
-    profile = _profile(name, cluster.gpu, microbatch)
-    if profile is None:
-        resolve_profile(name, cluster.gpu, microbatch)  # raises the reason
+    profile = _resolved_profile(name, cluster.gpu, microbatch)
     JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
     costs = PlannerCosts(
         reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),

@@ -30,8 +30,9 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
 
 from __future__ import annotations
 
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import Any, Container, Protocol, Sequence
+from typing import Any, Protocol
 
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
@@ -124,6 +125,8 @@ class ArtifactTiming:
                 restart = m.varuna_restart_s
                 if restart is None:
                     restart = art.row("varuna", m.name, len(plan.nodes)).varuna_restart_s
+                if restart is None:
+                    raise SimError(f"the artifact has no Varuna restart time for {m.name} on {len(plan.nodes)} nodes")
                 return restart - m.varuna_checkpoint_s
         if isinstance(action, Checkpoint):
             raise SimError(f"the artifact has no checkpoint time for {self.system}")

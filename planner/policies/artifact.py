@@ -19,8 +19,8 @@ Bamboo needs no separate model: it is `BambooPolicy(depth=12, fatal_rollback=Fal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .decisions import (
     Admit,

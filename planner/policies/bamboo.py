@@ -24,14 +24,15 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 from ..profile import ModelProfile
 from ..reconfigure import LayerCopy
 from .bamboo_cost import BambooLayout
 from .decisions import (
+    Action,
     Admit,
     CheckpointSchedule,
     ClusterView,
@@ -263,12 +264,12 @@ class BambooPolicy:
         if old is None or not started:
             if not started:
                 return Decision(grid, (Start(),), False)
-            action = RestartFromCheckpoint(why) if self.fatal_rollback else Start()
+            action: Action = RestartFromCheckpoint(why) if self.fatal_rollback else Start()
             return Decision(grid, (action,), True)
         if restart:
             action = RestartFromCheckpoint(why) if self.fatal_rollback else Restart(why)
             return Decision(grid, (action,), True)
-        actions = [Reinstantiate(why)]
+        actions: list[Action] = [Reinstantiate(why)]
         copies = self.copies(old, grid)
         if copies is None:
             return Decision(grid, (RestartFromCheckpoint("a stage has no surviving copy"),), True)

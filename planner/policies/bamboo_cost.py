@@ -23,8 +23,8 @@ can take over at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -152,6 +152,7 @@ def _split(weights: np.ndarray, depth: int) -> list[tuple[int, int]]:
         else:
             hi = mid
     stages = pack(float(candidates[lo]))
+    assert stages is not None  # the search keeps a limit that packs: the largest, one stage of the whole model, does
     while len(stages) < depth:  # split the widest stage: the bottleneck cannot grow
         widest = max(range(len(stages)), key=lambda i: (stages[i][1] - stages[i][0], -i))
         first, end = stages[widest]

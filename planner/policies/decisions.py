@@ -21,8 +21,9 @@ a decision.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, Union
+from typing import Any, Protocol
 
 from ..reconfigure import LayerCopy
 
@@ -75,7 +76,7 @@ class IterationEnd:
     iterations_done: int
 
 
-Event = Union[NodesRemoved, NodesReady, PauseEnded, IterationEnd]
+Event = NodesRemoved | NodesReady | PauseEnded | IterationEnd
 
 # -- actions -----------------------------------------------------------------------------
 
@@ -157,9 +158,9 @@ class WaitForNodes:
     rollback: bool = False
 
 
-Action = Union[
-    Continue, Start, Reinstantiate, CopyLayers, FailOver, Admit, Checkpoint, Restart, RestartFromCheckpoint, WaitForNodes
-]
+Action = (
+    Continue | Start | Reinstantiate | CopyLayers | FailOver | Admit | Checkpoint | Restart | RestartFromCheckpoint | WaitForNodes
+)
 
 # Actions that leave the iteration in flight running.
 NON_DISRUPTIVE = (Continue, FailOver, Admit)
@@ -252,7 +253,7 @@ def describe_action(action: Action) -> dict[str, Any]:
     name = type(action).__name__
     if isinstance(action, CopyLayers):
         return {"action": name, "copies": len(action.copies), "bytes": action.total_bytes}
-    data = {"action": name}
+    data: dict[str, Any] = {"action": name}
     for key, value in vars(action).items():
         data[key] = list(value) if isinstance(value, tuple) else value
     return data

@@ -19,9 +19,10 @@ distinct templates, Varuna stage patterns or Bamboo pipelines cost:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container, Sequence
 from functools import lru_cache
 from math import gcd
-from typing import Any, Container, Sequence
+from typing import Any
 
 from ..checkpoint_cost import Holdings, Ranges, as_ranges, merge, without
 from ..errors import PlannerError
@@ -57,6 +58,8 @@ def node_ranges(plan: Any, node: str, stage_layers: Sequence[tuple[int, int]] | 
     if isinstance(plan, VarunaPlan):
         return _varuna_node(plan, plan.nodes.index(node))
     if isinstance(plan, BambooPlan):
+        if stage_layers is None:
+            raise PlannerError("internal: a Bamboo plan's holdings need its stages' layer ranges")
         d = plan.depth
         stages = [t for _, s in plan.stages_of(node) for t in (s, (s + 1) % d)]
         return merge(*(stage_layers[s] for s in stages))

@@ -57,8 +57,9 @@ class JoinBound:
             sizes = planner.template_sizes(num_nodes, min_pipelines)
         except InfeasibleError:
             return None
-        templates = [planner.template(n) for n in sizes]
-        if not templates or any(t is None for t in templates):
+        found = [planner.template(n) for n in sizes]
+        templates = [t for t in found if t is not None]
+        if not templates or len(templates) < len(found):
             return None
         total = planner.job.num_microbatches
         fastest = min(c + beta * t.num_nodes * total / num_nodes for t in templates for c, beta in [linear_cost(t)])

@@ -80,7 +80,7 @@ class OobleckPolicy:
 
     def infeasible_reason(self) -> str | None:
         try:
-            self.planner.min_nodes
+            _ = self.planner.min_nodes  # computing it raises when no template fits
         except InfeasibleError as exc:
             return f"out of memory: {exc}"
         return None

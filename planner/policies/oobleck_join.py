@@ -22,7 +22,7 @@ rarely and the state is reloaded anyway).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import PlannerError
 from ..plan import ExecutionPlan
@@ -80,14 +80,14 @@ def grow(planner: Planner, plan: ExecutionPlan, spares: Sequence[str], *, horizo
         return Reconfiguration(plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",))
     label, grown = best
     joined = len(grown.nodes) - len(plan.nodes)
-    candidate = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))
-    copy_s = candidate.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
-    if candidate.plan.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
-        return candidate
+    change = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))
+    copy_s = change.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
+    if change.planned.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
+        return change
     return Reconfiguration(
         plan,
         notes=(
-            f"kept the current plan: {candidate.plan.samples_per_s:.3g} samples/s with {joined} more node(s) after "
+            f"kept the current plan: {change.planned.samples_per_s:.3g} samples/s with {joined} more node(s) after "
             f"{copy_s:.3g} s of copies does not beat {plan.samples_per_s:.3g} samples/s over {horizon_s:.0f} s",
         ),
     )

@@ -16,9 +16,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Container, Sequence
 
 from .decisions import (
     Checkpoint,

@@ -16,8 +16,8 @@ faster per sample: "largest that fits" is Varuna's rule, not the analytic optimu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..costmodel import CostTables, pipeline_time_s
 from ..hardware import ClusterSpec, ring_allreduce_s

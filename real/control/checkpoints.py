@@ -17,7 +17,8 @@ saves. Each is, on every tick, newest first:
 from __future__ import annotations
 
 import time
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import torch.distributed as dist
 
@@ -90,6 +91,8 @@ class CheckpointBook:
 
     def write_manifest(self, p: PendingCheckpoint) -> bool:
         config = self.c.config
+        if config.checkpoint_dir is None:  # the coordinator sets one whenever a checkpoint can be ordered
+            raise RuntimeError("internal error: a checkpoint is pending without a checkpoint directory")
         try:
             manifest = write_manifest(config.checkpoint_dir, p.step, self.num_layers, config.checkpoint_keep)
         except OSError as exc:  # e.g. an unwritable directory, or workers on other machines wrote to their own disks

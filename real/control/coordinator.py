@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from planner.policies import (
     Decision,
@@ -48,7 +49,7 @@ from ..protocol.commit import STOP, verdict
 from ..protocol.directive import RESTART, START, Directive
 from ..protocol.failures import injections_to_json, parse_injections
 from ..protocol.secret import JobSecret
-from ..protocol.transport import advertised_address, host_store
+from ..protocol.transport import HostedStore, advertised_address, host_store
 from .job import JobState
 from .membership import Membership, ProcessControl
 from .outcome import JobFailed, RunOutcome, headline
@@ -105,11 +106,11 @@ class Coordinator:
             if sum(config.pipelines) != len(self.initial_nodes):
                 raise ConfigError(f"pipelines {list(config.pipelines)} use {sum(config.pipelines)} nodes, the job starts with {len(self.initial_nodes)}")
         self.secret = secret or JobSecret.generate()
-        self.hosted = host_store(bind_host, port, self.secret, config.startup_timeout_s)
+        self.hosted: HostedStore | None = host_store(bind_host, port, self.secret, config.startup_timeout_s)
         self.store = self.hosted.store
         self.address = advertised_address(bind_host, advertise_host, self.hosted.port)
         self.outcome = RunOutcome(config, time.time(), listener=on_event)
-        job = {"config": config.to_dict(), "injections": injections_to_json(self.injections)}
+        job: dict[str, Any] = {"config": config.to_dict(), "injections": injections_to_json(self.injections)}
         if config.compute == "emulated":
             job["emulation"] = [
                 EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
@@ -118,9 +119,31 @@ class Coordinator:
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
         # the job as it runs: one state object, shared with the recovery flow
         self.job = JobState()
-        self.members: Membership | None = None
-        self.schedule: EventSchedule | None = None
+        self._members: Membership | None = None  # both set when `run` starts
+        self._schedule: EventSchedule | None = None
         self.flow = RecoveryFlow(self.job, self)
+
+    @property
+    def members(self) -> Membership:
+        """The workers as registered, fenced and heard from (from `run` on)."""
+        if self._members is None:
+            raise RuntimeError("internal error: the coordinator's membership is used before run() set it")
+        return self._members
+
+    @members.setter
+    def members(self, members: Membership) -> None:
+        self._members = members
+
+    @property
+    def schedule(self) -> EventSchedule:
+        """The trace's and the injections' timed events (from `run` on)."""
+        if self._schedule is None:
+            raise RuntimeError("internal error: the coordinator's event schedule is used before run() set it")
+        return self._schedule
+
+    @schedule.setter
+    def schedule(self, schedule: EventSchedule) -> None:
+        self._schedule = schedule
 
     @property
     def needs_local_processes(self) -> bool:
@@ -219,7 +242,7 @@ class Coordinator:
         rows = self.outcome.rows
         if rows and rows[-1].time_s > t:
             t = rows[-1].time_s
-        rows.append(TimelineRow(t, len(self.members.ready_nodes()) if self.members else 0, working, state, self.job.committed,
+        rows.append(TimelineRow(t, len(self._members.ready_nodes()) if self._members else 0, working, state, self.job.committed,
                                 self.job.committed * self.config.global_batch, rate, 0.0))
 
     # -- start ------------------------------------------------------------------------------
@@ -298,7 +321,7 @@ class Coordinator:
 
     def _watch(self) -> str:
         """Follow the current generation until it finishes, stops at a boundary or fails."""
-        g, d, store, out = self.job.gen, self.job.directive, self.store, self.outcome
+        g, d, store, out = self.job.gen, self.job.current(), self.store, self.outcome
         world = range(d.layout.world_size)
         mine = set(d.workers)
         nodes = {s.node for s in d.layout.stages}
@@ -347,7 +370,7 @@ class Coordinator:
     def on_generation_ready(self, t_ready_wall: float) -> bool:
         """Every rank holds its layers: tell the policy the pause is over; go or stop."""
         out, g = self.outcome, self.job.gen
-        kind = RECONFIGURING if self.job.directive.kind not in (START, RESTART) else RESTARTING
+        kind = RECONFIGURING if self.job.current().kind not in (START, RESTART) else RESTARTING
         newly, self.job.pending_ready = tuple(self.job.pending_ready), []
         decision = self.decide(PauseEnded(kind, newly), kind)
         if g == 0 or out.ready_s is None:
@@ -391,8 +414,8 @@ class Coordinator:
 
     def close(self) -> None:
         """Drop the store and its socket (workers still connected see it vanish and exit)."""
-        self.store = None
         if self.hosted is not None:
+            del self.store  # gone with the socket: using it after close is an AttributeError
             self.hosted.close()
             self.hosted = None
 

@@ -46,3 +46,15 @@ class JobState:
     ckpt_pending: list[PendingCheckpoint] = field(default_factory=list)  # periodic checkpoints being written
     save_attempts: int = 0  # on-demand saves ordered so far (each one's attempt number)
     last_beat_check_s: float = 0.0  # wall clock of the last heartbeat poll
+
+    def current(self) -> Directive:
+        """The directive of the generation last published; only asked for once one is."""
+        if self.directive is None:
+            raise RuntimeError("internal error: no generation has been published yet")
+        return self.directive
+
+    def last_decision(self) -> Decision:
+        """The policy's last decision; only asked for once generation 0 was planned."""
+        if self.decision is None:
+            raise RuntimeError("internal error: the policy has made no decision yet")
+        return self.decision

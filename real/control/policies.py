@@ -72,9 +72,11 @@ def varuna_layout(plan: VarunaPlan, generation: int, config: RunConfig, layer_al
     total = config.global_batch // config.microbatch_size
     if total < c.width:
         raise LayoutError(f"{total} microbatches cannot feed Varuna's {c.width} replicas")
-    stages, pipelines, first = [], [], 0
+    stages: list[StageAssignment] = []
+    pipelines: list[PipelineAssignment] = []
+    first = 0
     for w in range(c.width):
-        ranks = []
+        ranks: list[int] = []
         for s, (lo, hi) in enumerate(c.stage_layers):
             k = w * c.depth + s
             rank = len(stages)

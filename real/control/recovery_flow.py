@@ -24,7 +24,8 @@ goes on (and counts the extra failure), from what the survivors then hold.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch.distributed as dist
 
@@ -92,7 +93,7 @@ class RecoveryFlow:
     """What happens between two generations, on the coordinator's `JobState` (`job`) and
     through its store, membership, policy and publishing (`control`, a `JobControl`)."""
 
-    def __init__(self, job: JobState, control: "JobControl"):
+    def __init__(self, job: JobState, control: JobControl):
         self.job = job
         self.c = control
         self.checkpoints = CheckpointBook(job, control)
@@ -124,7 +125,7 @@ class RecoveryFlow:
     # -- a failure ---------------------------------------------------------------------
     def after_failure(self) -> bool:
         """Handle a failure in the current generation; True when the job is complete."""
-        out, store, g, d = self.c.outcome, self.c.store, self.job.gen, self.job.directive
+        out, store, g, d = self.c.outcome, self.c.store, self.job.gen, self.job.current()
         t_detect = self.job.failure_detected_s
         time.sleep(SETTLE_S)
         self.c.tick()
@@ -230,7 +231,7 @@ class RecoveryFlow:
                 if any(isinstance(a, Reinstantiate) for a in decision.actions):
                     self.c.outcome.failures_survived += len(working & set(removed))
             else:
-                decision = self.job.decision
+                decision = self.job.last_decision()
             try:
                 self.execute(decision, resume, same_plan=not removed)
                 return
@@ -243,7 +244,7 @@ class RecoveryFlow:
 
     # -- a planned stop --------------------------------------------------------------------
     def after_stop(self) -> None:
-        g, d = self.job.gen, self.job.directive
+        g, d = self.job.gen, self.job.current()
         resume = self.job.committed
         reports, unclean = self.collect(g, d)
         self._update_holdings(d, reports)
@@ -416,6 +417,6 @@ class RecoveryFlow:
                 if decision.plan is not None:
                     return decision
             if time.time() > deadline:
-                why = "; ".join(getattr(a, "reason", "") for a in self.job.decision.actions if getattr(a, "reason", ""))
+                why = "; ".join(getattr(a, "reason", "") for a in self.job.last_decision().actions if getattr(a, "reason", ""))
                 raise JobFailed(f"waited {self.c.config.wait_for_nodes_s:.0f} s for nodes ({why or 'too few nodes'})")
             time.sleep(POLL_S * 4)

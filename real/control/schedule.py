@@ -70,9 +70,11 @@ class EventSchedule:
         if item.kind == "join":
             self._join(item.node, item.label)
         elif item.kind == "crash":
-            pids = self.processes.pids_of(item.node) if self.processes else []
-            for pid in pids:
-                self.processes.signal(pid, signal.SIGKILL)
+            pids = []
+            if self.processes:
+                pids = self.processes.pids_of(item.node)
+                for pid in pids:
+                    self.processes.signal(pid, signal.SIGKILL)
             self._done(item, bool(pids))
         else:
             wid = self.members.worker_for(item.node, item.gpu)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Sequence
 
 import torch
 
@@ -27,6 +27,7 @@ from ..models.emulated import (
     emulated_loss,
 )
 from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
+from ..worker.gradsync import grad_of
 
 
 def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple[int, int]], num_pipelines: int,
@@ -50,6 +51,8 @@ def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple
     pipe_groups = [dist.new_group([p * num_stages + i for i in range(num_stages)], timeout=timeout) for p in range(num_pipelines)]
     dp_groups = [dist.new_group([p * num_stages + i for p in range(num_pipelines)], timeout=timeout) for i in range(num_stages)]
     first, end = ranges[s]
+    module: torch.nn.Module
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     if emulation is not None:
         module = EmulatedStage(emulation[first:end], config.microbatch_size, last=s == num_stages - 1)
         loss_fn = emulated_loss
@@ -78,13 +81,14 @@ def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple
         else:
             schedule.step(return_outputs=False)
         if num_pipelines > 1:
-            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            grads = [grad_of(p) for p in params]
+            flat = torch.cat([g.reshape(-1) for g in grads])
             dist.all_reduce(flat, group=dp_groups[s])
             flat /= num_pipelines
             offset = 0
-            for p in params:
-                p.grad.copy_(flat[offset : offset + p.grad.numel()].view_as(p.grad))
-                offset += p.grad.numel()
+            for g in grads:
+                g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                offset += g.numel()
         optimizer.step()
         ends.append(time.time())
     queue.put((rank, ends))
@@ -95,7 +99,6 @@ def run_baseline(config: RunConfig, ranges: Sequence[tuple[int, int]], num_pipel
                  emulation: Sequence[EmulatedLayerTimes] | None = None, threads: int = 1) -> list[float]:  # fmt: skip
     """Iteration times (slowest rank per step) of the baseline on `num_pipelines` copies of
     the stage split `ranges`, with the job's global batch split evenly."""
-    import torch.distributed as dist
 
     world = num_pipelines * len(ranges)
     from ..protocol.transport import loopback_store

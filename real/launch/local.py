@@ -25,9 +25,10 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Callable
 
 from planner.records import EventRecord, RunSummary
 
@@ -72,7 +73,7 @@ class LocalProcesses:
         self.address, self.threads = address, threads
         self._secret, self.connect_timeout_s = secret, connect_timeout_s
         self._ctx = mp.get_context("spawn")
-        self.processes: dict[int, mp.Process] = {}
+        self.processes: dict[int, BaseProcess] = {}
         self.nodes: dict[int, str] = {}
         self._reported: set[int] = set()
         self._slots: dict[tuple[str, int], int] = {}
@@ -84,9 +85,11 @@ class LocalProcesses:
         args = (self.address, self._secret.hex, node, gpu, self.threads, self.connect_timeout_s, self.local_rank(node, gpu))
         process = self._ctx.Process(target=_worker_entry, args=args, name=f"{node}/gpu{gpu}", daemon=True)
         process.start()
-        self.processes[process.pid] = process
-        self.nodes[process.pid] = node
-        return process.pid
+        pid = process.pid
+        assert pid is not None  # set by start()
+        self.processes[pid] = process
+        self.nodes[pid] = node
+        return pid
 
     def owns(self, pid: int) -> bool:
         process = self.processes.get(pid)
@@ -117,12 +120,13 @@ class LocalProcesses:
         stop_workers(list(self.processes.values()), grace_s)
 
 
-def stop_workers(processes: list[mp.Process], grace_s: float = GRACE_S) -> None:
+def stop_workers(processes: list[BaseProcess], grace_s: float = GRACE_S) -> None:
     deadline = time.time() + grace_s
     for process in processes:
         process.join(max(0.0, deadline - time.time()))
     for process in processes:
         if process.is_alive():
+            assert process.pid is not None  # alive: started
             try:
                 os.kill(process.pid, signal.SIGCONT)  # a frozen worker cannot act on SIGTERM
             except ProcessLookupError:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable
 
 import torch
 
@@ -189,8 +189,8 @@ def _allreduce_worker(rank: int, world: int, port: int, sizes: list[int], dtype:
                 if rank < k:
                     buffer = torch.ones(max(1, size // element), dtype=DTYPES[dtype], device=device)
 
-                    def reduce():
-                        dist.all_reduce(buffer, group=group)
+                    def reduce(buffer: torch.Tensor = buffer, group: dist.ProcessGroup = group) -> None:
+                        dist.all_reduce(buffer, group=group)  # defaults bind this iteration's buffer and group
 
                     results.setdefault(k, {})[size] = _median_time(reduce, repeats, warmup, device)
                 dist.barrier()
@@ -249,7 +249,7 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
             optimizer_bytes=m.optimizer_bytes,
             activation_bytes=m.activation_bytes,
             output_bytes=m.output_bytes,
-            allreduce_across_nodes_s={k: table[m.param_bytes] for k, table in allreduce.items()},
+            allreduce_across_nodes_s=tuple((k, table[m.param_bytes]) for k, table in allreduce.items()),
         )
         for m in layers
     )

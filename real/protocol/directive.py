@@ -8,8 +8,9 @@ Workers that are not named sit the generation out (spares) and keep what they ho
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .layout import Layout
 from .manifest import Manifest
@@ -55,7 +56,7 @@ class Directive:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Directive":
+    def from_dict(cls, data: Mapping[str, Any]) -> Directive:
         return cls(
             generation=int(data["generation"]),
             kind=str(data["kind"]),

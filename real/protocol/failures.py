@@ -26,8 +26,9 @@ Each entry fires at most once.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 KINDS = ("crash", "hang", "stall", "join")
 POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure", "teardown")
@@ -67,7 +68,7 @@ class Injection:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Injection":
+    def from_dict(cls, data: Mapping[str, Any]) -> Injection:
         return cls(**data)
 
 

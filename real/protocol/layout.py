@@ -15,8 +15,9 @@ GPUs) are rejected: the backend executes one-GPU stages only (see `planning`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from planner.plan import ExecutionPlan
 
@@ -114,7 +115,7 @@ class Layout:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Layout":
+    def from_dict(cls, data: Mapping[str, Any]) -> Layout:
         try:
             layout = cls(
                 generation=int(data["generation"]),

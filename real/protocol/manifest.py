@@ -10,9 +10,9 @@ read the layer files it lists; writing the files and the manifest is `state.chec
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 MANIFEST = "checkpoint.json"
 
@@ -36,11 +36,11 @@ class Manifest:
                 "time_s": self.time_s, "kept": list(self.kept)}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Manifest":
+    def from_dict(cls, data: Mapping) -> Manifest:
         files = {int(l): str(f) for l, f in data["files"].items()}
         return cls(str(data["directory"]), int(data["step"]), files, float(data.get("time_s", 0.0)), tuple(int(k) for k in data.get("kept", ())))
 
-    def older(self) -> list["Manifest"]:
+    def older(self) -> list[Manifest]:
         """The older complete checkpoints the manifest keeps, newest first (same file names)."""
         steps = sorted((k for k in self.kept if k < self.step), reverse=True)
         return [Manifest(self.directory, k, {l: layer_path(k, l) for l in self.files}, 0.0, tuple(j for j in self.kept if j <= k)) for k in steps]

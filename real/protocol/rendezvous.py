@@ -13,8 +13,9 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 import torch.distributed as dist
 
@@ -158,7 +159,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{worker_id}", daemon=True)
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         self._beat()
         self._thread.start()
         return self

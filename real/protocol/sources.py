@@ -9,8 +9,8 @@ only the vocabulary both sides read and its JSON form.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .layout import Layout
 

@@ -76,8 +76,10 @@ class HostedStore:
     port: int
 
     def close(self) -> None:
-        """Drop both stores; the server closes its socket when the last reference goes."""
-        self.store = self.server = None
+        """Drop both stores (a second call does nothing); the server closes its socket when
+        the last reference goes. Using either afterwards is an AttributeError."""
+        for name in ("store", "server"):
+            self.__dict__.pop(name, None)
 
 
 def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> HostedStore:

@@ -26,14 +26,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import torch
 
 from ..protocol.manifest import MANIFEST, Manifest, layer_path, read_manifest
 from .layer_state import LayerState
-from .staging import stage_state
 
 DEV_FULL = "/dev/full"  # the kernel's always-full device: writes fail with ENOSPC
 
@@ -53,7 +53,7 @@ def _mkdir_durable(path: Path) -> None:
         fsync_dir(path.parent)
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, sink: str | None = None) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, sink: str | None = None) -> None:
     """Write `path` durably: `write(handle)` into a temporary file, fsync it, rename it
     into place, fsync the directory. `sink` (fault injection) writes there instead."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
@@ -122,7 +122,7 @@ def newest_usable(manifest: Manifest | None) -> tuple[Manifest | None, list[tupl
     ones skipped, each with its missing layers."""
     if manifest is None:
         return None, []
-    skipped = []
+    skipped: list[tuple[int, list[int]]] = []
     for candidate in [manifest, *manifest.older()]:
         missing = missing_files(candidate)
         if not missing:

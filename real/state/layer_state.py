@@ -11,8 +11,8 @@ flattens into one tensor whose size the receiver knows from its own freshly buil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import torch
 import torch.nn as nn
@@ -39,7 +39,7 @@ class LayerState:
     def dtype(self) -> torch.dtype:
         return next(iter(self.params.values())).dtype
 
-    def clone(self) -> "LayerState":
+    def clone(self) -> LayerState:
         def copy(d):
             return {k: v.detach().clone() for k, v in d.items()}
 
@@ -54,7 +54,7 @@ class LayerState:
                 "params": cpu(self.params), "exp_avg": cpu(self.exp_avg), "exp_avg_sq": cpu(self.exp_avg_sq)}
 
     @classmethod
-    def from_payload(cls, data: Mapping) -> "LayerState":
+    def from_payload(cls, data: Mapping) -> LayerState:
         return cls(int(data["layer"]), int(data["ready_step"]), int(data["adam_step"]),
                    dict(data["params"]), dict(data["exp_avg"]), dict(data["exp_avg_sq"]))
 

@@ -10,7 +10,7 @@ CPU there is nothing to pin: a staged copy is a plain clone, and the wire is the
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 

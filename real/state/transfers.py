@@ -20,8 +20,8 @@ from the checkpoint).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from ..protocol.layout import Layout
 from ..protocol.sources import LOCAL, PEER, Source
@@ -91,8 +91,8 @@ def plan_sources(
                 sources.append(Source(layer, LOCAL))
                 continue
             candidates = holders[layer]
-            src_node = wanted.get((stage.node, layer))
-            named = [r for r in candidates if layout.stages[r].node == src_node]
+            named_node = wanted.get((stage.node, layer))
+            named = [r for r in candidates if layout.stages[r].node == named_node]
             same_node = [r for r in candidates if layout.stages[r].node == stage.node]
             pool = named or same_node or candidates
             src = min(pool, key=lambda r: (sent.get(r, 0), r))
@@ -104,5 +104,6 @@ def plan_sources(
 
 def transfers(sources: Sequence[Sequence[Source]]) -> tuple[Transfer, ...]:
     """The peer copies in one global order (by receiving rank, then layer)."""
-    items = [(dst, s.layer, s.rank) for dst, per_rank in enumerate(sources) for s in per_rank if s.kind == PEER]
+    # peer sources are the ones naming a rank (`Source` checks it)
+    items = [(dst, s.layer, s.rank) for dst, per_rank in enumerate(sources) for s in per_rank if s.rank is not None]
     return tuple(Transfer(tag, layer, src, dst) for tag, (dst, layer, src) in enumerate(sorted(items)))

@@ -18,9 +18,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 from ..config import CheckpointFault
 from .checkpoint import DEV_FULL, save_layer

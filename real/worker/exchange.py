@@ -17,6 +17,7 @@ import torch.distributed as dist
 from ..state.layer_state import LayerState, flatten, unflatten
 from ..state.staging import from_wire, to_wire, wire_buffer
 from ..state.transfers import Transfer
+from .groups import async_work
 
 
 def exchange(
@@ -36,13 +37,13 @@ def exchange(
                 raise RuntimeError(f"rank {rank} must send layer {t.layer} but does not hold it")
             flat = to_wire(flatten(held[t.layer]).contiguous(), host_staged)
             outbox.append(flat)
-            works.append(dist.isend(flat, dst=t.dst, tag=t.tag))
+            works.append(async_work(dist.isend(flat, dst=t.dst, tag=t.tag)))
         if t.dst == rank:
             template = templates[t.layer]
             device = next(iter(template.params.values())).device
             buffer = wire_buffer(template.numel, template.dtype, device, host_staged)
             inbox[t.layer] = (buffer, device)
-            works.append(dist.irecv(buffer, src=t.src, tag=t.tag))
+            works.append(async_work(dist.irecv(buffer, src=t.src, tag=t.tag)))
     if posted is not None:
         posted()
     for work in works:

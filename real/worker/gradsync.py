@@ -23,6 +23,15 @@ import torch.distributed as dist
 
 from ..models.emulated import sleep_until
 from ..protocol.layout import Layout
+from .groups import async_work
+
+
+def grad_of(p: torch.Tensor) -> torch.Tensor:
+    """`p`'s gradient, which every synchronised parameter has after backward (the
+    optimizer zeroes gradients without dropping them)."""
+    if p.grad is None:
+        raise RuntimeError("internal error: a parameter to synchronise has no gradient")
+    return p.grad
 
 
 class GradientSync:
@@ -55,16 +64,17 @@ class GradientSync:
     def __call__(self) -> None:
         pending = []
         for group, params in self.buckets:
-            flat = torch.cat([p.grad.reshape(-1) for p in params])
-            pending.append((dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True), flat, params))
+            grads = [grad_of(p) for p in params]
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            pending.append((async_work(dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)), flat, grads))
         if self._issued is not None:
             self._issued()
-        for work, flat, params in pending:
+        for work, flat, grads in pending:
             work.wait()
             offset = 0
-            for p in params:
-                n = p.grad.numel()
-                p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+            for g in grads:
+                n = g.numel()
+                g.copy_(flat[offset : offset + n].view_as(g))
                 offset += n
         if self.emulated_allreduce_s > 0:
             sleep_until(time.perf_counter() + self.emulated_allreduce_s)

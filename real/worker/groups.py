@@ -25,6 +25,14 @@ from ..protocol.layout import Layout
 from .nccl import abort_all_groups
 
 
+def async_work(work: dist.Work | None) -> dist.Work:
+    """The handle of an operation issued asynchronously by a rank of its group (torch
+    returns None only to ranks outside the group, which this code never issues from)."""
+    if work is None:
+        raise RuntimeError("internal error: an asynchronous operation returned no handle")
+    return work
+
+
 @dataclass
 class Generation:
     """This rank's view of generation `number`: its groups, ready to use."""

@@ -43,6 +43,7 @@ class FailureProbe:
         if step is None:
             return
         for item in list(self._mine):
+            assert item.step is not None  # by_worker: step-based only
             hit = item.step <= step if point == "reconfigure" else item.step == step
             if item.point == point and hit:
                 self._mine.remove(item)

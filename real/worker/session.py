@@ -187,6 +187,8 @@ class WorkerSession:
                     raise RuntimeError(f"layer {source.layer} should be in memory at step {step}, have {have}")
                 states[source.layer] = state
             elif source.kind == CHECKPOINT:
+                if directive.checkpoint is None:
+                    raise RuntimeError(f"layer {source.layer} should come from a checkpoint, the directive names none")
                 states[source.layer] = load_layer(directive.checkpoint, source.layer)
             elif source.kind == INIT and step != 0:
                 raise RuntimeError(f"layer {source.layer} cannot start from its seed at step {step}")
@@ -226,6 +228,8 @@ class WorkerSession:
         if self._writer is None:
             if self._checkpoint_store is None:
                 raise RuntimeError("internal error: a checkpoint was asked of a worker without a writer's store connection")
+            if self.config.checkpoint_dir is None:
+                raise RuntimeError("internal error: a checkpoint was asked of a worker without a checkpoint directory")
             faults = parse_checkpoint_faults(self.config.checkpoint_fault)
             self._writer = CheckpointWriter(self.config.checkpoint_dir, StoreReports(self._checkpoint_store, self._who), faults, self.info.node)
         return self._writer
@@ -233,6 +237,7 @@ class WorkerSession:
     # -- leaving a generation ------------------------------------------------------------
     def _leave(self, number: int, rank: int, attempt: _Attempt) -> str:
         attempt.close()
+        assert attempt.runner is not None  # a generation is left only once its runner is built
         self.held = attempt.runner.states(copy=False)
         self._report_left(number, rank, None)
         return STOPPED
@@ -249,6 +254,7 @@ class WorkerSession:
         self._timing["resumed"] = time.time() - t_fault
         if attempt.loaded:
             runner = attempt.runner
+            assert runner is not None  # loaded: built first
             if runner.ready_step != resume:
                 raise RuntimeError(f"after the failure this rank is ready for step {runner.ready_step}, the job resumes at {resume}")
             self.held = runner.states(copy=False)

@@ -101,16 +101,20 @@ class StageRunner:
         self.pipeline = self.layout.pipelines[self.assignment.pipeline]
         self.device = device
         a = self.assignment
+        self.module: nn.Module
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
         if config.compute == "emulated":
             if emulation is None or len(emulation) != self.layout.num_layers:
                 raise ValueError("emulated compute needs the profile's times for every layer")
-            self.module = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last).to(device)
-            self.layer_named = {a.first_layer + i: {"weight": self.module.weights[i]} for i in range(len(a.layers))}
+            emulated = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last).to(device)
+            self.module = emulated
+            self.layer_named = {a.first_layer + i: {"weight": emulated.weights[i]} for i in range(len(a.layers))}
             emulated_allreduce_s = sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
             loss_fn = emulated_loss
         else:
-            self.module = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
-            self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(self.module)}
+            layers = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
+            self.module = layers
+            self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(layers)}
             emulated_allreduce_s = 0.0
             loss_fn = lm_loss
         self.layer_params = {layer: list(named.values()) for layer, named in self.layer_named.items()}
@@ -207,6 +211,7 @@ class StageRunner:
             for layer, params in self.layer_params.items():
                 state[f"{layer}.weight"] = params[0].detach().cpu().clone()
         else:
+            assert isinstance(self.module, nn.Sequential)  # real compute builds its layers as one
             for i, layer in enumerate(self.module):
                 for name, tensor in layer.state_dict().items():
                     state[f"{a.first_layer + i}.{name}"] = tensor.detach().cpu().clone()

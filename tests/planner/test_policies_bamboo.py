@@ -197,7 +197,8 @@ def _copies_by_scanning(layout, prof, old: BambooPlan, new: BambooPlan):
 
     alive = set(new.nodes) | set(new.spares)
     holders = [n for n in old.nodes if n in alive]
-    sent, requests = {}, {}
+    sent: dict[str, int] = {}
+    requests: dict[tuple[str, str], list[int]] = {}
     for node in new.nodes:
         for layer in sorted(held(new, node) - held(old, node)):
             sources = [h for h in holders if layer in held(old, h)]

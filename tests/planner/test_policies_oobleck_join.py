@@ -8,7 +8,15 @@ import pytest
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import ClusterView, Continue, CopyLayers, IterationEnd, OobleckMemory, OobleckPolicy, Reinstantiate
+from planner.policies import (
+    ClusterView,
+    Continue,
+    CopyLayers,
+    IterationEnd,
+    OobleckMemory,
+    OobleckPolicy,
+    Reinstantiate,
+)
 from planner.policies.join_bound import JoinBound
 from planner.policies.oobleck_join import grow
 from planner.profile import LayerProfile, ModelProfile

@@ -82,6 +82,7 @@ class FakeLauncher:
         if self.saves == "fail":
             report_checkpoint_failure(self.store, g, a, step, "worker 0: OSError: [Errno 28] No space left on device")
             return
+        assert self.directory is not None, "the test sets the checkpoint directory before any save"
         for layers in order["writers"].values():
             write_layers(self.store, self.directory, g, a, step, layers)
 
@@ -256,6 +257,7 @@ def test_an_unclean_survivor_without_respawn_costs_its_node(tmp_path):
 # -- checkpoints: failed writes, deadlines, scoped keys, restarts from the newest complete one --
 def periodic(c: Coordinator, step: int, layers=None) -> None:
     """The layer owners report their part of the periodic checkpoint of `step`."""
+    assert c.config.checkpoint_dir is not None
     write_layers(c.store, Path(c.config.checkpoint_dir), c.job.gen, 0, step, range(c.planner.profile.num_layers) if layers is None else layers)
     c.tick()
 
