@@ -170,10 +170,16 @@ def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) ->
     )
 
     out, params = work / f"run{scenario.index}", work / f"params{scenario.index}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     command = [sys.executable, "-m", "ooblab.cli", *scenario.args(out, params)]
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = process.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
@@ -185,7 +191,9 @@ def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) ->
     try:
         summary = json.loads(stdout)
     except json.JSONDecodeError:
-        return Outcome(scenario, "failed", wall, f"rc {process.returncode}: {stderr.strip().splitlines()[-1:] or ['no output']}")
+        return Outcome(
+            scenario, "failed", wall, f"rc {process.returncode}: {stderr.strip().splitlines()[-1:] or ['no output']}"
+        )
     events = _events(out)
     common = dict(
         fired=len(summary.get("injections_fired") or []) + sum(e.get("kind") == "injected" and bool(e.get("applied")) for e in events),
@@ -213,8 +221,10 @@ def _row(o: Outcome) -> str:
     s = o.scenario
     recovery = ",".join(f"{x:.1f}" for x in o.recovery_s) or "-"
     worst = f"{o.worst_difference:.1e}" if o.worst_difference is not None else "-"
-    return (f"{s.index:>3} {s.kind:<16} {s.policy:<7} {s.nodes:>2}n f{s.f} {o.verdict:<8} {o.wall_s:6.1f} {worst:>8} "
-            f"{o.fired}/{len(s.inject.split(','))} {o.reconfigurations:>2} {o.restarts:>2} {recovery:<14} {s.inject}  {o.detail}")
+    return (
+        f"{s.index:>3} {s.kind:<16} {s.policy:<7} {s.nodes:>2}n f{s.f} {o.verdict:<8} {o.wall_s:6.1f} {worst:>8} "
+        f"{o.fired}/{len(s.inject.split(','))} {o.reconfigurations:>2} {o.restarts:>2} {recovery:<14} {s.inject}  {o.detail}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,8 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)  # the reference; the runs' workers share out the cores themselves
-    print(f"failure campaign: seed {args.seed}, runs {scenarios[0].index}..{scenarios[-1].index}, limit {args.limit:g} s per run", flush=True)
-    print(f"{'#':>3} {'kind':<16} {'policy':<7} {'job':<6} {'verdict':<8} {'wall':>6} {'max diff':>8} fired rc rs {'recovery (s)':<14} inject", flush=True)
+    print(
+        f"failure campaign: seed {args.seed}, runs {scenarios[0].index}..{scenarios[-1].index}, limit {args.limit:g} s per run",
+        flush=True,
+    )
+    print(
+        f"{'#':>3} {'kind':<16} {'policy':<7} {'job':<6} {'verdict':<8} {'wall':>6} {'max diff':>8} fired rc rs {'recovery (s)':<14} inject",
+        flush=True,
+    )
     outcomes: list[Outcome] = []
     references: dict = {}  # run_one's cache of reference runs
     start = time.perf_counter()
@@ -256,12 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     by_kind = {k: sum(o.scenario.kind == k for o in outcomes) for k in KINDS}
     recoveries = sorted(x for o in outcomes for x in o.recovery_s)
     median = recoveries[len(recoveries) // 2] if recoveries else float("nan")
-    print(f"\n{len(outcomes)} runs (seed {args.seed}) in {total / 60:.1f} min: {count['ok']} ok, {count['hang']} hangs, "
-          f"{count['mismatch']} mismatches, {count['failed']} failed")
+    print(
+        f"\n{len(outcomes)} runs (seed {args.seed}) in {total / 60:.1f} min: {count['ok']} ok, {count['hang']} hangs, "
+        f"{count['mismatch']} mismatches, {count['failed']} failed"
+    )
     print("kinds: " + ", ".join(f"{k} {n}" for k, n in by_kind.items()))
-    print(f"reconfigurations {sum(o.reconfigurations for o in outcomes)}, restarts {sum(o.restarts for o in outcomes)}, "
-          f"recoveries {len(recoveries)} (median {median:.2f} s, max {max(recoveries, default=float('nan')):.2f} s), "
-          f"injections fired {sum(o.fired for o in outcomes)} of {sum(len(o.scenario.inject.split(',')) for o in outcomes)}")
+    print(
+        f"reconfigurations {sum(o.reconfigurations for o in outcomes)}, restarts {sum(o.restarts for o in outcomes)}, "
+        f"recoveries {len(recoveries)} (median {median:.2f} s, max {max(recoveries, default=float('nan')):.2f} s), "
+        f"injections fired {sum(o.fired for o in outcomes)} of {sum(len(o.scenario.inject.split(',')) for o in outcomes)}"
+    )
     return 0 if count["ok"] == len(outcomes) else 1
 
 

@@ -55,7 +55,9 @@ def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) 
                "--device", "cuda", "--checkpoint-every", "2", *FAST, *args, "--save-params", str(params), "--out", str(out), "--json"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = process.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
@@ -76,7 +78,9 @@ def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) 
     reference = train_reference(RunConfig(steps=steps, global_batch=16, dtype="float64"))
     worst = max(max_relative_difference(p, reference.params) for p in gather_params(params).values())
     losses = summary.get("losses") or []
-    loss_ok = len(losses) == steps and all(abs(a - b) <= GPU_LOSS_REL * abs(b) for a, b in zip(losses, reference.losses))
+    loss_ok = len(losses) == steps and all(
+        abs(a - b) <= GPU_LOSS_REL * abs(b) for a, b in zip(losses, reference.losses)
+    )
     ok = loss_ok and worst <= PARAM_TOLERANCE and summary.get("num_iterations") == steps
     return {"ok": ok, "why": "" if ok else f"losses {'ok' if loss_ok else 'differ'}, parameters differ by {worst:.2e}",
             "summary": summary, "worst": worst, "wall_s": wall}  # fmt: skip
@@ -146,8 +150,10 @@ def _line(name: str, result: dict, extra: str = "") -> str:
     if not result["ok"]:
         return f"  {name:<34} FAILED: {result['why']}"
     s = result["summary"]
-    return (f"  {name:<34} ok: max param diff {result['worst']:.1e}, iteration {s.get('steady_iteration_s') or 0:.3f} s, "
-            f"{s.get('num_iterations')} steps, wall {result['wall_s']:.0f} s{extra}")
+    return (
+        f"  {name:<34} ok: max param diff {result['worst']:.1e}, iteration {s.get('steady_iteration_s') or 0:.3f} s, "
+        f"{s.get('num_iterations')} steps, wall {result['wall_s']:.0f} s{extra}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,16 +164,28 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
-        print("gpu_check: error: no CUDA device on this machine (torch.cuda.is_available() is False); nothing to check", file=sys.stderr)
+        print(
+            "gpu_check: error: no CUDA device on this machine (torch.cuda.is_available() is False); nothing to check",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, str(REPO))
     torch.set_num_threads(1)
-    print(f"gpu_check: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-          f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}", flush=True)
+    print(
+        f"gpu_check: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}",
+        flush=True,
+    )
     results = []
     with tempfile.TemporaryDirectory(prefix="ooblab-gpu-check-") as name:
         work = Path(name)
-        shared = run_job("gloo-shared", ["--nodes", "4", "--f", "1", "--pipelines", "2,2", "--backend", "gloo"], work, args.steps, args.limit)
+        shared = run_job(
+            "gloo-shared",
+            ["--nodes", "4", "--f", "1", "--pipelines", "2,2", "--backend", "gloo"],
+            work,
+            args.steps,
+            args.limit,
+        )
         results.append(shared["ok"])
         print(_line("1. 4 ranks on one GPU over gloo", shared), flush=True)
         single = run_job("nccl-single", ["--nodes", "1", "--f", "0", "--backend", "nccl"], work, args.steps, args.limit)
@@ -191,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         inject = "2:node3:crash:backward,5:node0:hang:allreduce"
         failures = run_job("gloo-failures", ["--nodes", "4", "--f", "1", "--pipelines", "2,2", "--backend", "gloo", "--inject", inject],
                            work, args.steps, args.limit)  # fmt: skip
-        live = failures["ok"] and failures["summary"].get("num_restarts") == 0 and len(failures["summary"].get("recovery_s") or []) == 2
+        live = (
+            failures["ok"]
+            and failures["summary"].get("num_restarts") == 0
+            and len(failures["summary"].get("recovery_s") or []) == 2
+        )
         results.append(live)
         recovery = ", ".join(f"{x:.2f}" for x in (failures.get("summary") or {}).get("recovery_s") or [])
         print(_line("5. crash + hang, live recovery", failures, f", recoveries {recovery} s (restarts "

@@ -63,11 +63,19 @@ def case(name, profile, cluster, job, *, lose: int = 0):
     tracemalloc.stop()
     total = t_templates + t_instantiate + (t_reconf or 0)
     print(f"== {name}")
-    print(f"  templates: {len(templates.templates)} (n0 = {templates.min_nodes}, sizes {templates.node_counts()[0]}..{templates.node_counts()[-1]})")
-    print(f"  template search      {t_templates:8.3f} s   (unpruned baseline {t_base:.3f} s, ratio x{t_base / t_templates:.2f})")
-    print(f"  instantiation        {t_instantiate:8.3f} s   -> {plan.num_pipelines} pipelines {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.2f} samples/s")
+    print(
+        f"  templates: {len(templates.templates)} (n0 = {templates.min_nodes}, sizes {templates.node_counts()[0]}..{templates.node_counts()[-1]})"
+    )
+    print(
+        f"  template search      {t_templates:8.3f} s   (unpruned baseline {t_base:.3f} s, ratio x{t_base / t_templates:.2f})"
+    )
+    print(
+        f"  instantiation        {t_instantiate:8.3f} s   -> {plan.num_pipelines} pipelines {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.2f} samples/s"
+    )
     if t_reconf is not None:
-        print(f"  reconfiguration      {t_reconf * 1000:8.1f} ms  after losing {lose} nodes -> {result.plan.num_pipelines} pipelines, {len(result.copies)} copies, {result.copy_bytes / 2**30:.1f} GiB")
+        print(
+            f"  reconfiguration      {t_reconf * 1000:8.1f} ms  after losing {lose} nodes -> {result.plan.num_pipelines} pipelines, {len(result.copies)} copies, {result.copy_bytes / 2**30:.1f} GiB"
+        )
     print(f"  total                {total:8.3f} s")
     print(f"  peak traced memory   {peak / 2**20:8.1f} MiB")
     return total, t_reconf
@@ -95,7 +103,9 @@ def main() -> None:
         JobSpec(1536, 1, 3),
         lose=3,
     )
-    print(f"  target < 10 s: {'met' if total2 < 10 else 'MISSED'}; reconfiguration < 50 ms: {'met' if t_reconf < 0.05 else 'MISSED'}")
+    print(
+        f"  target < 10 s: {'met' if total2 < 10 else 'MISSED'}; reconfiguration < 50 ms: {'met' if t_reconf < 0.05 else 'MISSED'}"
+    )
     print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

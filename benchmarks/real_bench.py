@@ -66,7 +66,9 @@ def overhead_case(name: str, config: RunConfig, rounds: int, tmp: Path) -> None:
     for index in range(rounds):
         t, _ = backend_steady(config, tmp / f"{name}-{index}")
         ours.append(t)
-        base.append(steady(run_baseline(config, ranges, len(pipes), emulation, threads=config.threads_per_worker or 1), skip=2))
+        base.append(
+            steady(run_baseline(config, ranges, len(pipes), emulation, threads=config.threads_per_worker or 1), skip=2)
+        )
     o, b = min(ours), min(base)  # best of rounds: the least disturbed by other jobs on a shared machine
     print(
         f"{name:<28} {len(pipes)}x{len(ranges)} stages {str(ranges):<22} "
@@ -112,7 +114,15 @@ def ideal_1f1b_s(forward_s: list[float], backward_s: list[float], num_microbatch
         for i in range(num_stages):
             while position[i] < len(orders[i]):
                 kind, k = orders[i][position[i]]
-                need = ("F", i - 1, k) if kind == "F" and i > 0 else ("B", i + 1, k) if kind == "B" and i < num_stages - 1 else ("F", i, k) if kind == "B" else None
+                need = (
+                    ("F", i - 1, k)
+                    if kind == "F" and i > 0
+                    else ("B", i + 1, k)
+                    if kind == "B" and i < num_stages - 1
+                    else ("F", i, k)
+                    if kind == "B"
+                    else None
+                )
                 if need is not None and need not in done:
                     break
                 start = max(clock[i], done[need] if need else 0.0)
@@ -137,7 +147,15 @@ def ideal_iteration_s(summary: dict, config: RunConfig) -> float:
 
 
 def fidelity_case(name: str, model: str, nodes: int, global_batch: int, steps: int, tmp: Path) -> None:
-    config = RunConfig(nodes=nodes, fault_tolerance=1, model=model, compute="emulated", global_batch=global_batch, steps=steps, timeout_s=300)
+    config = RunConfig(
+        nodes=nodes,
+        fault_tolerance=1,
+        model=model,
+        compute="emulated",
+        global_batch=global_batch,
+        steps=steps,
+        timeout_s=300,
+    )
     start = time.perf_counter()
     result = run_local(config, tmp / f"fidelity-{name}-{nodes}")
     summary = result.summary.to_dict()
@@ -161,15 +179,21 @@ def fidelity_case(name: str, model: str, nodes: int, global_batch: int, steps: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="alternating backend/baseline rounds per overhead case")
-    parser.add_argument("--steps", type=int, default=12, help="iterations per overhead run (the first two are excluded)")
+    parser.add_argument(
+        "--steps", type=int, default=12, help="iterations per overhead run (the first two are excluded)"
+    )
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-fidelity", action="store_true")
-    parser.add_argument("--shared", default=str(ROOT.parent / "shared"), help="reference data folder (GPT-2 XL profile)")
+    parser.add_argument(
+        "--shared", default=str(ROOT.parent / "shared"), help="reference data folder (GPT-2 XL profile)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if not args.skip_overhead:
-            print("1. backend vs plain pipelining + DDP-style averaging (steady-state iteration, best of alternating rounds)")
+            print(
+                "1. backend vs plain pipelining + DDP-style averaging (steady-state iteration, best of alternating rounds)"
+            )
             tiny = RunConfig(
                 nodes=4, fault_tolerance=1, pipelines=(2, 2), steps=args.steps, global_batch=32,
                 tiny=TinyGptSpec(vocab=512, seq_len=64, hidden=128, heads=4, blocks=4), threads_per_worker=1,

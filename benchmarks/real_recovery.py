@@ -42,7 +42,9 @@ PHASES = ("detection", "rebuild", "planning", "checkpoint", "respawn", "copy", "
 
 
 def synthetic_profile(directory: Path, layers: int = 16) -> Path:
-    profile = tuple(LayerProfile(f"l{i}", 0.005, 0.010, 1 << 20, 1 << 20, 2 << 20, 1 << 16, 1 << 16) for i in range(layers))
+    profile = tuple(
+        LayerProfile(f"l{i}", 0.005, 0.010, 1 << 20, 1 << 20, 2 << 20, 1 << 16, 1 << 16) for i in range(layers)
+    )
     return write_oobleck_profile(ModelProfile("synthetic-16x15ms", 1, profile), directory)
 
 
@@ -67,13 +69,17 @@ def run_case(base: RunConfig, policy: str, count: int, out: Path) -> dict | None
     summary = result.summary.to_dict()
     wall = time.perf_counter() - start
     if summary["status"] != "finished" or len(summary["recoveries"]) != 1:
-        print(f"  {policy:<8} {count} crash(es): {summary['status']} {summary['reason']} recoveries {summary['recovery_s']} (wall {wall:.0f} s)")
+        print(
+            f"  {policy:<8} {count} crash(es): {summary['status']} {summary['reason']} recoveries {summary['recovery_s']} (wall {wall:.0f} s)"
+        )
         return None
     recovery = summary["recoveries"][0]
     steady = summary["steady_iteration_s"] or 0.0
     parts = "  ".join(f"{p} {recovery[f'{p}_s']:6.3f}" for p in PHASES)
-    print(f"  {policy:<8} {count} crash(es) of {','.join(names):<14} total {recovery['total_s']:7.3f} s = {parts}   "
-          f"(iteration {steady:.3f} s, start-up {summary['startup_s']:.0f} s, wall {wall:.0f} s)")
+    print(
+        f"  {policy:<8} {count} crash(es) of {','.join(names):<14} total {recovery['total_s']:7.3f} s = {parts}   "
+        f"(iteration {steady:.3f} s, start-up {summary['startup_s']:.0f} s, wall {wall:.0f} s)"
+    )
     return recovery
 
 
@@ -105,7 +111,9 @@ def main() -> None:
                     live, restart = statistics.median(figures["oobleck"]), statistics.median(figures["varuna"])
                     rows.append((nodes, count, live, restart))
         print("\nsummary (median per case): live reconfiguration vs restart from a checkpoint")
-        print(f"{'workers':>8} {'crashes':>8} {'live (s)':>10} {'restart (s)':>12} {'restart / live':>15}   targets: live < 3 s, ratio >= 10")
+        print(
+            f"{'workers':>8} {'crashes':>8} {'live (s)':>10} {'restart (s)':>12} {'restart / live':>15}   targets: live < 3 s, ratio >= 10"
+        )
         for nodes, count, live, restart in rows:
             print(f"{nodes:>8} {count:>8} {live:>10.3f} {restart:>12.3f} {restart / live:>14.1f}x")
 

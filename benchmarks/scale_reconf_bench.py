@@ -70,13 +70,17 @@ def small_cases() -> None:
         plan = planner.instantiate([f"node{i}" for i in range(num_nodes)])
         built_s = time.perf_counter() - start
         gone = victims(plan, lose)
-        print(f"== {num_nodes} nodes {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.3f} samples/s "
-              f"(instantiated in {built_s:.1f} s); lose {gone}")
+        print(
+            f"== {num_nodes} nodes {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.3f} samples/s "
+            f"(instantiated in {built_s:.1f} s); lose {gone}"
+        )
         rules, ms = timed_ms(partial(on_removal, planner, plan, gone))
         print(f"    {'kept order (before)':<22} copied {rules.keep_order_bytes / GIB:8.1f} GiB")
         print(line("exact order (after)", rules, ms))
-        print(f"    ratio before/after x{rules.keep_order_bytes / max(1, rules.copy_bytes):.2f}; "
-              f"after/bound x{rules.copy_bytes / max(1, rules.lower_bound_bytes):.2f}")
+        print(
+            f"    ratio before/after x{rules.keep_order_bytes / max(1, rules.copy_bytes):.2f}; "
+            f"after/bound x{rules.copy_bytes / max(1, rules.lower_bound_bytes):.2f}"
+        )
         for tolerance in (0.0, TOLERANCE):
             chosen, ms = timed_ms(partial(on_removal, planner, plan, gone, throughput_tolerance=tolerance))
             print(line(f"tolerance {tolerance:g}", chosen, ms))
@@ -114,8 +118,10 @@ def big_case(num_nodes: int, instantiate: bool) -> None:
     built_s = time.perf_counter() - start
     start = time.perf_counter()  # every template a reconfiguration may switch to, as at a job's start
     planner.ensure_templates(list(range(planner.min_nodes, max(len(p.nodes) for p in plan.pipelines) + 1)))
-    print(f"== {num_nodes} nodes, {plan.num_pipelines} pipelines ({how} in {built_s:.1f} s, "
-          f"templates up to the largest pipeline in {time.perf_counter() - start:.1f} s)")
+    print(
+        f"== {num_nodes} nodes, {plan.num_pipelines} pipelines ({how} in {built_s:.1f} s, "
+        f"templates up to the largest pipeline in {time.perf_counter() - start:.1f} s)"
+    )
     for lose in (1, 3):
         gone = victims(plan, lose)
         result, ms = timed_ms(partial(on_removal, planner, plan, gone))

@@ -73,19 +73,31 @@ print(json.dumps({"wall_s": wall, "peak_rss_gb": resource.getrusage(resource.RUS
 
 # case -> (policy, trace spec (None: --dc-trace), nodes, target seconds (None: no target))
 CASES: dict[str, list[tuple[str, str | None, int, float | None]]] = {
-    "spot": [("oobleck", "spot:nodes=1024,hours=24", 1024, 10.0), ("varuna", "spot:nodes=1024,hours=24", 1024, 10.0),
-             ("bamboo", "spot:nodes=1024,hours=24", 1024, 10.0)],
+    "spot": [
+        ("oobleck", "spot:nodes=1024,hours=24", 1024, 10.0),
+        ("varuna", "spot:nodes=1024,hours=24", 1024, 10.0),
+        ("bamboo", "spot:nodes=1024,hours=24", 1024, 10.0),
+    ],
     "dc": [("oobleck", None, 12500, 60.0), ("varuna", None, 12500, 60.0), ("bamboo", None, 12500, 60.0)],
-    "small": [("oobleck", "spot:nodes=128,hours=24", 128, None), ("varuna", "spot:nodes=128,hours=24", 128, None),
-              ("bamboo", "spot:nodes=128,hours=24", 128, None)],
+    "small": [
+        ("oobleck", "spot:nodes=128,hours=24", 128, None),
+        ("varuna", "spot:nodes=128,hours=24", 128, None),
+        ("bamboo", "spot:nodes=128,hours=24", 128, None),
+    ],
 }
 
 
 def run(code_root: Path, spec: str, policy: str, nodes: int, timeout_s: float) -> dict | str:
     cmd = [sys.executable, "-c", DRIVER, spec, policy, str(nodes), str(code_root)]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=code_root,
-                             env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin"})
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=code_root,
+            env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin"},
+        )
     except subprocess.TimeoutExpired:
         return f"not done in {timeout_s:g} s"
     if out.returncode:
@@ -102,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--baseline-timeout-s", type=float, default=120.0)
     args = parser.parse_args(argv)
-    print("case | policy | trace | this code: wall s, peak GB, iterations, ckpts ok/failed | baseline wall s | ratio | target")
+    print(
+        "case | policy | trace | this code: wall s, peak GB, iterations, ckpts ok/failed | baseline wall s | ratio | target"
+    )
     for case in args.case or ["spot"]:
         for policy, spec, nodes, target in CASES[case]:
             if args.policy and policy not in args.policy:
@@ -111,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             mine = run(ROOT, spec, policy, nodes, args.timeout_s)
             base = run(args.baseline, spec, policy, nodes, args.baseline_timeout_s) if args.baseline else "not run"
             if isinstance(mine, dict):
-                cell = (f"{mine['wall_s']:.2f} s, {mine['peak_rss_gb']:.2f} GB, {mine['iterations']} it, "
-                        f"{mine['checkpoints']}/{mine['checkpoints_failed']} ({mine['events']} events)")
+                cell = (
+                    f"{mine['wall_s']:.2f} s, {mine['peak_rss_gb']:.2f} GB, {mine['iterations']} it, "
+                    f"{mine['checkpoints']}/{mine['checkpoints_failed']} ({mine['events']} events)"
+                )
             else:
                 cell = mine
             if isinstance(base, dict):

@@ -42,14 +42,21 @@ FREQUENCIES = ("6h", "3h", "1h", "30m", "10m")
 
 
 def trace_set(shared: Path) -> list[tuple[str, traces.Trace]]:
-    out = [(f, traces.from_spec(f"fixed:interval={f},hour_decimals=3", rng=np.random.default_rng(0))) for f in FREQUENCIES]
+    out = [
+        (f, traces.from_spec(f"fixed:interval={f},hour_decimals=3", rng=np.random.default_rng(0))) for f in FREQUENCIES
+    ]
     scaled = shared / "traces" / "oobleck-artifact" / "scaled"
     for name, profile in (("scale_gcp-trace", "gcp-a100"), ("scale_p3-trace", "p3")):
         path = scaled / f"{name}.csv"
         if path.exists():
             out.append((name, traces.load(path)))
         else:
-            generated = traces.rescale(traces.from_spec(f"spot:profile={profile}", rng=np.random.default_rng(0)), 15, 30, rng=np.random.default_rng(0))
+            generated = traces.rescale(
+                traces.from_spec(f"spot:profile={profile}", rng=np.random.default_rng(0)),
+                15,
+                30,
+                rng=np.random.default_rng(0),
+            )
             out.append((f"{name} (generated: {profile})", generated))
     return out
 
@@ -62,7 +69,12 @@ def figure_set(calibration: str, trace_list) -> tuple[float, list]:
             spot = label.startswith("scale_")
             for system in SYSTEMS:
                 extra: dict[str, Any] = {}  # SimConfig overrides
-                if calibration == "artifact" and system == "varuna" and spot and ARTIFACT_MODELS[model].spot_no_rollback:
+                if (
+                    calibration == "artifact"
+                    and system == "varuna"
+                    and spot
+                    and ARTIFACT_MODELS[model].spot_no_rollback
+                ):
                     extra["varuna_rollback"] = False  # as the paper's spot-trace figures
                 config = SimConfig(policy=system, model=model, trace=label, calibration=calibration, **extra)
                 result = simulate(config, trace=trace)
@@ -133,11 +145,15 @@ def long_trace() -> None:
 
     wall, sim = run(trace, setup.policy)
     removals = sum(1 for e in trace.events if e.kind == "remove")
-    print(f"\n24 h trace, {removals} preemptions, 1 s iterations (Oobleck, artifact pauses): {sim.iterations} iterations, "
-          f"{wall * 1e3:.0f} ms wall, {trace.duration_s / wall:,.0f} simulated s per wall s")
+    print(
+        f"\n24 h trace, {removals} preemptions, 1 s iterations (Oobleck, artifact pauses): {sim.iterations} iterations, "
+        f"{wall * 1e3:.0f} ms wall, {trace.duration_s / wall:,.0f} simulated s per wall s"
+    )
     wall_b, sim_b = run(trace, EveryIteration())
-    print(f"baseline, one simpy stop and one decision per iteration: {sim_b.iterations} iterations, {wall_b:.2f} s wall, "
-          f"{trace.duration_s / wall_b:,.0f} simulated s per wall s ({wall_b / wall:.0f}x slower, same iterations: {sim_b.iterations == sim.iterations})")
+    print(
+        f"baseline, one simpy stop and one decision per iteration: {sim_b.iterations} iterations, {wall_b:.2f} s wall, "
+        f"{trace.duration_s / wall_b:,.0f} simulated s per wall s ({wall_b / wall:.0f}x slower, same iterations: {sim_b.iterations == sim.iterations})"
+    )
 
 
 def main() -> None:
@@ -152,8 +168,10 @@ def main() -> None:
             continue
         first, rows = figure_set(calibration, trace_list)
         second, _ = figure_set(calibration, trace_list)
-        print(f"{calibration} calibration: {runs} runs, first pass {first:.2f} s ({runs / first:.0f} runs/s), "
-              f"second pass {second:.2f} s ({runs / second:.0f} runs/s); target < {target:.0f} s")
+        print(
+            f"{calibration} calibration: {runs} runs, first pass {first:.2f} s ({runs / first:.0f} runs/s), "
+            f"second pass {second:.2f} s ({runs / second:.0f} runs/s); target < {target:.0f} s"
+        )
         print_table(rows, calibration)
     if args.only in (None, "long"):
         long_trace()

@@ -31,16 +31,21 @@ def best_s(fn) -> float:
 
 
 def main() -> None:
-    print(f"{'gpus':>8} {'days':>5} {'spares':>6} {'events':>7} {'interrupts':>10} "
-          f"{'generate s':>10} {'Trace() s':>9} {'ratio':>6}")
+    print(
+        f"{'gpus':>8} {'days':>5} {'spares':>6} {'events':>7} {'interrupts':>10} "
+        f"{'generate s':>10} {'Trace() s':>9} {'ratio':>6}"
+    )
     for gpus, days, spares in CASES:
         run = datacenter_failures(gpus, days, rng=np.random.default_rng(0), spares=spares)
         rows = [(e.time_s, e.kind, e.node) for e in run.trace.events]
-        gen_s = best_s(lambda g=gpus, d=days, k=spares: datacenter_failures(
-            g, d, rng=np.random.default_rng(0), spares=k))
+        gen_s = best_s(
+            lambda g=gpus, d=days, k=spares: datacenter_failures(g, d, rng=np.random.default_rng(0), spares=k)
+        )
         base_s = best_s(lambda r=rows: Trace.from_tuples(r))
-        print(f"{gpus:>8} {days:>5g} {spares:>6} {len(rows):>7} {len(run.interruption_time_s):>10} "
-              f"{gen_s:>10.4f} {base_s:>9.4f} {gen_s / base_s:>6.2f}")
+        print(
+            f"{gpus:>8} {days:>5g} {spares:>6} {len(rows):>7} {len(run.interruption_time_s):>10} "
+            f"{gen_s:>10.4f} {base_s:>9.4f} {gen_s / base_s:>6.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,17 @@ def specs(setting: Setting) -> list[RunSpec]:
             for key, trace in traces_for(setting).items():
                 for system in SYSTEMS:
                     options = spot_options(calibration, model, system) if key == "p3" else {}
-                    out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"trace_key": key}, **options))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy=system,
+                            model=model,
+                            calibration=calibration,
+                            labels={"trace_key": key},
+                            **options,
+                        )
+                    )
     return out
 
 
@@ -64,11 +74,15 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
         models = [m for m in MODELS if m in set(data["model"])]
         focus = FIG1_MODEL if FIG1_MODEL in models else models[0]
         one = _titled(data[data["model"] == focus].assign(where=lambda d: d["trace_label"]), "where")
-        figs[f"fig01-{calibration}"] = plots.time_breakdown(one[one["outcome"] == "ok"], group="system", panel="panel_title", title=f"{focus}; {title}")
+        figs[f"fig01-{calibration}"] = plots.time_breakdown(
+            one[one["outcome"] == "ok"], group="system", panel="panel_title", title=f"{focus}; {title}"
+        )
         for key in TRACES:
             rows = _titled(data[data["trace_key"] == key], "model")
             label = rows["trace_label"].iloc[0]
-            figs[f"fig12-{calibration}-{key}"] = plots.time_breakdown(rows[rows["outcome"] == "ok"], group="system", panel="panel_title", title=f"{label}; {title}")
+            figs[f"fig12-{calibration}-{key}"] = plots.time_breakdown(
+                rows[rows["outcome"] == "ok"], group="system", panel="panel_title", title=f"{label}; {title}"
+            )
     return figs
 
 

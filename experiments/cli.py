@@ -25,7 +25,9 @@ def register(subparsers) -> None:
     parser.add_argument("--list", action="store_true", help="name every experiment with a one-line description")
     parser.add_argument("--quick", action="store_true", help="the small setting: seconds, into results/NAME/quick/")
     parser.add_argument("--out", default=None, help="results directory (default results/NAME, or results/NAME/quick)")
-    parser.add_argument("--processes", type=int, default=None, help="worker processes (default: one per CPU; 1 for timing experiments)")
+    parser.add_argument(
+        "--processes", type=int, default=None, help="worker processes (default: one per CPU; 1 for timing experiments)"
+    )
     parser.add_argument("--force", action="store_true", help="rerun finished runs too")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
@@ -39,7 +41,11 @@ def run(args) -> int:
         width = max(len(name) for name in experiments)
         for name, experiment in experiments.items():
             plural = "s" if len(experiment.paper_figures) > 1 else ""
-            figures = f"  [paper Figure{plural} {', '.join(experiment.paper_figures)}]" if experiment.paper_figures else f"  [{experiment.family}]"
+            figures = (
+                f"  [paper Figure{plural} {', '.join(experiment.paper_figures)}]"
+                if experiment.paper_figures
+                else f"  [{experiment.family}]"
+            )
             print(f"{name:<{width}}  {experiment.description}{figures}")
         return 0
     if not args.name:
@@ -50,13 +56,23 @@ def run(args) -> int:
         return 2
     names = list(experiments) if args.name == "all" else [args.name]
     if args.name == "all" and args.out:
-        print("ooblab reproduce: error: --out names one experiment's directory; it cannot be used with all", file=sys.stderr)
+        print(
+            "ooblab reproduce: error: --out names one experiment's directory; it cannot be used with all",
+            file=sys.stderr,
+        )
         return 2
     from .reproduce import reproduce
 
     for name in names:
         try:
-            done = reproduce(name, quick=args.quick, out_dir=args.out, processes=args.processes, progress=not args.no_progress, force=args.force)
+            done = reproduce(
+                name,
+                quick=args.quick,
+                out_dir=args.out,
+                processes=args.processes,
+                progress=not args.no_progress,
+                force=args.force,
+            )
         except UnknownExperiment as exc:
             print(f"ooblab reproduce: error: {exc}", file=sys.stderr)
             return 2

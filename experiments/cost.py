@@ -39,7 +39,11 @@ def traces_for(setting: Setting) -> dict[str, tracesrc.TraceChoice]:
     keys = QUICK_TRACES if setting.quick else TRACE_ORDER
     out = {}
     for key in keys:
-        out[key] = tracesrc.artifact_spot(key, setting.shared) if key in tracesrc.ARTIFACT_SPOT else tracesrc.paper_frequency(key)
+        out[key] = (
+            tracesrc.artifact_spot(key, setting.shared)
+            if key in tracesrc.ARTIFACT_SPOT
+            else tracesrc.paper_frequency(key)
+        )
     return out
 
 
@@ -52,16 +56,38 @@ def specs(setting: Setting) -> list[RunSpec]:
             for key, trace in traces_for(setting).items():
                 for system in SYSTEMS:
                     options = spot_options(calibration, model, system) if key in tracesrc.ARTIFACT_SPOT else {}
-                    out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"market": "spot", "trace_key": key}, **options))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy=system,
+                            model=model,
+                            calibration=calibration,
+                            labels={"market": "spot", "trace_key": key},
+                            **options,
+                        )
+                    )
             for system in SYSTEMS:
-                out.append(sim_spec(NAME, ondemand, policy=system, model=model, calibration=calibration, labels={"market": "on-demand", "trace_key": "on-demand"}, price_per_node_hour=ON_DEMAND_PRICE))
+                out.append(
+                    sim_spec(
+                        NAME,
+                        ondemand,
+                        policy=system,
+                        model=model,
+                        calibration=calibration,
+                        labels={"market": "on-demand", "trace_key": "on-demand"},
+                        price_per_node_hour=ON_DEMAND_PRICE,
+                    )
+                )
     return out
 
 
 def usd_per_million(table: pd.DataFrame) -> pd.Series:
     """Cost per million committed samples (NaN when nothing was committed)."""
     samples = table["committed_samples"].astype(float)
-    return pd.Series(np.where(samples > 0, table["cost_usd"] / samples.where(samples > 0, 1.0) * 1e6, math.nan), index=table.index)
+    return pd.Series(
+        np.where(samples > 0, table["cost_usd"] / samples.where(samples > 0, 1.0) * 1e6, math.nan), index=table.index
+    )
 
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
@@ -76,9 +102,18 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
         order = [labels[k] for k in TRACE_ORDER if k in labels]
         spot = spot.assign(where=spot["trace_key"].map(labels))
         figs[f"cost-{calibration}"] = plots.grouped_bars(
-            spot, x="where", y="usd_per_m", panel="model", system="system", x_order=order, annotate="note",
-            reference=reference, reference_label=f"on-demand ({ON_DEMAND_NODES} nodes, cheapest system)",
-            xlabel="trace (*: the scaled spot traces)", ylabel="$ per million samples", title=CALIBRATION_TITLES[calibration],
+            spot,
+            x="where",
+            y="usd_per_m",
+            panel="model",
+            system="system",
+            x_order=order,
+            annotate="note",
+            reference=reference,
+            reference_label=f"on-demand ({ON_DEMAND_NODES} nodes, cheapest system)",
+            xlabel="trace (*: the scaled spot traces)",
+            ylabel="$ per million samples",
+            title=CALIBRATION_TITLES[calibration],
         )
     return figs
 

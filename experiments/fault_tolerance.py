@@ -48,10 +48,30 @@ def specs(setting: Setting) -> list[RunSpec]:
             for burst in bursts:
                 for seed in seeds:
                     trace = tracesrc.generated("p3", nodes=NODES, hours=hours, rate=RATE, burst=burst, seed=seed)
-                    out.append(sim_spec(NAME, trace, policy="oobleck", model=model, calibration="planner", fault_tolerance=f, labels={"burst": burst, "trace_seed": seed}))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy="oobleck",
+                            model=model,
+                            calibration="planner",
+                            fault_tolerance=f,
+                            labels={"burst": burst, "trace_seed": seed},
+                        )
+                    )
             if not quick:
                 for key in ("gcp", "p3"):
-                    out.append(sim_spec(NAME, tracesrc.artifact_spot(key, setting.shared), policy="oobleck", model=model, calibration="planner", fault_tolerance=f, labels={"burst": -1.0, "trace_seed": -1}))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            tracesrc.artifact_spot(key, setting.shared),
+                            policy="oobleck",
+                            model=model,
+                            calibration="planner",
+                            fault_tolerance=f,
+                            labels={"burst": -1.0, "trace_seed": -1},
+                        )
+                    )
     return out
 
 
@@ -64,13 +84,47 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     restarts = mean_std(generated, ["model", "fault_tolerance", "burst"], "num_restarts")
     title = f"Oobleck, planner calibration; generated p3-like traces, {NODES} nodes, same removal rate"
     figs = {
-        "fault-tolerance-throughput": plots.lines(throughput, x="burst", y="run_samples_per_s", band="run_samples_per_s_sem", series="fault_tolerance", series_fmt="f = {}", panel="model", xlabel="mean burst size (nodes)", ylabel=RUN_THROUGHPUT_LABEL, title=title),
-        "fault-tolerance-restarts": plots.lines(restarts, x="burst", y="num_restarts", band="num_restarts_sem", series="fault_tolerance", series_fmt="f = {}", panel="model", xlabel="mean burst size (nodes)", ylabel="restarts from checkpoint", title=title),
+        "fault-tolerance-throughput": plots.lines(
+            throughput,
+            x="burst",
+            y="run_samples_per_s",
+            band="run_samples_per_s_sem",
+            series="fault_tolerance",
+            series_fmt="f = {}",
+            panel="model",
+            xlabel="mean burst size (nodes)",
+            ylabel=RUN_THROUGHPUT_LABEL,
+            title=title,
+        ),
+        "fault-tolerance-restarts": plots.lines(
+            restarts,
+            x="burst",
+            y="num_restarts",
+            band="num_restarts_sem",
+            series="fault_tolerance",
+            series_fmt="f = {}",
+            panel="model",
+            xlabel="mean burst size (nodes)",
+            ylabel="restarts from checkpoint",
+            title=title,
+        ),
     }
     real = table[(table["burst"] < 0) & (table["outcome"] == "ok")]
     if not real.empty:
-        real = real.assign(where=real["trace_label"].str.split(" \\(").str[0] + real["trace_mean_burst"].map(lambda b: f" (mean burst {b:.1f})"))
-        figs["fault-tolerance-paper-traces"] = plots.lines(real, x="fault_tolerance", y="run_samples_per_s", series="where", panel="model", xlabel="f", ylabel=RUN_THROUGHPUT_LABEL, title="Oobleck, planner calibration; the paper's scaled spot traces")
+        real = real.assign(
+            where=real["trace_label"].str.split(" \\(").str[0]
+            + real["trace_mean_burst"].map(lambda b: f" (mean burst {b:.1f})")
+        )
+        figs["fault-tolerance-paper-traces"] = plots.lines(
+            real,
+            x="fault_tolerance",
+            y="run_samples_per_s",
+            series="where",
+            panel="model",
+            xlabel="f",
+            ylabel=RUN_THROUGHPUT_LABEL,
+            title="Oobleck, planner calibration; the paper's scaled spot traces",
+        )
     return figs
 
 

@@ -43,7 +43,17 @@ def specs(setting: Setting) -> list[RunSpec]:
                 trace = paper_frequency(interval)
                 for system in SYSTEMS:
                     out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration))
-                out.append(sim_spec(NAME, trace, system=NO_CKPT, policy="varuna", model=model, calibration=calibration, **NO_CKPT_OPTIONS))
+                out.append(
+                    sim_spec(
+                        NAME,
+                        trace,
+                        system=NO_CKPT,
+                        policy="varuna",
+                        model=model,
+                        calibration=calibration,
+                        **NO_CKPT_OPTIONS,
+                    )
+                )
     return out
 
 
@@ -51,8 +61,16 @@ def _bars(data: pd.DataFrame, title: str):
     order = [f for f in FREQUENCIES if f in set(data["trace_label"])]
     data = data.assign(note=notes(data))
     return plots.grouped_bars(
-        data, x="trace_label", y="avg_samples_per_s", panel="model", system="system", x_order=order,
-        xlabel="one failure every", ylabel=THROUGHPUT_LABEL, annotate="note", title=title,
+        data,
+        x="trace_label",
+        y="avg_samples_per_s",
+        panel="model",
+        system="system",
+        x_order=order,
+        xlabel="one failure every",
+        ylabel=THROUGHPUT_LABEL,
+        annotate="note",
+        title=title,
     )
 
 

@@ -55,7 +55,6 @@ def show(figures: Mapping[str, Figure], *names: str) -> None:
             raise KeyError(f"no figure {name!r}; this experiment draws {', '.join(figures)}")
         fig = figures[name]
 
-
         buffer = io.BytesIO()
         with plt.rc_context(plots.RC):
             fig.savefig(buffer, format="png")
@@ -75,7 +74,9 @@ def execute(path: str | Path, out: str | Path | None = None, *, timeout_s: int =
 
     path = Path(path).resolve()
     notebook = jupytext.read(path)
-    NotebookClient(notebook, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        notebook, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     target = Path(out) if out is not None else results_root() / "notebooks" / f"{path.stem}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
@@ -83,9 +84,14 @@ def execute(path: str | Path, out: str | Path | None = None, *, timeout_s: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.notebook", description="Execute a notebook (full size unless OOBLAB_QUICK=1) and write the .ipynb.")
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.notebook",
+        description="Execute a notebook (full size unless OOBLAB_QUICK=1) and write the .ipynb.",
+    )
     parser.add_argument("notebook", help="a notebooks/*.py file")
-    parser.add_argument("-o", "--output", default=None, help="where to write the executed .ipynb (default results/notebooks/NAME.ipynb)")
+    parser.add_argument(
+        "-o", "--output", default=None, help="where to write the executed .ipynb (default results/notebooks/NAME.ipynb)"
+    )
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     args = parser.parse_args(argv)
     if not Path(args.notebook).is_file():

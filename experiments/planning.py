@@ -32,11 +32,23 @@ if TYPE_CHECKING:
 
 NAME = "planner"
 KIND = "planner"
-TEMPLATE_MODELS = ("bert-large", "gpt2-xl", "gpt3-350m", "gpt3-2.7b", "gpt3-6.7b")  # the artifact's five, as the planner calibration maps them
+TEMPLATE_MODELS = (
+    "bert-large",
+    "gpt2-xl",
+    "gpt3-350m",
+    "gpt3-2.7b",
+    "gpt3-6.7b",
+)  # the artifact's five, as the planner calibration maps them
 THROUGHPUT_MODELS = ("gpt2-xl", "gpt3-2.7b", "gpt3-6.7b")
 TIMING_MODELS = ("gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b")
 TIMING_NODES = (8, 16, 32, 64)
-GLOBAL_BATCH = {"bert-large": 8192, "gpt2-xl": 1024, "gpt3-350m": 819, "gpt3-2.7b": 512, "gpt3-6.7b": 1024}  # the artifact's
+GLOBAL_BATCH = {
+    "bert-large": 8192,
+    "gpt2-xl": 1024,
+    "gpt3-350m": 819,
+    "gpt3-2.7b": 512,
+    "gpt3-6.7b": 1024,
+}  # the artifact's
 TIMING_BATCH = 1024
 PAPER_NODES = 30
 
@@ -46,13 +58,54 @@ def specs(setting: Setting) -> list[RunSpec]:
     out = []
     nodes = 16 if quick else PAPER_NODES
     for model in ("gpt3-350m", "gpt3-2.7b") if quick else TEMPLATE_MODELS:
-        out.append(RunSpec(NAME, KIND, {"part": "templates", "model": model, "gpu": "v100-16gb", "gpus_per_node": 1, "nodes": nodes, "global_batch": GLOBAL_BATCH[model]}))
+        out.append(
+            RunSpec(
+                NAME,
+                KIND,
+                {
+                    "part": "templates",
+                    "model": model,
+                    "gpu": "v100-16gb",
+                    "gpus_per_node": 1,
+                    "nodes": nodes,
+                    "global_batch": GLOBAL_BATCH[model],
+                },
+            )
+        )
     for model in ("gpt3-2.7b",) if quick else THROUGHPUT_MODELS:
         for f in range(3 if quick else 4):
-            out.append(RunSpec(NAME, KIND, {"part": "throughput", "model": model, "gpu": "v100-16gb", "gpus_per_node": 1, "nodes": nodes, "global_batch": GLOBAL_BATCH[model], "fault_tolerance": f}))
+            out.append(
+                RunSpec(
+                    NAME,
+                    KIND,
+                    {
+                        "part": "throughput",
+                        "model": model,
+                        "gpu": "v100-16gb",
+                        "gpus_per_node": 1,
+                        "nodes": nodes,
+                        "global_batch": GLOBAL_BATCH[model],
+                        "fault_tolerance": f,
+                    },
+                )
+            )
     for model in ("gpt3-350m", "gpt3-2.7b") if quick else TIMING_MODELS:
         for count in (8, 16) if quick else TIMING_NODES:
-            out.append(RunSpec(NAME, KIND, {"part": "timing", "model": model, "gpu": "a100-80gb", "gpus_per_node": 8, "nodes": count, "global_batch": TIMING_BATCH, "fault_tolerance": 1}))
+            out.append(
+                RunSpec(
+                    NAME,
+                    KIND,
+                    {
+                        "part": "timing",
+                        "model": model,
+                        "gpu": "a100-80gb",
+                        "gpus_per_node": 8,
+                        "nodes": count,
+                        "global_batch": TIMING_BATCH,
+                        "fault_tolerance": 1,
+                    },
+                )
+            )
     return out
 
 
@@ -77,13 +130,19 @@ def run_planner(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
         planner = Planner(profile, cluster, JobSpec(p["global_batch"], 1, 0))
         templates = planner.template_set()
         for template in templates.templates:
-            rows.append({
-                "nodes": template.num_nodes,
-                "stages": template.num_stages,
-                "iteration_s": template.iteration_time(p["global_batch"]),
-                "max_gpu_memory_gib": max(s.memory_bytes for s in template.stages) / 2**30,
-            })
-        summary.update(min_nodes=templates.min_nodes, templates=len(templates.templates), usable_memory_gib=cluster.usable_memory_bytes / 2**30)
+            rows.append(
+                {
+                    "nodes": template.num_nodes,
+                    "stages": template.num_stages,
+                    "iteration_s": template.iteration_time(p["global_batch"]),
+                    "max_gpu_memory_gib": max(s.memory_bytes for s in template.stages) / 2**30,
+                }
+            )
+        summary.update(
+            min_nodes=templates.min_nodes,
+            templates=len(templates.templates),
+            usable_memory_gib=cluster.usable_memory_bytes / 2**30,
+        )
     elif part == "throughput":
         planner = Planner(profile, cluster, JobSpec(p["global_batch"], 1, p["fault_tolerance"]))
         for count in range(1, p["nodes"] + 1):
@@ -92,7 +151,9 @@ def run_planner(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
                 rows.append({"nodes": count, "samples_per_s": plan.samples_per_s, "pipelines": plan.num_pipelines})
             except InfeasibleError:
                 rows.append({"nodes": count, "samples_per_s": math.nan, "pipelines": 0})
-        summary["max_samples_per_s"] = max((r["samples_per_s"] for r in rows if r["samples_per_s"] == r["samples_per_s"]), default=math.nan)
+        summary["max_samples_per_s"] = max(
+            (r["samples_per_s"] for r in rows if r["samples_per_s"] == r["samples_per_s"]), default=math.nan
+        )
     else:
         start = time.perf_counter()
         try:
@@ -101,9 +162,21 @@ def run_planner(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
             middle = time.perf_counter()
             planner.instantiate([f"n{i}" for i in range(p["nodes"])])
             end = time.perf_counter()
-            summary.update(templates_s=middle - start, instantiate_s=end - middle, planning_s=end - start, templates=len(templates.templates), min_nodes=templates.min_nodes)
+            summary.update(
+                templates_s=middle - start,
+                instantiate_s=end - middle,
+                planning_s=end - start,
+                templates=len(templates.templates),
+                min_nodes=templates.min_nodes,
+            )
         except InfeasibleError as exc:
-            summary.update(outcome="infeasible", infeasible_reason=str(exc), planning_s=math.nan, templates_s=math.nan, instantiate_s=math.nan)
+            summary.update(
+                outcome="infeasible",
+                infeasible_reason=str(exc),
+                planning_s=math.nan,
+                templates_s=math.nan,
+                instantiate_s=math.nan,
+            )
     pd.DataFrame(rows).to_csv(run_dir / "rows.csv", index=False)
     return summary
 
@@ -126,8 +199,25 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs: dict[str, Figure] = {}
     templates = rows(table, out_dir, "templates")
     if not templates.empty:
-        figs["planner-template-time"] = plots.lines(templates, x="nodes", y="iteration_s", series="model", xlabel="template size (nodes)", ylabel="one pipeline, whole batch (s)", logy=True, title="Pipeline templates, V100 16 GB per node")
-        fig = plots.lines(templates, x="nodes", y="max_gpu_memory_gib", series="model", xlabel="template size (nodes)", ylabel="fullest GPU (GiB)", title="Template memory, V100 16 GB per node")
+        figs["planner-template-time"] = plots.lines(
+            templates,
+            x="nodes",
+            y="iteration_s",
+            series="model",
+            xlabel="template size (nodes)",
+            ylabel="one pipeline, whole batch (s)",
+            logy=True,
+            title="Pipeline templates, V100 16 GB per node",
+        )
+        fig = plots.lines(
+            templates,
+            x="nodes",
+            y="max_gpu_memory_gib",
+            series="model",
+            xlabel="template size (nodes)",
+            ylabel="fullest GPU (GiB)",
+            title="Template memory, V100 16 GB per node",
+        )
         usable = float(table.loc[table["part"] == "templates", "usable_memory_gib"].iloc[0])
         fig.axes[0].axhline(usable, color="#555555", ls="--", lw=1, label="usable memory")
         fig.axes[0].legend(frameon=False, fontsize=6)
@@ -135,12 +225,43 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     throughput = rows(table, out_dir, "throughput")
     if not throughput.empty:
         throughput["f"] = throughput["fault_tolerance"].astype(int)
-        figs["planner-throughput-f"] = plots.lines(throughput.dropna(subset=["samples_per_s"]), x="nodes", y="samples_per_s", series="f", panel="model", series_fmt="f = {}", xlabel="nodes", ylabel="plan throughput (samples/s)", title="Best plan vs nodes and fault tolerance, V100 16 GB per node")
+        figs["planner-throughput-f"] = plots.lines(
+            throughput.dropna(subset=["samples_per_s"]),
+            x="nodes",
+            y="samples_per_s",
+            series="f",
+            panel="model",
+            series_fmt="f = {}",
+            xlabel="nodes",
+            ylabel="plan throughput (samples/s)",
+            title="Best plan vs nodes and fault tolerance, V100 16 GB per node",
+        )
     timing = table[(table["part"] == "timing") & (table["outcome"] == "ok")]
     if not timing.empty:
         timing = timing.assign(cluster=timing["nodes"].map(lambda n: f"{n} nodes"), size=timing["model"])
-        figs["planner-time-vs-model"] = plots.lines(timing, x="params_billion", y="planning_s", series="cluster", xlabel="model size (billion parameters)", ylabel="planning time (s)", logx=True, logy=True, title="Planning time, 8 x A100 80 GB per node, f = 1")
-        figs["planner-time-vs-nodes"] = plots.lines(timing, x="nodes", y="planning_s", series="size", xlabel="cluster size (nodes of 8 x A100 80 GB)", ylabel="planning time (s)", logx=True, logy=True, xticks=sorted(set(timing["nodes"])), title="Templates + instantiation, f = 1")
+        figs["planner-time-vs-model"] = plots.lines(
+            timing,
+            x="params_billion",
+            y="planning_s",
+            series="cluster",
+            xlabel="model size (billion parameters)",
+            ylabel="planning time (s)",
+            logx=True,
+            logy=True,
+            title="Planning time, 8 x A100 80 GB per node, f = 1",
+        )
+        figs["planner-time-vs-nodes"] = plots.lines(
+            timing,
+            x="nodes",
+            y="planning_s",
+            series="size",
+            xlabel="cluster size (nodes of 8 x A100 80 GB)",
+            ylabel="planning time (s)",
+            logx=True,
+            logy=True,
+            xticks=sorted(set(timing["nodes"])),
+            title="Templates + instantiation, f = 1",
+        )
     return figs
 
 

@@ -28,7 +28,13 @@ if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
 SYSTEM_ORDER = ("oobleck", "bamboo", "varuna")
-SYSTEM_LABELS = {"oobleck": "Oobleck", "bamboo": "Bamboo", "varuna": "Varuna", "varuna-nockpt": "Varuna (no ckpt cost)", "ondemand": "On-demand"}
+SYSTEM_LABELS = {
+    "oobleck": "Oobleck",
+    "bamboo": "Bamboo",
+    "varuna": "Varuna",
+    "varuna-nockpt": "Varuna (no ckpt cost)",
+    "ondemand": "On-demand",
+}
 # Colour-blind safe (Okabe-Ito).
 SYSTEM_COLORS = {
     "oobleck": "#0072B2",
@@ -108,7 +114,9 @@ def _header(fig, handles, labels, title: str = "", ncol: int | None = None) -> N
     if title:
         fig.suptitle(title, y=1.0 - 0.03 / height, va="top")
     if labels:
-        fig.legend(handles, labels, loc="upper center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 1.0 - title_in / height))
+        fig.legend(
+            handles, labels, loc="upper center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 1.0 - title_in / height)
+        )
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
@@ -165,18 +173,45 @@ def grouped_bars(
         for offset, sys_name in enumerate(systems):
             part = data[data[system] == sys_name].set_index(x)
             values = [float(part[y].get(v, np.nan)) if v in part.index else np.nan for v in xs]
-            err = [float(part[errors].get(v, np.nan)) if errors and v in part.index else 0.0 for v in xs] if errors else None
+            err = (
+                [float(part[errors].get(v, np.nan)) if errors and v in part.index else 0.0 for v in xs]
+                if errors
+                else None
+            )
             positions = np.arange(len(xs)) + (offset - (len(systems) - 1) / 2) * width
-            ax.bar(positions, values, width, color=color(sys_name), label=label(sys_name), yerr=err, capsize=2 if errors else 0)
+            ax.bar(
+                positions,
+                values,
+                width,
+                color=color(sys_name),
+                label=label(sys_name),
+                yerr=err,
+                capsize=2 if errors else 0,
+            )
             if annotate:
                 for pos, v in zip(positions, xs):
                     text = part[annotate].get(v) if v in part.index else None
                     if isinstance(text, str) and text:
-                        ax.annotate(text, (pos, 0), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=6, color=color(sys_name))
+                        ax.annotate(
+                            text,
+                            (pos, 0),
+                            xytext=(0, 2),
+                            textcoords="offset points",
+                            rotation=90,
+                            ha="center",
+                            va="bottom",
+                            fontsize=6,
+                            color=color(sys_name),
+                        )
         level = reference.get(name) if reference is not None else None
         if level is not None and np.isfinite(level):
             ax.axhline(level, color=SYSTEM_COLORS["ondemand"], ls="--", lw=1, label=reference_label or None)
-        ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=xtick_rotation, ha="right" if xtick_rotation else "center")
+        ax.set_xticks(
+            np.arange(len(xs)),
+            [str(v) for v in xs],
+            rotation=xtick_rotation,
+            ha="right" if xtick_rotation else "center",
+        )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if logy:
@@ -203,12 +238,21 @@ def throughput_over_time(
     `timelines`: system -> timeline table with `time_s` and `throughput_samples_per_s`;
     `live_nodes`: a table with `time_s` and `live_nodes` (from the trace)."""
     rows = 2 if live_nodes is not None else 1
-    fig, axes = _figure(COLUMN_IN * 1.3, 1.5 * rows + 0.6, rows, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1][:rows]})
+    fig, axes = _figure(
+        COLUMN_IN * 1.3, 1.5 * rows + 0.6, rows, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1][:rows]}
+    )
     scale = 3600.0 if hours else 1.0
     ax = axes[0][0]
     for system in _systems(timelines):
         data = timelines[system]
-        ax.step(data["time_s"] / scale, data["throughput_samples_per_s"], where="post", color=color(system), label=label(system), lw=1)
+        ax.step(
+            data["time_s"] / scale,
+            data["throughput_samples_per_s"],
+            where="post",
+            color=color(system),
+            label=label(system),
+            lw=1,
+        )
     ax.set_ylabel("throughput (samples/s)")
     ax.legend(frameon=False, ncol=len(timelines))
     if title:
@@ -225,7 +269,15 @@ def throughput_over_time(
 
 
 @_styled
-def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | None = None, percent: bool = True, title_fmt: str = "{}", title: str = ""):
+def time_breakdown(
+    table: pd.DataFrame,
+    *,
+    group: str = "policy",
+    panel: str | None = None,
+    percent: bool = True,
+    title_fmt: str = "{}",
+    title: str = "",
+):
     """Stacked bars of where the time went (`breakdown_*` columns), one bar per `group`."""
     panels = list(dict.fromkeys(table[panel])) if panel else [None]
     ncols = min(len(panels), 3)
@@ -243,7 +295,14 @@ def time_breakdown(table: pd.DataFrame, *, group: str = "policy", panel: str | N
             values = np.array([data[data[group] == g][column].mean() for g in groups], dtype=float)
             if percent:
                 totals = np.array(
-                    [sum(data[data[group] == g][f"breakdown_{f}"].mean() for f, _, _ in BREAKDOWN_FIELDS if f"breakdown_{f}" in data) for g in groups],
+                    [
+                        sum(
+                            data[data[group] == g][f"breakdown_{f}"].mean()
+                            for f, _, _ in BREAKDOWN_FIELDS
+                            if f"breakdown_{f}" in data
+                        )
+                        for g in groups
+                    ],
                     dtype=float,
                 )
                 values = 100 * values / np.where(totals > 0, totals, 1)
@@ -306,7 +365,14 @@ def lines(
             text = label(name) if name in SYSTEM_LABELS else series_fmt.format(name)
             ax.plot(data[x], data[y], marker="o", ms=2.5, lw=1, color=colour, label=text)
             if band and band in data:
-                ax.fill_between(data[x], data[y] - data[band].fillna(0), data[y] + data[band].fillna(0), color=colour, alpha=0.15, lw=0)
+                ax.fill_between(
+                    data[x],
+                    data[y] - data[band].fillna(0),
+                    data[y] + data[band].fillna(0),
+                    color=colour,
+                    alpha=0.15,
+                    lw=0,
+                )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if logy:
@@ -399,7 +465,14 @@ def throughput_panels(panels: Sequence[TimelinePanel], *, ncols: int = 3, bin_s:
             low = fig.add_subplot(cell[1], sharex=top)
             for system in _systems(panel.timelines):
                 data = committed_throughput(panel.timelines[system], bin_s)
-                top.step(data["time_s"] / 3600.0, data["throughput_samples_per_s"], where="post", color=color(system), label=label(system), lw=1)
+                top.step(
+                    data["time_s"] / 3600.0,
+                    data["throughput_samples_per_s"],
+                    where="post",
+                    color=color(system),
+                    label=label(system),
+                    lw=1,
+                )
                 if system in panel.averages and np.isfinite(panel.averages[system]):
                     top.axhline(panel.averages[system], color=color(system), ls=":", lw=1)
             top.set_title(panel.title)
@@ -408,7 +481,13 @@ def throughput_panels(panels: Sequence[TimelinePanel], *, ncols: int = 3, bin_s:
             top.set_ylim(bottom=0)
             plt.setp(top.get_xticklabels(), visible=False)
             if panel.live_nodes is not None and not panel.live_nodes.empty:
-                low.step(panel.live_nodes["time_s"] / 3600.0, panel.live_nodes["live_nodes"], where="post", color="#333333", lw=0.8)
+                low.step(
+                    panel.live_nodes["time_s"] / 3600.0,
+                    panel.live_nodes["live_nodes"],
+                    where="post",
+                    color="#333333",
+                    lw=0.8,
+                )
             low.set_ylabel("nodes")
             low.set_xlabel("time (h)")
             low.set_ylim(bottom=0)

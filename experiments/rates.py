@@ -52,7 +52,16 @@ def specs(setting: Setting) -> list[RunSpec]:
                 for seed in seeds:
                     trace = tracesrc.generated("p3", nodes=NODES, hours=hours, rate=rate, seed=seed)
                     for system in SYSTEMS:
-                        out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"rate": rate, "trace_seed": seed}))
+                        out.append(
+                            sim_spec(
+                                NAME,
+                                trace,
+                                policy=system,
+                                model=model,
+                                calibration=calibration,
+                                labels={"rate": rate, "trace_seed": seed},
+                            )
+                        )
     return out
 
 
@@ -65,8 +74,15 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
         removals = data.groupby("rate")["trace_removals_per_hour"].mean()
         summary["removals_per_hour"] = summary["rate"].map(removals)
         figs[f"preemption-rates-{calibration}"] = plots.lines(
-            summary, x="removals_per_hour", y="run_samples_per_s", band="run_samples_per_s_sem", series="system", panel="model",
-            xlabel="removals per hour (generated p3-like traces, 30 nodes)", ylabel=RUN_THROUGHPUT_LABEL, title=CALIBRATION_TITLES[calibration],
+            summary,
+            x="removals_per_hour",
+            y="run_samples_per_s",
+            band="run_samples_per_s_sem",
+            series="system",
+            panel="model",
+            xlabel="removals per hour (generated p3-like traces, 30 nodes)",
+            ylabel=RUN_THROUGHPUT_LABEL,
+            title=CALIBRATION_TITLES[calibration],
         )
     return figs
 

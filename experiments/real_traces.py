@@ -41,21 +41,42 @@ def specs(setting: Setting) -> list[RunSpec]:
         for model in models:
             for trace in choices:
                 for system in SYSTEMS:
-                    out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"trace_key": trace.key}))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy=system,
+                            model=model,
+                            calibration=calibration,
+                            labels={"trace_key": trace.key},
+                        )
+                    )
     return out
 
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
     table = table.assign(note=notes(table), run_samples_per_s=run_throughput(table))
-    facts = table["trace_duration_h"].map(lambda h: f"{h:.0f} h") + table["trace_removals_per_hour"].map(lambda r: f", {r:.1f}/h")
+    facts = table["trace_duration_h"].map(lambda h: f"{h:.0f} h") + table["trace_removals_per_hour"].map(
+        lambda r: f", {r:.1f}/h"
+    )
     table = table.assign(where=table["trace_key"] + "\n" + facts)
     order = list(dict.fromkeys(table["where"]))
     for calibration, data in by_calibration(table):
         figs[f"real-traces-{calibration}"] = plots.grouped_bars(
-            data, x="where", y="run_samples_per_s", panel="model", system="system", annotate="note", ncols=1, x_order=order,
-            xlabel="trace (length, removals per hour)", ylabel="samples/s, whole run", title=f"Real traces scaled to a {PEAK_NODES}-node peak; {CALIBRATION_TITLES[calibration]}",
-            width_in=plots.FULL_IN, row_height_in=1.6,
+            data,
+            x="where",
+            y="run_samples_per_s",
+            panel="model",
+            system="system",
+            annotate="note",
+            ncols=1,
+            x_order=order,
+            xlabel="trace (length, removals per hour)",
+            ylabel="samples/s, whole run",
+            title=f"Real traces scaled to a {PEAK_NODES}-node peak; {CALIBRATION_TITLES[calibration]}",
+            width_in=plots.FULL_IN,
+            row_height_in=1.6,
         )
     return figs
 

@@ -10,8 +10,21 @@ from .base import Experiment
 class UnknownExperiment(ValueError):
     """A name that is not an experiment; the message lists the known ones."""
 
+
 # module of each experiment, in the order --list and the README show them
-MODULES = ("frequency", "spot", "breakdown", "planning", "cost", "sensitivity", "fault_tolerance", "real_traces", "rates", "scale", "validation.experiment")
+MODULES = (
+    "frequency",
+    "spot",
+    "breakdown",
+    "planning",
+    "cost",
+    "sensitivity",
+    "fault_tolerance",
+    "real_traces",
+    "rates",
+    "scale",
+    "validation.experiment",
+)
 
 
 def all_experiments() -> dict[str, Experiment]:
@@ -25,5 +38,7 @@ def all_experiments() -> dict[str, Experiment]:
 def get(name: str) -> Experiment:
     experiments = all_experiments()
     if name not in experiments:
-        raise UnknownExperiment(f"unknown experiment {name!r}; known: {', '.join(experiments)} (ooblab reproduce --list describes them)")
+        raise UnknownExperiment(
+            f"unknown experiment {name!r}; known: {', '.join(experiments)} (ooblab reproduce --list describes them)"
+        )
     return experiments[name]

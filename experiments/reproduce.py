@@ -33,7 +33,15 @@ class Reproduction:
     errors: tuple[str, ...]  # one line per run the simulator or planner rejected
 
 
-def results(name: str, *, quick: bool, out_dir: str | Path | None = None, processes: int | None = None, progress: bool = True, force: bool = False) -> tuple[pd.DataFrame, Path]:
+def results(
+    name: str,
+    *,
+    quick: bool,
+    out_dir: str | Path | None = None,
+    processes: int | None = None,
+    progress: bool = True,
+    force: bool = False,
+) -> tuple[pd.DataFrame, Path]:
     """The experiment's results table (running what is missing) and its directory."""
     experiment = get(name)
     out = Path(out_dir) if out_dir is not None else experiment_dir(name, quick=quick)
@@ -48,7 +56,15 @@ def figures(name: str, table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     return dict(get(name).figures(table, out_dir))
 
 
-def reproduce(name: str, *, quick: bool = False, out_dir: str | Path | None = None, processes: int | None = None, progress: bool = True, force: bool = False) -> Reproduction:
+def reproduce(
+    name: str,
+    *,
+    quick: bool = False,
+    out_dir: str | Path | None = None,
+    processes: int | None = None,
+    progress: bool = True,
+    force: bool = False,
+) -> Reproduction:
     import matplotlib.pyplot as plt
 
     start = time.perf_counter()
@@ -60,5 +76,8 @@ def reproduce(name: str, *, quick: bool = False, out_dir: str | Path | None = No
     errors: tuple[str, ...] = ()
     if "outcome" in table:
         failed = table[table["outcome"] == "error"]
-        errors = tuple(f"{row.get('system', '')} {row.get('model', '')} {row.get('trace_label', '')}: {row.get('infeasible_reason', '')}" for _, row in failed.iterrows())
+        errors = tuple(
+            f"{row.get('system', '')} {row.get('model', '')} {row.get('trace_label', '')}: {row.get('infeasible_reason', '')}"
+            for _, row in failed.iterrows()
+        )
     return Reproduction(name, out, table, tuple(paths), time.perf_counter() - start, errors)

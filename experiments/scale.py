@@ -55,7 +55,10 @@ DAYS, HOURS, SEEDS = 7.0, 6.0, 3
 QUICK_DAYS, QUICK_HOURS, QUICK_SEEDS = 2.0, 2.0, 1
 SPOT_PROFILE = "gcp-a100"
 XLABEL = "cluster size (nodes of 8 x A100 80 GB)"
-TRACE_KINDS = {"datacenter": "datacenter failures (Llama 3 rates)", "spot": f"spot preemptions ({SPOT_PROFILE} profile)"}
+TRACE_KINDS = {
+    "datacenter": "datacenter failures (Llama 3 rates)",
+    "spot": f"spot preemptions ({SPOT_PROFILE} profile)",
+}
 
 
 def datacenter_trace(nodes: int, days: float, seed: int) -> tuple[TraceChoice, float]:
@@ -64,7 +67,9 @@ def datacenter_trace(nodes: int, days: float, seed: int) -> tuple[TraceChoice, f
 
     gpus = nodes * GPUS_PER_NODE
     per_day = expected_interruptions_per_day(gpus)
-    return TraceChoice(f"datacenter:gpus={gpus},days={days:g},seed={seed}", TRACE_KINDS["datacenter"], True), 86400.0 / per_day
+    return TraceChoice(
+        f"datacenter:gpus={gpus},days={days:g},seed={seed}", TRACE_KINDS["datacenter"], True
+    ), 86400.0 / per_day
 
 
 def spot_trace(nodes: int, hours: float, seed: int) -> tuple[TraceChoice, float]:
@@ -73,7 +78,9 @@ def spot_trace(nodes: int, hours: float, seed: int) -> tuple[TraceChoice, float]
 
     profile = get_profile(SPOT_PROFILE)
     per_hour = profile.burst_rate_per_h * nodes / profile.capacity_nodes
-    return TraceChoice(f"spot:nodes={nodes},hours={hours:g},profile={SPOT_PROFILE},seed={seed}", TRACE_KINDS["spot"], True), 3600.0 / per_hour
+    return TraceChoice(
+        f"spot:nodes={nodes},hours={hours:g},profile={SPOT_PROFILE},seed={seed}", TRACE_KINDS["spot"], True
+    ), 3600.0 / per_hour
 
 
 def specs(setting: Setting) -> list[RunSpec]:
@@ -94,14 +101,28 @@ def specs(setting: Setting) -> list[RunSpec]:
                 for system in SYSTEMS:
                     options: dict[str, Any] = {"fault_tolerance": FAULT_TOLERANCE} if system == "oobleck" else {}
                     labels = {
-                        "nodes": nodes, "trace_kind": kind, "trace_seed": seed, "mtbf_s": mtbf_s,
+                        "nodes": nodes,
+                        "trace_kind": kind,
+                        "trace_seed": seed,
+                        "mtbf_s": mtbf_s,
                         "young_daly": system == "varuna",
                         "measure_planning": system == "oobleck" and kind == "datacenter" and seed == 0,
                     }
-                    out.append(sim_spec(
-                        NAME, trace, policy=system, model=MODEL, calibration="planner", gpu=GPU, gpus_per_node=GPUS_PER_NODE,
-                        global_batch=BATCH_PER_NODE * nodes, duration_s=window_s, labels=labels, **options,
-                    ))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy=system,
+                            model=MODEL,
+                            calibration="planner",
+                            gpu=GPU,
+                            gpus_per_node=GPUS_PER_NODE,
+                            global_batch=BATCH_PER_NODE * nodes,
+                            duration_s=window_s,
+                            labels=labels,
+                            **options,
+                        )
+                    )
     return out
 
 
@@ -122,11 +143,26 @@ def measures(table: pd.DataFrame) -> pd.DataFrame:
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """One row per trace kind, size and design: means over seeds (the README's table)."""
     ran = measures(table)
-    columns = ["effective_training", "samples_per_s_per_gpu", "useful_fraction", "copy_tb_per_day", "checkpoint_cost_s", "checkpoint_interval_s", "mtbf_s", "num_restarts", "num_reconfigurations", "trace_removals_per_hour"]
+    columns = [
+        "effective_training",
+        "samples_per_s_per_gpu",
+        "useful_fraction",
+        "copy_tb_per_day",
+        "checkpoint_cost_s",
+        "checkpoint_interval_s",
+        "mtbf_s",
+        "num_restarts",
+        "num_reconfigurations",
+        "trace_removals_per_hour",
+    ]
     grouped = ran.groupby(["trace_kind", "nodes", "system"], sort=True)[columns].mean()
     planning = ran[ran["measure_planning"].astype(bool)]
     if "planning_s" in planning:
-        grouped = grouped.join(planning.set_index(["trace_kind", "nodes", "system"])[["planning_s", "reconfigure_one_s", "reconfigure_one_copy_bytes"]])
+        grouped = grouped.join(
+            planning.set_index(["trace_kind", "nodes", "system"])[
+                ["planning_s", "reconfigure_one_s", "reconfigure_one_copy_bytes"]
+            ]
+        )
     return grouped.reset_index()
 
 
@@ -139,28 +175,75 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     title = "GPT-3 175B, global batch 24 x nodes, Oobleck f = 3; Varuna checkpoints at Young's interval"
     figs = {}
     ett = mean_std(ran, ["where", "nodes", "system"], "effective_training")
-    figs["scale-effective-training"] = plots.lines(ett, y="effective_training", band="effective_training_sem", ylabel="effective training time", title=title, **common)
+    figs["scale-effective-training"] = plots.lines(
+        ett,
+        y="effective_training",
+        band="effective_training_sem",
+        ylabel="effective training time",
+        title=title,
+        **common,
+    )
     per_gpu = mean_std(ran, ["where", "nodes", "system"], "samples_per_s_per_gpu")
-    figs["scale-throughput-per-gpu"] = plots.lines(per_gpu, y="samples_per_s_per_gpu", band="samples_per_s_per_gpu_sem", ylabel="committed samples/s per GPU", title=title, **common)
+    figs["scale-throughput-per-gpu"] = plots.lines(
+        per_gpu,
+        y="samples_per_s_per_gpu",
+        band="samples_per_s_per_gpu_sem",
+        ylabel="committed samples/s per GPU",
+        title=title,
+        **common,
+    )
     copies = mean_std(ran[ran["system"] != "varuna"], ["where", "nodes", "system"], "copy_tb_per_day")
-    figs["scale-copy-volume"] = plots.lines(copies, y="copy_tb_per_day", ylabel="layer copies (TB per day)", title="Bytes moved by reconfigurations", **common)
+    figs["scale-copy-volume"] = plots.lines(
+        copies,
+        y="copy_tb_per_day",
+        ylabel="layer copies (TB per day)",
+        title="Bytes moved by reconfigurations",
+        **common,
+    )
     varuna = ran[ran["system"] == "varuna"]
     if not varuna.empty:
-        long = pd.concat([
-            varuna.assign(quantity="checkpoint cost C", seconds=varuna["checkpoint_cost_s"]),
-            varuna.assign(quantity="mean time between interruptions M", seconds=varuna["mtbf_s"]),
-            varuna.assign(quantity="Young interval sqrt(2 C M)", seconds=varuna["checkpoint_interval_s"]),
-        ])
+        long = pd.concat(
+            [
+                varuna.assign(quantity="checkpoint cost C", seconds=varuna["checkpoint_cost_s"]),
+                varuna.assign(quantity="mean time between interruptions M", seconds=varuna["mtbf_s"]),
+                varuna.assign(quantity="Young interval sqrt(2 C M)", seconds=varuna["checkpoint_interval_s"]),
+            ]
+        )
         long = long.groupby(["where", "nodes", "quantity"], sort=False)["seconds"].mean().reset_index()
-        figs["scale-checkpoint"] = plots.lines(long, x="nodes", y="seconds", series="quantity", panel="where", xlabel=XLABEL, ylabel="seconds", logx=True, logy=True, xticks=sizes, title="Varuna's checkpoints by size")
+        figs["scale-checkpoint"] = plots.lines(
+            long,
+            x="nodes",
+            y="seconds",
+            series="quantity",
+            panel="where",
+            xlabel=XLABEL,
+            ylabel="seconds",
+            logx=True,
+            logy=True,
+            xticks=sizes,
+            title="Varuna's checkpoints by size",
+        )
     planning = ran[ran["measure_planning"].astype(bool)]
     if not planning.empty and "planning_s" in planning:
-        long = pd.concat([
-            planning.assign(part="templates", seconds=planning["templates_s"]),
-            planning.assign(part="instantiation", seconds=planning["instantiate_s"]),
-            planning.assign(part="reconfiguration after one removal", seconds=planning["reconfigure_one_s"]),
-        ])
-        figs["scale-planning"] = plots.lines(long, x="nodes", y="seconds", series="part", xlabel=XLABEL, ylabel="wall time (s)", logx=True, logy=True, xticks=sizes, title="Oobleck's planner, f = 3 (this machine)")
+        long = pd.concat(
+            [
+                planning.assign(part="templates", seconds=planning["templates_s"]),
+                planning.assign(part="instantiation", seconds=planning["instantiate_s"]),
+                planning.assign(part="reconfiguration after one removal", seconds=planning["reconfigure_one_s"]),
+            ]
+        )
+        figs["scale-planning"] = plots.lines(
+            long,
+            x="nodes",
+            y="seconds",
+            series="part",
+            xlabel=XLABEL,
+            ylabel="wall time (s)",
+            logx=True,
+            logy=True,
+            xticks=sizes,
+            title="Oobleck's planner, f = 3 (this machine)",
+        )
     return figs
 
 

@@ -119,7 +119,9 @@ def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
             raise ValueError(f"{config.policy} makes no plan on the {len(trace.initial_nodes)} nodes of the job")
         cost = setup.timing.iteration(plan)
         checkpoint_s = setup.timing.pause_s(Checkpoint(), plan)
-        extra.update(plan_samples_per_s=setup.timing.samples_per_iteration / cost.total_s, checkpoint_cost_s=checkpoint_s)
+        extra.update(
+            plan_samples_per_s=setup.timing.samples_per_iteration / cost.total_s, checkpoint_cost_s=checkpoint_s
+        )
         if params.get("young_daly"):
             interval = young_interval_s(checkpoint_s, float(params["mtbf_s"]))
             config = config.with_(checkpoint_every_s=interval)
@@ -128,7 +130,14 @@ def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
         result = simulate(config, trace=trace)
         extra["sim_wall_s"] = time.perf_counter() - start
     except ValueError as exc:  # SimError, PlannerError, TraceError: the reason is the message
-        return {"outcome": "error", "infeasible_reason": str(exc), "avg_samples_per_s": math.nan, "committed_samples": 0, **facts, **extra}
+        return {
+            "outcome": "error",
+            "infeasible_reason": str(exc),
+            "avg_samples_per_s": math.nan,
+            "committed_samples": 0,
+            **facts,
+            **extra,
+        }
     result.write(run_dir)
     copied, actions = copy_volume(result.events)
     extra.update(copy_bytes=float(copied), copy_actions=actions)

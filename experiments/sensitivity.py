@@ -62,7 +62,17 @@ def specs(setting: Setting) -> list[RunSpec]:
                             options = spot_options(calibration, model, system) if key == "p3" else {}
                             if factor != 1.0:
                                 options[f"{knob}_cost_factor"] = factor
-                            out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"knob": knob, "factor": factor, "trace_key": key}, **options))
+                            out.append(
+                                sim_spec(
+                                    NAME,
+                                    trace,
+                                    policy=system,
+                                    model=model,
+                                    calibration=calibration,
+                                    labels={"knob": knob, "factor": factor, "trace_key": key},
+                                    **options,
+                                )
+                            )
     return out
 
 
@@ -71,12 +81,22 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     data = table[table["outcome"] == "ok"]
     data = data.assign(
         run_samples_per_s=run_throughput(data),
-        where=data["model"] + ", " + data["trace_key"].map(TRACE_SHORT) + "\n" + data["knob"].map(lambda k: f"{KNOBS[k]} cost"),
+        where=data["model"]
+        + ", "
+        + data["trace_key"].map(TRACE_SHORT)
+        + "\n"
+        + data["knob"].map(lambda k: f"{KNOBS[k]} cost"),
     )
     for calibration, part in by_calibration(data):
         figs[f"sensitivity-{calibration}"] = plots.lines(
-            part, x="factor", y="run_samples_per_s", series="system", panel="where", xlabel="cost factor (1 = calibrated)",
-            ylabel=RUN_THROUGHPUT_LABEL, title=CALIBRATION_TITLES[calibration],
+            part,
+            x="factor",
+            y="run_samples_per_s",
+            series="system",
+            panel="where",
+            xlabel="cost factor (1 = calibrated)",
+            ylabel=RUN_THROUGHPUT_LABEL,
+            title=CALIBRATION_TITLES[calibration],
         )
     return figs
 

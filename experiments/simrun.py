@@ -32,7 +32,14 @@ def _config_fields() -> frozenset[str]:
     return frozenset(f.name for f in fields(SimConfig))
 
 
-def sim_spec(experiment: str, trace: TraceChoice, *, system: str | None = None, labels: Mapping[str, Any] | None = None, **config: Any) -> RunSpec:
+def sim_spec(
+    experiment: str,
+    trace: TraceChoice,
+    *,
+    system: str | None = None,
+    labels: Mapping[str, Any] | None = None,
+    **config: Any,
+) -> RunSpec:
     """A simulator run: `config` holds SimConfig fields (checked by name), `labels` what
     the figures group by; `system` (default the policy) names the bar or line it feeds."""
     fields_ = _config_fields()
@@ -45,7 +52,13 @@ def sim_spec(experiment: str, trace: TraceChoice, *, system: str | None = None, 
     clash = sorted(set(labels) & (fields_ | {"trace_label", "system"}))
     if clash:
         raise ValueError(f"label(s) {', '.join(clash)} would shadow a simulator option or a reserved column")
-    full = {**config, **labels, "trace": trace.ref, "trace_label": trace.label, "system": system or config.get("policy", "oobleck")}
+    full = {
+        **config,
+        **labels,
+        "trace": trace.ref,
+        "trace_label": trace.label,
+        "system": system or config.get("policy", "oobleck"),
+    }
     return RunSpec(experiment, KIND, full)
 
 
@@ -63,7 +76,13 @@ def run_sim(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     try:
         result = simulate(SimConfig(**config_params), trace=trace)
     except ValueError as exc:  # SimError, PlannerError, TraceError: the reason is the message
-        return {"outcome": "error", "infeasible_reason": str(exc), "avg_samples_per_s": math.nan, "committed_samples": 0, **facts}
+        return {
+            "outcome": "error",
+            "infeasible_reason": str(exc),
+            "avg_samples_per_s": math.nan,
+            "committed_samples": 0,
+            **facts,
+        }
     result.write(run_dir)
     return {**result.summary.to_dict(), **facts}
 

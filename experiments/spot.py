@@ -44,7 +44,18 @@ def specs(setting: Setting) -> list[RunSpec]:
             for key in ("gcp", "p3"):
                 trace = tracesrc.artifact_spot(key, setting.shared)
                 for system in SYSTEMS:
-                    out.append(sim_spec(NAME, trace, policy=system, model=model, calibration=calibration, labels={"spot": key}, timeline="iterations", **spot_options(calibration, model, system)))
+                    out.append(
+                        sim_spec(
+                            NAME,
+                            trace,
+                            policy=system,
+                            model=model,
+                            calibration=calibration,
+                            labels={"spot": key},
+                            timeline="iterations",
+                            **spot_options(calibration, model, system),
+                        )
+                    )
     return out
 
 
@@ -62,7 +73,9 @@ def panel(rows: pd.DataFrame, out_dir: Path, title: str) -> plots.TimelinePanel:
     timelines, averages, missing = {}, {}, []
     for _, row in rows.iterrows():
         if row.get("outcome") != "ok":
-            missing.append(f"{plots.label(row['system'])}: {'out of memory' if row.get('outcome') == 'infeasible' else 'n/a'}")
+            missing.append(
+                f"{plots.label(row['system'])}: {'out of memory' if row.get('outcome') == 'infeasible' else 'n/a'}"
+            )
             continue
         timelines[row["system"]] = timeline(out_dir, row["key"])
         averages[row["system"]] = float(row["avg_samples_per_s"])
@@ -88,7 +101,9 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
             rows_of_trace = data[data["spot"] == key]
             panels = [panel(rows_of_trace[rows_of_trace["model"] == m], out_dir, m) for m in models]
             label = rows_of_trace["trace_label"].iloc[0]
-            figs[f"{figure}-{calibration}"] = plots.throughput_panels(panels, ncols=3, bin_s=BIN_S, title=f"{label}; {title}")
+            figs[f"{figure}-{calibration}"] = plots.throughput_panels(
+                panels, ncols=3, bin_s=BIN_S, title=f"{label}; {title}"
+            )
     return figs
 
 

@@ -71,10 +71,27 @@ REAL_TRACES = (
     RealTrace("aws-p3", "oobleck-artifact/p3-trace.csv", "AWS p3, 11 h", "p3"),
     RealTrace("aws-g4dn", "oobleck-artifact/g4dn-trace.csv", "AWS g4dn, 11 h", "g4dn"),
     RealTrace("gcp-a100", "bamboo/traces/gcloud/a100x1-east1b.txt", "GCP A100, 27 h", "gcp-a100"),
-    RealTrace("g4dn-1c", "bamboo/doc/data/aws-spot-instances-g4dn-xlarge-us-east-1c-2020-11-20-1930-to-2020-11-21-2200.csv", "AWS g4dn 1c, 19 h", None),
-    RealTrace("g4dn-1d", "bamboo/doc/data/aws-spot-instances-g4dn-xlarge-us-east-1d-2020-11-23-1730-to-2020-11-24-1530.csv", "AWS g4dn 1d, 6 h", None),
-    RealTrace("p2-1e", "bamboo/doc/data/aws-spot-instances-p2-xlarge-us-east-1e-2020-11-23-1700-to-2020-11-24-0700.csv", "AWS p2 1e, 19 h", None),
-    RealTrace("p2-3day", "bamboo/doc/data/aws-spot-instances-p2-xlarge-2020-11-20-to-2020-11-23.csv", "AWS p2, 3 days", None),
+    RealTrace(
+        "g4dn-1c",
+        "bamboo/doc/data/aws-spot-instances-g4dn-xlarge-us-east-1c-2020-11-20-1930-to-2020-11-21-2200.csv",
+        "AWS g4dn 1c, 19 h",
+        None,
+    ),
+    RealTrace(
+        "g4dn-1d",
+        "bamboo/doc/data/aws-spot-instances-g4dn-xlarge-us-east-1d-2020-11-23-1730-to-2020-11-24-1530.csv",
+        "AWS g4dn 1d, 6 h",
+        None,
+    ),
+    RealTrace(
+        "p2-1e",
+        "bamboo/doc/data/aws-spot-instances-p2-xlarge-us-east-1e-2020-11-23-1700-to-2020-11-24-0700.csv",
+        "AWS p2 1e, 19 h",
+        None,
+    ),
+    RealTrace(
+        "p2-3day", "bamboo/doc/data/aws-spot-instances-p2-xlarge-2020-11-20-to-2020-11-23.csv", "AWS p2, 3 days", None
+    ),
 )
 
 
@@ -90,7 +107,11 @@ def artifact_spot(name: str, shared: Path | None) -> TraceChoice:
     entry = ARTIFACT_SPOT[name]
     if shared is not None and (shared / "traces" / entry.path).exists():
         return TraceChoice(f"shared:{entry.path}", entry.label)
-    return TraceChoice(f"spot:profile={entry.lookalike},seed=0|rescale=15-30", f"{entry.label.split(' (')[0]} (generated look-alike: {entry.lookalike})", True)
+    return TraceChoice(
+        f"spot:profile={entry.lookalike},seed=0|rescale=15-30",
+        f"{entry.label.split(' (')[0]} (generated look-alike: {entry.lookalike})",
+        True,
+    )
 
 
 def real_traces(shared: Path | None, *, peak: int = 30) -> list[TraceChoice]:
@@ -101,16 +122,27 @@ def real_traces(shared: Path | None, *, peak: int = 30) -> list[TraceChoice]:
         if shared is not None and (shared / "traces" / entry.path).exists():
             out.append(TraceChoice(f"shared:{entry.path}|peak={peak}", entry.label, key=entry.key))
         elif entry.lookalike is not None:
-            out.append(TraceChoice(f"spot:profile={entry.lookalike},seed=0|peak={peak}", f"{entry.label} (generated look-alike)", True, key=f"{entry.key} (gen.)"))
+            out.append(
+                TraceChoice(
+                    f"spot:profile={entry.lookalike},seed=0|peak={peak}",
+                    f"{entry.label} (generated look-alike)",
+                    True,
+                    key=f"{entry.key} (gen.)",
+                )
+            )
     return out
 
 
-def generated(profile: str, *, nodes: int, hours: float, rate: float = 1.0, burst: float | None = None, seed: int = 0) -> TraceChoice:
+def generated(
+    profile: str, *, nodes: int, hours: float, rate: float = 1.0, burst: float | None = None, seed: int = 0
+) -> TraceChoice:
     parts = [f"profile={profile}", f"nodes={nodes}", f"hours={hours:g}", f"rate={rate:g}"]
     if burst is not None:
         parts.append(f"burst={burst:g}")
     parts.append(f"seed={seed}")
-    return TraceChoice("gen:" + ",".join(parts), f"{profile} x{rate:g}" + (f", burst {burst:g}" if burst is not None else ""), True)
+    return TraceChoice(
+        "gen:" + ",".join(parts), f"{profile} x{rate:g}" + (f", burst {burst:g}" if burst is not None else ""), True
+    )
 
 
 def on_demand(nodes: int, hours: float) -> TraceChoice:
@@ -168,9 +200,9 @@ def resolve(ref: str) -> traces.Trace:
         shared = shared_dir()
         if shared is None:
             raise TraceError(f"{ref}: ../shared is not available here (set OOBLAB_SHARED)")
-        trace = traces.load(shared / "traces" / base[len("shared:"):], repair=True, rng=np.random.default_rng(0))
+        trace = traces.load(shared / "traces" / base[len("shared:") :], repair=True, rng=np.random.default_rng(0))
     elif base.startswith("gen:"):
-        trace = _generated(base[len("gen:"):])
+        trace = _generated(base[len("gen:") :])
     else:
         trace = traces.from_spec(base, rng=np.random.default_rng(0))
     for modifier in modifiers:

@@ -40,4 +40,6 @@ figures = cost.figures(table, out)
 nb.show(figures)
 
 # %%
-table.assign(usd_per_million=cost.usd_per_million(table)).pivot_table(index=["calibration", "model"], columns=["trace_key", "system"], values="usd_per_million").round(0)
+table.assign(usd_per_million=cost.usd_per_million(table)).pivot_table(
+    index=["calibration", "model"], columns=["trace_key", "system"], values="usd_per_million"
+).round(0)

@@ -51,4 +51,6 @@ nb.show(figures, *[name for name in figures if name.startswith("fig09")])
 nb.show(figures, *[name for name in figures if name.startswith("fig13")])
 
 # %%
-table.pivot_table(index=["calibration", "model"], columns=["trace_label", "system"], values="avg_samples_per_s").round(1)
+table.pivot_table(index=["calibration", "model"], columns=["trace_label", "system"], values="avg_samples_per_s").round(
+    1
+)

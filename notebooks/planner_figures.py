@@ -56,4 +56,6 @@ nb.show(figures, "planner-throughput-f")
 nb.show(figures, "planner-time-vs-model", "planner-time-vs-nodes")
 
 # %%
-table[table["part"] == "timing"][["model", "nodes", "templates", "min_nodes", "templates_s", "instantiate_s", "planning_s"]].round(3)
+table[table["part"] == "timing"][
+    ["model", "nodes", "templates", "min_nodes", "templates_s", "instantiate_s", "planning_s"]
+].round(3)

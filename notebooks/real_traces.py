@@ -37,4 +37,6 @@ figures = real_traces.figures(table, out)
 nb.show(figures)
 
 # %%
-table.groupby("trace_key")[["trace_duration_h", "trace_removals_per_hour", "trace_mean_nodes", "trace_min_nodes", "trace_mean_burst"]].first().round(2)
+table.groupby("trace_key")[
+    ["trace_duration_h", "trace_removals_per_hour", "trace_mean_nodes", "trace_min_nodes", "trace_mean_burst"]
+].first().round(2)

@@ -47,8 +47,17 @@ figures = experiment.figures(table, out)
 # targets (5% throughput, 5% samples, 20% recovery).
 
 # %%
-columns = ["setting", "trace_label", "throughput_error", "samples_error", "recovery_error",
-           "oobleck_samples_error", "varuna_samples_error", "overhead_reconfigure_overhead_s", "overhead_restart_overhead_s"]
+columns = [
+    "setting",
+    "trace_label",
+    "throughput_error",
+    "samples_error",
+    "recovery_error",
+    "oobleck_samples_error",
+    "varuna_samples_error",
+    "overhead_reconfigure_overhead_s",
+    "overhead_restart_overhead_s",
+]
 ok = table[table["outcome"] == "ok"]
 display(ok[[c for c in columns if c in ok]].round(3))  # noqa: F821 (IPython)
 nb.show(figures, "errors")

@@ -99,9 +99,7 @@ def get_shape(name: str) -> TransformerShape:
     try:
         return MODEL_SHAPES[name]
     except KeyError:
-        raise PlannerError(
-            f"unknown model {name!r}; built-in models: {', '.join(MODEL_SHAPES)}"
-        ) from None
+        raise PlannerError(f"unknown model {name!r}; built-in models: {', '.join(MODEL_SHAPES)}") from None
 
 
 def _layer(

@@ -62,7 +62,9 @@ def refill_proposals(
         if shrunk is None:
             continue
         pool = [n for i in short for n in survivors[i]] + list(old.pipelines[donor].nodes)
-        needs = [layers for i in short for layers in positions_of(old.pipelines[i].template)] + list(positions_of(shrunk))
+        needs = [layers for i in short for layers in positions_of(old.pipelines[i].template)] + list(
+            positions_of(shrunk)
+        )
         placed = arrange(needs, pool, held, layer_bytes).nodes
         groups: dict[int, tuple[str, ...]] = {}
         start = 0

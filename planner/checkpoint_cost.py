@@ -145,10 +145,14 @@ def write_cost(holdings: Holdings, layer_bytes: Sequence[int], storage: StorageS
     share, whole = _shares(holdings, layer_bytes, "checkpoint")
     busiest = max((_span(share, r) for r in holdings), default=0.0)
     total = float(whole[-1])
-    return TransferCost(storage.fixed_s + _storage_s(busiest, total, storage.node_write_bytes_per_s, storage), busiest, total)
+    return TransferCost(
+        storage.fixed_s + _storage_s(busiest, total, storage.node_write_bytes_per_s, storage), busiest, total
+    )
 
 
-def load_cost(holdings: Holdings, layer_bytes: Sequence[int], storage: StorageSpec, network_bytes_per_s: float) -> TransferCost:
+def load_cost(
+    holdings: Holdings, layer_bytes: Sequence[int], storage: StorageSpec, network_bytes_per_s: float
+) -> TransferCost:
     """A checkpoint loaded onto `holdings`' nodes: split reads, then an all-gather per layer."""
     share, whole = _shares(holdings, layer_bytes, "load")
     busiest = max((_span(share, r) for r in holdings), default=0.0)
@@ -163,7 +167,9 @@ def holdings_from(nodes: Iterable[Ranges]) -> Counter:
     return Counter(nodes)
 
 
-def restrict(holdings: Holdings, node_ranges: Mapping[str, Ranges] | None, nodes: Sequence[str], alive: Container[str] | None) -> Holdings:
+def restrict(
+    holdings: Holdings, node_ranges: Mapping[str, Ranges] | None, nodes: Sequence[str], alive: Container[str] | None
+) -> Holdings:
     """`holdings` of `nodes` less those not in `alive` (their ranges from `node_ranges`)."""
     if alive is None:
         return holdings

@@ -25,14 +25,25 @@ def register(subparsers) -> None:
         description="Generate the exact pipeline templates and instantiate the fastest plan with at least f + 1 pipelines.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--model", default=DEFAULTS["model"], help=f"built-in model ({', '.join(MODEL_SHAPES)}) or an Oobleck profile directory")
-    parser.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPUS), help="GPU type (also the memory limit of a measured profile)")
+    parser.add_argument(
+        "--model",
+        default=DEFAULTS["model"],
+        help=f"built-in model ({', '.join(MODEL_SHAPES)}) or an Oobleck profile directory",
+    )
+    parser.add_argument(
+        "--gpu",
+        default=DEFAULT_GPU,
+        choices=sorted(GPUS),
+        help="GPU type (also the memory limit of a measured profile)",
+    )
     parser.add_argument("--nodes", type=int, default=DEFAULTS["nodes"], help="number of nodes N")
     parser.add_argument("--gpus-per-node", type=int, default=DEFAULTS["gpus_per_node"], help="GPUs per node g")
     parser.add_argument("--f", type=int, default=DEFAULTS["f"], help="simultaneous node failures to tolerate")
     parser.add_argument("--global-batch", type=int, default=DEFAULTS["global_batch"], help="samples per iteration")
     parser.add_argument("--microbatch", type=int, default=DEFAULTS["microbatch"], help="samples per microbatch")
-    parser.add_argument("--inter-node-gbps", type=float, default=None, help="override the GPU type's default network bandwidth (Gb/s)")
+    parser.add_argument(
+        "--inter-node-gbps", type=float, default=None, help="override the GPU type's default network bandwidth (Gb/s)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     cli_reconf.register_arguments(parser)
     parser.set_defaults(handler=run)
@@ -100,13 +111,21 @@ def render(planner: Planner, templates: TemplateSet, plan: ExecutionPlan) -> str
         f"{'nodes':>5} {'stages':>6} {'T (N_b=4S) s':>13} {'bottleneck s':>12}  layers per stage",
     ]
     for t in templates.templates:
-        lines.append(f"{t.num_nodes:>5} {t.num_stages:>6} {t.iteration_time_s:>13.3f} {t.bottleneck_s:>12.4f}  {_layers(t.stages)}")
-    lines += ["", f"plan: {plan.num_pipelines} pipelines", f"{'#':>3} {'nodes':>5} {'microbatches':>12} {'time s':>9}  node names"]
+        lines.append(
+            f"{t.num_nodes:>5} {t.num_stages:>6} {t.iteration_time_s:>13.3f} {t.bottleneck_s:>12.4f}  {_layers(t.stages)}"
+        )
+    lines += [
+        "",
+        f"plan: {plan.num_pipelines} pipelines",
+        f"{'#':>3} {'nodes':>5} {'microbatches':>12} {'time s':>9}  node names",
+    ]
     for index, pipe in enumerate(plan.pipelines):
         names = ", ".join(pipe.nodes)
         if len(names) > 50:
             names = names[:47] + "..."
-        lines.append(f"{index:>3} {pipe.template.num_nodes:>5} {pipe.num_microbatches:>12} {pipe.iteration_time_s:>9.3f}  {names}")
+        lines.append(
+            f"{index:>3} {pipe.template.num_nodes:>5} {pipe.num_microbatches:>12} {pipe.iteration_time_s:>9.3f}  {names}"
+        )
     lines += [
         "",
         f"iteration {plan.iteration_time_s:.3f} s (slowest pipeline {plan.compute_time_s:.3f} s + exposed all-reduce {plan.allreduce_exposed_s:.3f} s)",

@@ -21,11 +21,26 @@ GIB = 2**30
 
 def register_arguments(parser) -> None:
     change = parser.add_mutually_exclusive_group()
-    change.add_argument("--remove", metavar="K|NODE,NODE", default=None, help="reconfigure after losing K nodes (the last of each of the first K pipelines) or the named nodes")
+    change.add_argument(
+        "--remove",
+        metavar="K|NODE,NODE",
+        default=None,
+        help="reconfigure after losing K nodes (the last of each of the first K pipelines) or the named nodes",
+    )
     change.add_argument("--add", metavar="K", type=int, default=None, help="offer K new nodes to the plan (join rule)")
-    parser.add_argument("--throughput-tolerance", type=float, default=None, metavar="T",
-                        help="with --remove: let a plan up to the fraction T slower than the fastest option win if it copies fewer bytes (off by default: Oobleck's rules)")
-    parser.add_argument("--join-horizon-s", type=float, default=1800.0, help="with --add: seconds over which a join must pay for its copies")
+    parser.add_argument(
+        "--throughput-tolerance",
+        type=float,
+        default=None,
+        metavar="T",
+        help="with --remove: let a plan up to the fraction T slower than the fastest option win if it copies fewer bytes (off by default: Oobleck's rules)",
+    )
+    parser.add_argument(
+        "--join-horizon-s",
+        type=float,
+        default=1800.0,
+        help="with --add: seconds over which a join must pay for its copies",
+    )
 
 
 def _ranges(layers) -> str:
@@ -63,7 +78,9 @@ def removal_targets(plan: ExecutionPlan, spec: str) -> list[str]:
         raise PlannerError(f"--remove names {duplicates} more than once")
     unknown = [n for n in names if n not in set(plan.nodes)]
     if unknown:
-        raise PlannerError(f"--remove names nodes not in the plan: {unknown} (its nodes are node0..node{len(plan.nodes) - 1})")
+        raise PlannerError(
+            f"--remove names nodes not in the plan: {unknown} (its nodes are node0..node{len(plan.nodes) - 1})"
+        )
     return names
 
 
@@ -77,7 +94,11 @@ def reconfigure(planner: Planner, plan: ExecutionPlan, args) -> tuple[dict, Reco
         left = len(plan.nodes) - len(removed)
         wiped = lost_layers(plan, set(plan.nodes) - set(removed))
         if left < planner.min_nodes:
-            then = f" and then restart from its last checkpoint (no replica of layers {_ranges(wiped)} is left)" if wiped else ", the survivors keeping their layers"
+            then = (
+                f" and then restart from its last checkpoint (no replica of layers {_ranges(wiped)} is left)"
+                if wiped
+                else ", the survivors keeping their layers"
+            )
             raise PlannerError(
                 f"removing {len(removed)} of {len(plan.nodes)} nodes leaves {left}, fewer than n0 = {planner.min_nodes} "
                 f"for one replica: the job would wait for nodes{then}; no reconfigured plan"
@@ -104,7 +125,13 @@ def to_json(event: dict, result: Reconfiguration) -> dict:
         **event,
         "plan": result.plan.to_dict() if result.plan is not None else None,
         "copies": [
-            {"dst_node": c.dst_node, "src_node": c.src_node, "layers": list(c.layers), "param_bytes": c.param_bytes, "optimizer_bytes": c.optimizer_bytes}
+            {
+                "dst_node": c.dst_node,
+                "src_node": c.src_node,
+                "layers": list(c.layers),
+                "param_bytes": c.param_bytes,
+                "optimizer_bytes": c.optimizer_bytes,
+            }
             for c in result.copies
         ],
         "copied_bytes": result.copy_bytes,
@@ -116,11 +143,16 @@ def to_json(event: dict, result: Reconfiguration) -> dict:
 
 
 def render(event: dict, result: Reconfiguration) -> Sequence[str]:
-    what = f"removed {len(event['remove'])} node(s)" if "remove" in event else f"offered {len(event['add'])} new node(s)"
+    what = (
+        f"removed {len(event['remove'])} node(s)" if "remove" in event else f"offered {len(event['add'])} new node(s)"
+    )
     plan = result.plan
     if plan is None:  # `reconfigure` raises before a change without a plan gets here
         raise PlannerError("internal error: a reconfiguration without a plan to render")
-    lines = ["", f"reconfiguration: {what} -> {plan.num_pipelines} pipelines {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.2f} samples/s"]
+    lines = [
+        "",
+        f"reconfiguration: {what} -> {plan.num_pipelines} pipelines {sorted(len(p.nodes) for p in plan.pipelines)}, {plan.samples_per_s:.2f} samples/s",
+    ]
     lines.append(
         f"copies: {len(result.copies)}, {result.copy_bytes / GIB:.1f} GiB (busiest node receives {result.busiest_node_bytes / GIB:.1f} GiB; "
         f"lower bound {result.lower_bound_bytes / GIB:.1f} GiB; nodes kept in order: {result.keep_order_bytes / GIB:.1f} GiB)"

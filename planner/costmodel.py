@@ -71,10 +71,7 @@ class CostTables:
         self.bwd = np.array([0.0, *accumulate(l.backward_s for l in layers)])
         self.state = np.array([0, *accumulate(l.state_bytes for l in layers)], dtype=np.float64)
         self.act = np.array([0, *accumulate(l.activation_bytes for l in layers)], dtype=np.float64)
-        self.ar = {
-            d: np.array([0.0, *accumulate(l.in_node_allreduce_s(d) for l in layers)])
-            for d in self.widths
-        }
+        self.ar = {d: np.array([0.0, *accumulate(l.in_node_allreduce_s(d) for l in layers)]) for d in self.widths}
         n = self.num_layers
         workspace = np.array([l.workspace_bytes for l in layers], dtype=np.float64)
         # max_ws[a, b] = largest workspace among layers [a, b) (0 on and below the diagonal)
@@ -95,7 +92,12 @@ class CostTables:
     def memory_bytes(self, first: int, end: int, d: int, inflight: int) -> float:
         """Per-GPU bytes of a stage holding `inflight` microbatches of activations."""
         return float(
-            (self.state[end] - self.state[first] + inflight * (self.act[end] - self.act[first]) + self.max_ws[first, end])
+            (
+                self.state[end]
+                - self.state[first]
+                + inflight * (self.act[end] - self.act[first])
+                + self.max_ws[first, end]
+            )
             / d
         )
 

@@ -81,9 +81,7 @@ class ClusterSpec:
         if self.gpus_per_node < 1:
             raise PlannerError(f"gpus_per_node must be >= 1, got {self.gpus_per_node}")
         if self.usable_memory_bytes <= 0:
-            raise PlannerError(
-                f"reserved_bytes {self.reserved_bytes} leaves no memory on {self.gpu.name}"
-            )
+            raise PlannerError(f"reserved_bytes {self.reserved_bytes} leaves no memory on {self.gpu.name}")
 
     @property
     def usable_memory_bytes(self) -> int:

@@ -103,7 +103,9 @@ class MixSearch:
                 if count < min_pipelines:
                     return
                 ordered = tuple(reversed(chosen))
-                leaf_ar = max((self.first_stage_allreduce_s(n, count) for n in ar_sizes), default=0.0) if count > 1 else 0.0
+                leaf_ar = (
+                    max((self.first_stage_allreduce_s(n, count) for n in ar_sizes), default=0.0) if count > 1 else 0.0
+                )
                 if state.key is not None and bound(a, b, first, count, 0, start, leaf_ar) > state.key[0]:
                     return
                 seconds = self.solve(ordered)

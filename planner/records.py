@@ -103,7 +103,9 @@ class RunSummary:
     cost_usd: float
     breakdown: TimeBreakdown
     extra: Mapping[str, Any] = field(default_factory=dict)
-    num_failed_checkpoints: int = 0  # checkpoints begun and never completed (the real backend's; the simulator's never fail)
+    num_failed_checkpoints: int = (
+        0  # checkpoints begun and never completed (the real backend's; the simulator's never fail)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("breakdown", "extra")}
@@ -143,7 +145,9 @@ def write_run(
             writer.writerow([getattr(row, name) for name in names])
     with open(directory / "events.jsonl", "w") as handle:
         for event in events:
-            handle.write(json.dumps(_clean({"time_s": event.time_s, "kind": event.kind, **event.detail}), sort_keys=True) + "\n")
+            handle.write(
+                json.dumps(_clean({"time_s": event.time_s, "kind": event.kind, **event.detail}), sort_keys=True) + "\n"
+            )
     return directory
 
 

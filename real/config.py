@@ -52,7 +52,12 @@ def parse_checkpoint_faults(text: str | None) -> tuple[CheckpointFault, ...]:
     faults = []
     for entry in text.split(","):
         parts = entry.strip().split(":")
-        if len(parts) not in (2, 3) or not parts[0].isdigit() or parts[1] not in CHECKPOINT_FAULTS or (len(parts) == 3 and not parts[2]):
+        if (
+            len(parts) not in (2, 3)
+            or not parts[0].isdigit()
+            or parts[1] not in CHECKPOINT_FAULTS
+            or (len(parts) == 3 and not parts[2])
+        ):
             raise ConfigError(f"checkpoint_fault entry {entry!r} is not STEP:{'|'.join(CHECKPOINT_FAULTS)}[:NODE]")
         faults.append(CheckpointFault(int(parts[0]), parts[1], parts[2] if len(parts) == 3 else None))
     return tuple(faults)
@@ -189,12 +194,26 @@ class RunConfig:
         if self.policy not in POLICIES:
             raise ConfigError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 0:
-            raise ConfigError(f"checkpoint_every must be a whole number of steps >= 0 (0: never), got {self.checkpoint_every!r}")
+            raise ConfigError(
+                f"checkpoint_every must be a whole number of steps >= 0 (0: never), got {self.checkpoint_every!r}"
+            )
         if not isinstance(self.checkpoint_keep, int) or self.checkpoint_keep < 1:
-            raise ConfigError(f"checkpoint_keep must be a whole number of checkpoints >= 1, got {self.checkpoint_keep!r}")
+            raise ConfigError(
+                f"checkpoint_keep must be a whole number of checkpoints >= 1, got {self.checkpoint_keep!r}"
+            )
         parse_checkpoint_faults(self.checkpoint_fault)
-        for name in ("timeout_s", "checkpoint_timeout_s", "heartbeat_interval_s", "heartbeat_timeout_s", "startup_timeout_s", "gpu_memory_gb", "lr",
-                     "time_scale", "join_horizon_s", "wait_for_nodes_s"):
+        for name in (
+            "timeout_s",
+            "checkpoint_timeout_s",
+            "heartbeat_interval_s",
+            "heartbeat_timeout_s",
+            "startup_timeout_s",
+            "gpu_memory_gb",
+            "lr",
+            "time_scale",
+            "join_horizon_s",
+            "wait_for_nodes_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.heartbeat_timeout_s <= self.heartbeat_interval_s:

@@ -61,7 +61,9 @@ def get_model(name: str) -> ArtifactModel:
     try:
         return ARTIFACT_MODELS[name]
     except KeyError:
-        raise SimError(f"unknown artifact model {name!r}; the artifact calibration has {', '.join(ARTIFACT_MODELS)}") from None
+        raise SimError(
+            f"unknown artifact model {name!r}; the artifact calibration has {', '.join(ARTIFACT_MODELS)}"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,18 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
     "gpus_per_node": (int, "GPUs per node (planner; default 1)"),
     "inter_node_gbps": (float, "network bandwidth per node, Gb/s (planner; default: the GPU type's, 10 for the V100)"),
     "bamboo_depth": (int, "Bamboo's pipeline depth (default 12)"),
-    "checkpoint_every_iterations": (int, "periodic checkpoint interval in iterations (default: Varuna 10, unless checkpoint_every_s is given)"),
-    "checkpoint_every_s": (float, "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)"),
-    "duration_s": (float, "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)"),
+    "checkpoint_every_iterations": (
+        int,
+        "periodic checkpoint interval in iterations (default: Varuna 10, unless checkpoint_every_s is given)",
+    ),
+    "checkpoint_every_s": (
+        float,
+        "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)",
+    ),
+    "duration_s": (
+        float,
+        "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)",
+    ),
 }
 
 
@@ -42,15 +51,46 @@ def register(subparsers) -> None:
     )
     d = SimConfig()
     parser.add_argument("--policy", default=d.policy, choices=POLICIES)
-    parser.add_argument("--model", default=d.model, help="artifact calibration: BERT-large, GPT-2-ours, GPT-3-medium, GPT-3-2_7b, GPT-3-6_7b; planner calibration: those, a built-in planner model, or a profile directory")
-    parser.add_argument("--trace", default=d.trace, help="a trace file, or a generator spec (fixed:interval=1h, spot:nodes=30,hours=24, ...)")
-    parser.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS, help="artifact: the published tables and constants; planner: the planner's cost model")
+    parser.add_argument(
+        "--model",
+        default=d.model,
+        help="artifact calibration: BERT-large, GPT-2-ours, GPT-3-medium, GPT-3-2_7b, GPT-3-6_7b; planner calibration: those, a built-in planner model, or a profile directory",
+    )
+    parser.add_argument(
+        "--trace",
+        default=d.trace,
+        help="a trace file, or a generator spec (fixed:interval=1h, spot:nodes=30,hours=24, ...)",
+    )
+    parser.add_argument(
+        "--calibration",
+        default=d.calibration,
+        choices=CALIBRATIONS,
+        help="artifact: the published tables and constants; planner: the planner's cost model",
+    )
     parser.add_argument("--seed", type=int, default=d.seed, help="seed for generated traces and count-log victims")
     for name, (kind, text) in FLAGS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=argparse.SUPPRESS, help=text)
-    parser.add_argument("--no-rollback", dest="varuna_rollback", action="store_false", default=argparse.SUPPRESS, help="artifact Varuna: keep the work since the last checkpoint on a restart (the paper's spot figures, small models)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="any other SimConfig field (repeatable)")
-    parser.add_argument("--timeline", default=d.timeline, choices=("changes", "iterations"), help="timeline rows at state changes only, or also one per iteration")
+    parser.add_argument(
+        "--no-rollback",
+        dest="varuna_rollback",
+        action="store_false",
+        default=argparse.SUPPRESS,
+        help="artifact Varuna: keep the work since the last checkpoint on a restart (the paper's spot figures, small models)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other SimConfig field (repeatable)",
+    )
+    parser.add_argument(
+        "--timeline",
+        default=d.timeline,
+        choices=("changes", "iterations"),
+        help="timeline rows at state changes only, or also one per iteration",
+    )
     parser.add_argument("--out", default=None, help="directory for the run's files (default results/sim/<run id>)")
     parser.add_argument("--no-write", action="store_true", help="do not write the run's files")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the summary) instead of text")
@@ -73,8 +113,12 @@ def _parse_value(text: str):
 
 def config_from_args(args) -> SimConfig:
     data = {
-        "policy": args.policy, "model": args.model, "trace": args.trace, "calibration": args.calibration,
-        "seed": args.seed, "timeline": args.timeline,
+        "policy": args.policy,
+        "model": args.model,
+        "trace": args.trace,
+        "calibration": args.calibration,
+        "seed": args.seed,
+        "timeline": args.timeline,
     }
     for name in FLAGS:
         if hasattr(args, name):

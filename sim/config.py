@@ -22,9 +22,21 @@ TIMELINES = ("changes", "iterations")
 
 # options each calibration ignores: setting them is an error
 PLANNER_ONLY = (
-    "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
-    "checkpoint_every_s", "join_horizon_s", "varuna_max_microbatch", "reconfigure_overhead_s",
-    "restart_overhead_s", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s", "storage_cap_gb_per_s",
+    "global_batch",
+    "microbatch_size",
+    "fault_tolerance",
+    "gpu",
+    "gpus_per_node",
+    "inter_node_gbps",
+    "checkpoint_every_s",
+    "join_horizon_s",
+    "varuna_max_microbatch",
+    "reconfigure_overhead_s",
+    "restart_overhead_s",
+    "restart_load_gb_per_s",
+    "checkpoint_fixed_s",
+    "storage_gb_per_s",
+    "storage_cap_gb_per_s",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes")
 
@@ -90,25 +102,60 @@ class SimConfig:
             raise SimError(f"seed must be a whole number >= 0, got {self.seed!r}")
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None or f.name in ("policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "varuna_rollback"):
+            if value is None or f.name in (
+                "policy",
+                "model",
+                "trace",
+                "calibration",
+                "gpu",
+                "timeline",
+                "seed",
+                "varuna_rollback",
+            ):
                 continue
-            if f.name in ("global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations", "min_nodes", "bamboo_depth", "varuna_max_microbatch"):
+            if f.name in (
+                "global_batch",
+                "microbatch_size",
+                "gpus_per_node",
+                "checkpoint_every_iterations",
+                "min_nodes",
+                "bamboo_depth",
+                "varuna_max_microbatch",
+            ):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise SimError(f"{f.name} must be a whole number >= 1, got {value!r}")
             elif f.name == "fault_tolerance":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")
             else:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or not math.isfinite(value)
+                    or value < 0
+                ):
                     raise SimError(f"{f.name} must be a finite number >= 0, got {value!r}")
-                if f.name in ("inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "storage_cap_gb_per_s", "checkpoint_every_s", "duration_s") and value == 0:
+                if (
+                    f.name
+                    in (
+                        "inter_node_gbps",
+                        "restart_load_gb_per_s",
+                        "storage_gb_per_s",
+                        "storage_cap_gb_per_s",
+                        "checkpoint_every_s",
+                        "duration_s",
+                    )
+                    and value == 0
+                ):
                     raise SimError(f"{f.name} must be > 0")
         if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")
         unused = PLANNER_ONLY if self.calibration == "artifact" else ARTIFACT_ONLY
         stray = [name for name in unused if getattr(self, name) is not None]
         if stray:
-            raise SimError(f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {self.calibration} calibration")
+            raise SimError(
+                f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {self.calibration} calibration"
+            )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SimConfig:

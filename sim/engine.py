@@ -69,7 +69,14 @@ from .stretch import Stretch
 from .timing import Timing
 
 PAUSED = "paused"
-PAUSE_STATE = {Start: RESTARTING, Restart: RESTARTING, RestartFromCheckpoint: RESTARTING, Reinstantiate: RECONFIGURING, CopyLayers: RECONFIGURING, Checkpoint: CHECKPOINTING}
+PAUSE_STATE = {
+    Start: RESTARTING,
+    Restart: RESTARTING,
+    RestartFromCheckpoint: RESTARTING,
+    Reinstantiate: RECONFIGURING,
+    CopyLayers: RECONFIGURING,
+    Checkpoint: CHECKPOINTING,
+}
 
 
 class _Urgent(simpy.events.Event):
@@ -135,8 +142,19 @@ class Simulation:
         self.stop_ckpt = False
         self.first_start_t: float | None = None
         self.last_iteration_t: float | None = None
-        self.counts = dict(reconfigurations=0, restarts=0, starts=0, checkpoints=0, checkpoints_failed=0, rollbacks=0,
-                           removals=0, working_removed=0, failures_survived=0, iterations_lost=0, decisions=0)
+        self.counts = dict(
+            reconfigurations=0,
+            restarts=0,
+            starts=0,
+            checkpoints=0,
+            checkpoints_failed=0,
+            rollbacks=0,
+            removals=0,
+            working_removed=0,
+            failures_survived=0,
+            iterations_lost=0,
+            decisions=0,
+        )
         self.infeasible = policy.infeasible_reason()
         self._never = self.env.event()
 
@@ -271,7 +289,9 @@ class Simulation:
 
     def _reschedule(self) -> None:
         ckpt = self._next_checkpoint()
-        options = [i for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None) if i is not None]
+        options = [
+            i for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None) if i is not None
+        ]
         self.stop_iter = min(options) if options else None
         self.stop_ckpt = ckpt is not None and ckpt == self.stop_iter
         self.stop_t = math.inf if self.stop_iter is None else self.stretch.end_of(self.stop_iter - self.iterations)
@@ -376,12 +396,18 @@ class Simulation:
             self.counts["working_removed"] += hit
             if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint, WaitForNodes)) for a in decision.actions):
                 self.counts["failures_survived"] += hit
-        self.events.append(EventRecord(self.env.now, "decision", {
-            **describe_event(event),
-            "actions": [describe_action(a) for a in decision.actions],
-            "plan": describe_plan(plan),
-            **({"notes": list(decision.notes)} if decision.notes else {}),
-        }))
+        self.events.append(
+            EventRecord(
+                self.env.now,
+                "decision",
+                {
+                    **describe_event(event),
+                    "actions": [describe_action(a) for a in decision.actions],
+                    "plan": describe_plan(plan),
+                    **({"notes": list(decision.notes)} if decision.notes else {}),
+                },
+            )
+        )
         self._apply(decision)
 
     def _apply(self, decision: Decision) -> None:
@@ -414,7 +440,9 @@ class Simulation:
             if state is None:
                 continue
             if isinstance(action, Checkpoint):  # the survivors of the plan that trained write it
-                seconds = self.timing.pause_s(action, decision.plan if self.state_plan is None else self.state_plan, self.ready)
+                seconds = self.timing.pause_s(
+                    action, decision.plan if self.state_plan is None else self.state_plan, self.ready
+                )
             else:
                 seconds = self.timing.pause_s(action, decision.plan)
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
@@ -450,7 +478,13 @@ class Simulation:
         self.iterations = self.ckpt_iterations
         if undone:
             self.counts["rollbacks"] += 1
-            self.events.append(EventRecord(self.env.now, "rollback", {"iterations_undone": undone, "seconds": seconds, "to_iteration": self.iterations}))
+            self.events.append(
+                EventRecord(
+                    self.env.now,
+                    "rollback",
+                    {"iterations_undone": undone, "seconds": seconds, "to_iteration": self.iterations},
+                )
+            )
 
     # -- pauses ----------------------------------------------------------------------------
     def _pause(self, segments, *, periodic: bool) -> None:

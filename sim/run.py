@@ -36,7 +36,13 @@ class SimResult:
     def run_id(self) -> str:
         digest = hashlib.sha256(json.dumps(self.config, sort_keys=True, default=str).encode()).hexdigest()[:10]
         slug = "-".join(str(self.config[k]) for k in ("policy", "model", "calibration"))
-        trace = re.sub(r"[^A-Za-z0-9._=-]+", "_", Path(str(self.config["trace"])).stem if Path(str(self.config["trace"])).suffix else str(self.config["trace"]))
+        trace = re.sub(
+            r"[^A-Za-z0-9._=-]+",
+            "_",
+            Path(str(self.config["trace"])).stem
+            if Path(str(self.config["trace"])).suffix
+            else str(self.config["trace"]),
+        )
         return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{slug}-{trace}")[:80] + f"-{digest}"
 
     def write(self, directory: str | Path | None = None) -> Path:

@@ -106,12 +106,19 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         )
     startup = art.NODE_STARTUP_S if config.node_startup_s is None else float(config.node_startup_s)
     price = art.SPOT_PRICE_PER_NODE_HOUR if config.price_per_node_hour is None else float(config.price_per_node_hour)
-    derived = {"trace_name": trace.name, "trace_events": len(trace), "node_startup_s": startup, "price_per_node_hour": price}
+    derived = {
+        "trace_name": trace.name,
+        "trace_events": len(trace),
+        "node_startup_s": startup,
+        "price_per_node_hour": price,
+    }
     if config.calibration == "artifact":
         policy, timing = _artifact(config, derived)
     else:
         policy, timing = _planner(config, trace, derived)
-    factors = {kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")}
+    factors = {
+        kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")
+    }
     if any(value != 1.0 for value in factors.values()):
         timing = ScaledPauses(timing, **factors)
         derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
@@ -140,9 +147,18 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
         if every is not None:
             raise SimError("the artifact's Bamboo never checkpoints: checkpoint_every_iterations applies to varuna")
         depth = art.BAMBOO_DEPTH if config.bamboo_depth is None else config.bamboo_depth
-        reason = None if art.runnable("bamboo", model.name) else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
-        policy = BambooPolicy(depth, fatal_rollback=False, overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD, infeasible=reason,
-                              keep_in_place=False)  # the artifact rebuilds the grid
+        reason = (
+            None
+            if art.runnable("bamboo", model.name)
+            else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
+        )
+        policy = BambooPolicy(
+            depth,
+            fatal_rollback=False,
+            overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD,
+            infeasible=reason,
+            keep_in_place=False,
+        )  # the artifact rebuilds the grid
         resolved.update(bamboo_depth=depth)
     resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
     return policy, timing
@@ -159,7 +175,9 @@ def _model_and_batch(config: SimConfig) -> tuple[str, int]:
     batch = config.global_batch
     if batch is None:
         if config.model not in art.ARTIFACT_MODELS:
-            raise SimError(f"global_batch is required for {config.model!r} (defaults exist only for the artifact's models)")
+            raise SimError(
+                f"global_batch is required for {config.model!r} (defaults exist only for the artifact's models)"
+            )
         batch = art.ARTIFACT_MODELS[config.model].global_batch
     return name, batch
 
@@ -185,7 +203,9 @@ def _cached_planner(model: str, cluster: ClusterSpec, batch: int, microbatch: in
 
 
 @lru_cache(maxsize=32)
-def _cached_search(model: str, cluster: ClusterSpec, batch: int, max_microbatch: int, analytic: bool, microbatch: int) -> VarunaSearch:
+def _cached_search(
+    model: str, cluster: ClusterSpec, batch: int, max_microbatch: int, analytic: bool, microbatch: int
+) -> VarunaSearch:
     def profile_for(b: int) -> ModelProfile | None:
         if not analytic and b != microbatch:
             return None
@@ -228,7 +248,9 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
         horizon = _or(config.join_horizon_s, DEFAULT_JOIN_HORIZON_S)
         pause_s = costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0)  # what a join costs, as timed
-        policy = build_policy("oobleck", PolicyOptions(schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s), planner=planner)
+        policy = build_policy(
+            "oobleck", PolicyOptions(schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s), planner=planner
+        )
         resolved.update(fault_tolerance=f, join_horizon_s=horizon)
     elif config.policy == "bamboo":
         depth = config.bamboo_depth or art.BAMBOO_DEPTH
@@ -237,7 +259,9 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         except PlannerError as exc:
             raise SimError(str(exc)) from None
         schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
-        policy = build_policy("bamboo", PolicyOptions(schedule, bamboo_depth=depth), bamboo_layout=layout, profile=profile)
+        policy = build_policy(
+            "bamboo", PolicyOptions(schedule, bamboo_depth=depth), bamboo_layout=layout, profile=profile
+        )
         resolved.update(bamboo_depth=depth)
     else:
         max_mb = config.varuna_max_microbatch or DEFAULT_MAX_MICROBATCH

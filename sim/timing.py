@@ -221,7 +221,9 @@ class PlannerTiming:
 
     def restart_s(self, plan: Any) -> float:
         """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
-        load = self._cached("load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds)
+        load = self._cached(
+            "load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds
+        )
         return self.costs.restart_overhead_s + load
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
@@ -254,7 +256,11 @@ class ScaledPauses:
         self.calibration = inner.calibration
         self.samples_per_iteration = inner.samples_per_iteration
         self.gpus_per_node = inner.gpus_per_node
-        self.factors = ((Checkpoint, checkpoint), ((Start, Restart, RestartFromCheckpoint), restart), ((Reinstantiate, CopyLayers), reconfigure))
+        self.factors = (
+            (Checkpoint, checkpoint),
+            ((Start, Restart, RestartFromCheckpoint), restart),
+            ((Reinstantiate, CopyLayers), reconfigure),
+        )
 
     def iteration(self, plan: Any) -> IterationCost:
         return self.inner.iteration(plan)

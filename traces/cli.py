@@ -23,9 +23,17 @@ EXIT_BAD_INPUT = 2
 
 def _source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", help="trace file, or generator spec such as spot:nodes=30,hours=24")
-    parser.add_argument("--format", dest="fmt", metavar="F", help=f"file format instead of auto-detection: {', '.join(FORMATS)}")
-    parser.add_argument("--repair", action="store_true", help="sort rows that are out of time order and drop exact duplicates (reported)")
-    parser.add_argument("--seed", type=int, default=None, help="seed for count-series victims and generators without seed= (default 0)")
+    parser.add_argument(
+        "--format", dest="fmt", metavar="F", help=f"file format instead of auto-detection: {', '.join(FORMATS)}"
+    )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="sort rows that are out of time order and drop exact duplicates (reported)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed for count-series victims and generators without seed= (default 0)"
+    )
 
 
 def _read(args: argparse.Namespace):
@@ -68,20 +76,30 @@ def _info(args: argparse.Namespace) -> int:
             out[label.replace("/day", "_per_day")] = value
         print(json.dumps(out, indent=2))
         return 0
-    life = "n/a (no node was removed)" if s.median_lifetime_s != s.median_lifetime_s else (
-        f"{s.median_lifetime_s / 3600:.2f} h ({s.median_lifetime_s:g} s)")
+    life = (
+        "n/a (no node was removed)"
+        if s.median_lifetime_s != s.median_lifetime_s
+        else (f"{s.median_lifetime_s / 3600:.2f} h ({s.median_lifetime_s:g} s)")
+    )
     rate = "undefined (zero duration)" if s.removals_per_hour != s.removals_per_hour else f"{s.removals_per_hour:.2f}"
     fmt = f"{report.fmt} ({'detected' if report.detected else 'given'})" if report else "generator spec"
     rows = [
         ("trace", f"{s.name}  [{fmt}]"),
         ("duration", f"{s.duration_s / 3600:.2f} h ({s.duration_s:g} s, from {s.start_s:g} s to {s.end_s:g} s)"),
         ("events", f"{s.num_events}: {s.num_adds} adds, {s.num_removes} removes, {s.num_nodes} distinct nodes"),
-        ("live nodes", f"min {s.min_nodes} / mean {s.mean_nodes:.2f} (time-weighted) / max {s.max_nodes}; "
-                       f"initial {s.initial_nodes}, final {s.final_nodes}"),
+        (
+            "live nodes",
+            f"min {s.min_nodes} / mean {s.mean_nodes:.2f} (time-weighted) / max {s.max_nodes}; "
+            f"initial {s.initial_nodes}, final {s.final_nodes}",
+        ),
         ("removals/hour", rate),
         ("bursts", f"{s.num_bursts} (removals sharing a timestamp), largest {s.largest_burst}"),
-        ("bursts/day", "undefined (zero duration)" if s.bursts_per_day != s.bursts_per_day
-                       else f"{s.bursts_per_day:.2f} (interruptions per day in a failure trace)"),
+        (
+            "bursts/day",
+            "undefined (zero duration)"
+            if s.bursts_per_day != s.bursts_per_day
+            else f"{s.bursts_per_day:.2f} (interruptions per day in a failure trace)",
+        ),
         ("lifetime", f"median {life}, completed lifetimes only"),
         *((label, text) for label, text, _ in extra),
     ]
@@ -147,8 +165,9 @@ def _fit(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``traces`` and its sub-commands to the ``ooblab`` parser."""
-    parser = subparsers.add_parser("traces", help="inspect, convert, generate and plot node traces",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "traces", help="inspect, convert, generate and plot node traces", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="traces_command", metavar="ACTION")
     sub.required = True
 
@@ -157,20 +176,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.add_argument("--json", action="store_true", help="one JSON object instead of text")
     info.set_defaults(handler=_guard(_info))
 
-    convert = sub.add_parser("convert", help="write a trace as the canonical time_ms,event,node CSV",
-                             description="Transformations apply in this order: window, rescale, cap, compress.")
+    convert = sub.add_parser(
+        "convert",
+        help="write a trace as the canonical time_ms,event,node CSV",
+        description="Transformations apply in this order: window, rescale, cap, compress.",
+    )
     _source_args(convert)
     convert.add_argument("-o", "--output", required=True, metavar="OUT", help="output CSV ('-' for stdout)")
-    convert.add_argument("--window", nargs=2, metavar=("START", "END"), help="keep START..END (durations such as 2h 8h), rebased to 0")
-    convert.add_argument("--rescale", nargs=2, type=int, metavar=("LO", "HI"), help="map the live count min-max onto LO..HI")
+    convert.add_argument(
+        "--window", nargs=2, metavar=("START", "END"), help="keep START..END (durations such as 2h 8h), rebased to 0"
+    )
+    convert.add_argument(
+        "--rescale", nargs=2, type=int, metavar=("LO", "HI"), help="map the live count min-max onto LO..HI"
+    )
     convert.add_argument("--cap", type=int, metavar="N", help="at most N live nodes (late arrivals wait)")
     convert.add_argument("--compress", type=float, metavar="FACTOR", help="divide all times by FACTOR")
     convert.set_defaults(handler=_guard(_convert))
 
-    gen = sub.add_parser("generate", help="generate a trace from a spec",
-                         description="SPEC: fixed:interval=1h[,nodes=30,removals=15,hour_decimals=N,seed=S,start=0s], "
-                                     "spot[:nodes=N,hours=H,profile=p3|g4dn|gcp-a100,seed=S] "
-                                     "or datacenter[:gpus=16384,days=54,profile=llama3|llama3-hardware,seed=S,spares=K,...]")
+    gen = sub.add_parser(
+        "generate",
+        help="generate a trace from a spec",
+        description="SPEC: fixed:interval=1h[,nodes=30,removals=15,hour_decimals=N,seed=S,start=0s], "
+        "spot[:nodes=N,hours=H,profile=p3|g4dn|gcp-a100,seed=S] "
+        "or datacenter[:gpus=16384,days=54,profile=llama3|llama3-hardware,seed=S,spares=K,...]",
+    )
     gen.add_argument("spec", metavar="SPEC")
     gen.add_argument("-o", "--output", default="-", metavar="OUT", help="output CSV (default stdout)")
     gen.add_argument("--seed", type=int, default=None, help="seed when the spec has no seed= (default 0)")
@@ -183,5 +212,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plot.set_defaults(handler=_guard(_plot))
 
     fit = sub.add_parser("fit", help="refit the spot generator to the real traces and compare")
-    fit.add_argument("--shared", metavar="DIR", help="folder of real traces (default $OOBLAB_SHARED/traces or ../shared/traces)")
+    fit.add_argument(
+        "--shared", metavar="DIR", help="folder of real traces (default $OOBLAB_SHARED/traces or ../shared/traces)"
+    )
     fit.set_defaults(handler=_guard(_fit))

@@ -58,9 +58,7 @@ def infer_unit(texts: Sequence[str], values: Sequence[Decimal]) -> tuple[str, st
     return "s", f"x largest value is {largest}, so seconds"
 
 
-def parse_x_counts(
-    lines: list[tuple[int, str]], unit: str | None, *, source: str
-) -> tuple[list[Row], list[str]]:
+def parse_x_counts(lines: list[tuple[int, str]], unit: str | None, *, source: str) -> tuple[list[Row], list[str]]:
     """``x,count`` rows; ``unit`` None means: from the header, else inferred."""
     layout = "x,count"
     notes: list[str] = []
@@ -81,22 +79,21 @@ def parse_x_counts(
         unit, why = infer_unit([f[0] for _, f in fields], values)
         notes.append(f"x unit inferred: {why} (name counts-s, counts-h or counts-ms to override)")
     rows = [
-        Row(line, parse_time(f[0], unit, source=source, line=line, what="x"),
-            parse_count(f[1], source=source, line=line))
+        Row(
+            line,
+            parse_time(f[0], unit, source=source, line=line, what="x"),
+            parse_count(f[1], source=source, line=line),
+        )
         for line, f in fields
     ]
     return rows, notes
 
 
-def _relative_rows(
-    stamped: list[tuple[int, datetime, int]], *, source: str
-) -> tuple[list[Row], list[str]]:
+def _relative_rows(stamped: list[tuple[int, datetime, int]], *, source: str) -> tuple[list[Row], list[str]]:
     aware = stamped[0][1].tzinfo is not None
     for line, stamp, _ in stamped:
         if (stamp.tzinfo is not None) != aware:
-            raise TraceError(
-                "mixes timestamps with and without a time zone", source=source, line=line
-            )
+            raise TraceError("mixes timestamps with and without a time zone", source=source, line=line)
     origin = min(stamp for _, stamp, _ in stamped)
     rows = [Row(line, (stamp - origin).total_seconds(), count) for line, stamp, count in stamped]
     return rows, [f"times are seconds since the earliest row, {origin.isoformat()}"]
@@ -113,7 +110,8 @@ def parse_gcp_counts(lines: list[tuple[int, str]], *, source: str) -> tuple[list
         except ValueError:
             raise TraceError(
                 f"{day!r}, {clock!r} is not a YYYY-MM-DD, HH:MM:SS date and time",
-                source=source, line=line,
+                source=source,
+                line=line,
             ) from None
         stamped.append((line, stamp, parse_count(count, source=source, line=line)))
     return _relative_rows(stamped, source=source)

@@ -122,8 +122,11 @@ def _candidates(profile: DatacenterProfile, hosts_total: int, horizon_s: float, 
     empty = np.zeros(0, dtype=np.int64)
     parts = [(np.zeros(0), empty, empty, empty, np.zeros(0))]  # so that no component means no failure
     for index, comp in enumerate(profile.components):
-        units = hosts_total * profile.gpus_per_host if comp.scope == "gpu" else (
-            hosts_total if comp.scope == "host" else racks)
+        units = (
+            hosts_total * profile.gpus_per_host
+            if comp.scope == "gpu"
+            else (hosts_total if comp.scope == "host" else racks)
+        )
         n = int(rng.poisson(units * horizon_s / (comp.mtbf_d * DAY_S)))
         times = rng.uniform(0.0, horizon_s, n)
         unit = rng.integers(0, units, n)
@@ -138,8 +141,13 @@ def _candidates(profile: DatacenterProfile, hosts_total: int, horizon_s: float, 
         parts.append((times, np.full(n, index), first, width, repair))
     times, comp_index, first, width, repair = (np.concatenate(column) for column in zip(*parts))
     order = np.argsort(times, kind="stable")
-    return (np.ceil(times[order]), comp_index[order], first[order], width[order],
-            np.maximum(np.ceil(repair[order]), 1.0))
+    return (
+        np.ceil(times[order]),
+        comp_index[order],
+        first[order],
+        width[order],
+        np.maximum(np.ceil(repair[order]), 1.0),
+    )
 
 
 def datacenter_failures(
@@ -188,8 +196,9 @@ def datacenter_failures(
             events.append(TraceEvent(at, "add", names[host]))
 
     last_burst_s = 0.0
-    for t, comp, first, width, repair in zip(cand_t.tolist(), cand_comp.tolist(), cand_first.tolist(),
-                                             cand_width.tolist(), cand_repair.tolist()):
+    for t, comp, first, width, repair in zip(
+        cand_t.tolist(), cand_comp.tolist(), cand_first.tolist(), cand_width.tolist(), cand_repair.tolist()
+    ):
         t = max(t, last_burst_s + 1.0)
         if t > horizon_s:
             break
@@ -224,9 +233,17 @@ def datacenter_failures(
     )
 
 
-def datacenter(gpus: int, days: float, *, rng: np.random.Generator,
-               profile: str | DatacenterProfile = DEFAULT_DATACENTER_PROFILE, spares: int = 0,
-               spare_delay_s: float = 600.0, name: str | None = None) -> Trace:
+def datacenter(
+    gpus: int,
+    days: float,
+    *,
+    rng: np.random.Generator,
+    profile: str | DatacenterProfile = DEFAULT_DATACENTER_PROFILE,
+    spares: int = 0,
+    spare_delay_s: float = 600.0,
+    name: str | None = None,
+) -> Trace:
     """The trace alone of `datacenter_failures`."""
-    return datacenter_failures(gpus, days, rng=rng, profile=profile, spares=spares,
-                               spare_delay_s=spare_delay_s, name=name).trace
+    return datacenter_failures(
+        gpus, days, rng=rng, profile=profile, spares=spares, spare_delay_s=spare_delay_s, name=name
+    ).trace

@@ -185,8 +185,7 @@ def calibrate(
     total = sum(count for key, (_, count, _) in split.items() if with_software or key != "software")
     return DatacenterProfile(
         name=name,
-        source=f"Llama 3 paper, Table 5: {total:g} interruptions, "
-               f"{gpus} GPUs, {days:g} days",
+        source=f"Llama 3 paper, Table 5: {total:g} interruptions, {gpus} GPUs, {days:g} days",
         components=components,
     )
 

@@ -38,8 +38,16 @@ from .model import Trace
 
 COMPONENTS = ("gpu", "host", "cable", "switch", "software")
 KEYS = (
-    "gpus", "days", "profile", "seed", "spares", "spare_delay", "gpus_per_host", "hosts_per_rack",
-    "repair_sigma", *(f"{c}_{what}" for c in COMPONENTS for what in ("mtbf", "repair")),
+    "gpus",
+    "days",
+    "profile",
+    "seed",
+    "spares",
+    "spare_delay",
+    "gpus_per_host",
+    "hosts_per_rack",
+    "repair_sigma",
+    *(f"{c}_{what}" for c in COMPONENTS for what in ("mtbf", "repair")),
 )
 
 
@@ -107,8 +115,17 @@ def info_rows(keys: dict[str, str]) -> list[tuple[str, str, float]]:
     expected = expected_interruptions_per_day(gpus, prof)
     published = LLAMA3_UNEXPECTED / LLAMA3_DAYS
     return [
-        ("expected/day", (f"{expected:.2f} interruptions per day with every host up "
-                          f"(profile {prof.name}, {gpus} GPUs)"), expected),
-        ("published/day", (f"{published:.2f} (Llama 3: {LLAMA3_UNEXPECTED} unexpected interruptions, "
-                           f"{LLAMA3_GPUS} GPUs, {LLAMA3_DAYS} days)"), published),
+        (
+            "expected/day",
+            (f"{expected:.2f} interruptions per day with every host up (profile {prof.name}, {gpus} GPUs)"),
+            expected,
+        ),
+        (
+            "published/day",
+            (
+                f"{published:.2f} (Llama 3: {LLAMA3_UNEXPECTED} unexpected interruptions, "
+                f"{LLAMA3_GPUS} GPUs, {LLAMA3_DAYS} days)"
+            ),
+            published,
+        ),
     ]

@@ -47,9 +47,7 @@ def parse_event_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[list
         time_s = parse_time(time_text, unit, source=source, line=line)
         kind = kind.lower()
         if kind not in _EVENT_WORDS:
-            raise TraceError(
-                f"unknown event {kind!r} (expected 'add' or 'remove')", source=source, line=line
-            )
+            raise TraceError(f"unknown event {kind!r} (expected 'add' or 'remove')", source=source, line=line)
         if not node:
             raise TraceError("empty node name", source=source, line=line)
         rows.append(Row(line, time_s, (kind, node)))
@@ -69,7 +67,10 @@ def load_events_csv(
     """Parse, order (or repair) and validate an event CSV already split into lines."""
     rows, notes = parse_event_rows(lines, source=source)
     rows, late, dropped = order_rows(
-        rows, source=source, repair=repair, group=lambda row: row.value[1]  # type: ignore[index]
+        rows,
+        source=source,
+        repair=repair,
+        group=lambda row: row.value[1],  # type: ignore[index]
     )
     return rows_to_trace(rows, source=source, name=name), notes, late, dropped
 

@@ -44,9 +44,7 @@ def round_interval_to_hours(interval_s: float, decimals: int) -> float:
     """``interval_s`` rounded to ``decimals`` decimals of an hour (half up), in seconds."""
     if decimals < 0:
         raise TraceError(f"hour_decimals must be >= 0, got {decimals}")
-    hours = (Decimal(repr(float(interval_s))) / 3600).quantize(
-        Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP
-    )
+    hours = (Decimal(repr(float(interval_s))) / 3600).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
     return float(hours * 3600)
 
 

@@ -90,8 +90,7 @@ def detect_format(lines: list[tuple[int, str]], *, source: str) -> str:
         break
     line, text = lines[0]
     raise TraceError(
-        f"cannot tell the trace format from {text[:60]!r}; name one with fmt= / --format "
-        f"({', '.join(FORMATS)})",
+        f"cannot tell the trace format from {text[:60]!r}; name one with fmt= / --format ({', '.join(FORMATS)})",
         source=source,
         line=line,
     )

@@ -50,9 +50,7 @@ class TraceEvent:
         object.__setattr__(self, "time_s", float(self.time_s))
 
 
-def check_membership(
-    events: Sequence[TraceEvent], *, source: str, lines: Sequence[int] | None = None
-) -> None:
+def check_membership(events: Sequence[TraceEvent], *, source: str, lines: Sequence[int] | None = None) -> None:
     """Raise `TraceError` at the first event that breaks time order or membership.
 
     With ``lines`` (the file line of each event) messages name the file line; otherwise they
@@ -80,22 +78,15 @@ def check_membership(
         if event.kind == "add":
             if event.node in present:
                 raise TraceError(
-                    f"{prefix}adds {event.node!r}, which is already present "
-                    f"(added at {label(present[event.node])})",
+                    f"{prefix}adds {event.node!r}, which is already present (added at {label(present[event.node])})",
                     **where(i),
                 )
             present[event.node] = i
             gone.pop(event.node, None)
         else:
             if event.node not in present:
-                why = (
-                    f"it was removed at {label(gone[event.node])}"
-                    if event.node in gone
-                    else "it was never added"
-                )
-                raise TraceError(
-                    f"{prefix}removes {event.node!r}, which is not present ({why})", **where(i)
-                )
+                why = f"it was removed at {label(gone[event.node])}" if event.node in gone else "it was never added"
+                raise TraceError(f"{prefix}removes {event.node!r}, which is not present ({why})", **where(i))
             del present[event.node]
             gone[event.node] = i
 
@@ -111,8 +102,7 @@ class Trace:
         events = tuple(self.events)
         for i, event in enumerate(events):
             if not isinstance(event, TraceEvent):
-                raise TraceError(f"event #{i} is a {type(event).__name__}, not a TraceEvent",
-                                 source=self.name)
+                raise TraceError(f"event #{i} is a {type(event).__name__}, not a TraceEvent", source=self.name)
         object.__setattr__(self, "events", events)
         check_membership(events, source=self.name)
 

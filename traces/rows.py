@@ -146,9 +146,7 @@ def parse_count(text: str, *, source: str, line: int) -> int:
     """A non-negative whole node count."""
     value = parse_decimal(text, "node count", source=source, line=line)
     if value < 0 or value != value.to_integral_value():
-        raise TraceError(
-            f"node count {text!r} is not a whole number >= 0", source=source, line=line
-        )
+        raise TraceError(f"node count {text!r} is not a whole number >= 0", source=source, line=line)
     return int(value)
 
 
@@ -207,8 +205,7 @@ def order_rows(
         if before is not None and before.value == row.value:
             if not repair:
                 raise TraceError(
-                    f"exact duplicate of line {before.line} "
-                    "(repair=True / --repair drops exact duplicates)",
+                    f"exact duplicate of line {before.line} (repair=True / --repair drops exact duplicates)",
                     source=source,
                     line=row.line,
                 )

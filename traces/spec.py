@@ -101,8 +101,12 @@ def generate(spec: str, *, rng: np.random.Generator | None = None) -> Trace:
                 interval_s = round_interval_to_hours(interval_s, _int(keys, "hour_decimals", None, spec))
             start_s = parse_duration_s(keys["start"]) if "start" in keys else 0.0
             return fixed_interval(
-                _int(keys, "nodes", 30, spec), _int(keys, "removals", 15, spec), interval_s,
-                rng=rng, start_s=start_s, name=spec,
+                _int(keys, "nodes", 30, spec),
+                _int(keys, "removals", 15, spec),
+                interval_s,
+                rng=rng,
+                start_s=start_s,
+                name=spec,
             )
         if name == "datacenter":
             return datacenter_spec.from_keys(keys, rng, spec)

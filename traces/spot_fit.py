@@ -54,8 +54,7 @@ def load_real(shared_traces_dir: Path, name: str, seed: int = 0) -> Trace:
 
 def load_real_variants(shared_traces_dir: Path, name: str, seeds: range = range(8)) -> list[Trace]:
     """The real trace once per victim seed for count logs, once for event traces (real names)."""
-    first, report = load_with_report(Path(shared_traces_dir) / REAL_TRACES[name],
-                                     rng=np.random.default_rng(seeds[0]))
+    first, report = load_with_report(Path(shared_traces_dir) / REAL_TRACES[name], rng=np.random.default_rng(seeds[0]))
     if report.fmt == "events":
         return [first]
     return [first] + [load_real(shared_traces_dir, name, seed) for seed in seeds[1:]]
@@ -91,9 +90,10 @@ def fit_burst_sizes(sizes: np.ndarray) -> tuple[float, float]:
         return -float(stats.nbinom.logpmf(extra, n, p).sum())
 
     starts = [(a, b) for a in (-1.0, 0.0, 1.0) for b in (-1.0, 0.0, 1.0)]
-    best = min((optimize.minimize(nll, s, method="Nelder-Mead",
-                                  options={"xatol": 1e-8, "fatol": 1e-10}) for s in starts),
-               key=lambda r: r.fun)
+    best = min(
+        (optimize.minimize(nll, s, method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10}) for s in starts),
+        key=lambda r: r.fun,
+    )
     return math.exp(best.x[0]), 1.0 / (1.0 + math.exp(-best.x[1]))
 
 
@@ -103,8 +103,9 @@ def fit_return_delays(done_s: np.ndarray, censored_s: np.ndarray) -> tuple[str, 
     best: tuple[float, str, float, float] | None = None
     for family, dist in (("lognorm", stats.lognorm), ("weibull", stats.weibull_min)):
         shape, _, scale = dist.fit(data, floc=0)
-        loglik = float(dist.logpdf(done_s / 3600.0, shape, 0, scale).sum()
-                       + dist.logsf(censored_s / 3600.0, shape, 0, scale).sum())
+        loglik = float(
+            dist.logpdf(done_s / 3600.0, shape, 0, scale).sum() + dist.logsf(censored_s / 3600.0, shape, 0, scale).sum()
+        )
         if best is None or loglik > best[0]:
             best = (loglik, family, float(shape), float(scale))
     assert best is not None
@@ -145,10 +146,7 @@ def fit_profile(trace: Trace, name: str, source: str = "", resolution_s: float =
 
 def fit_shared(shared_traces_dir: Path) -> dict[str, SpotProfile]:
     """Refit every profile in `REAL_TRACES` from ``shared/traces``."""
-    return {
-        name: fit_profile(load_real(shared_traces_dir, name), name, REAL_TRACES[name])
-        for name in REAL_TRACES
-    }
+    return {name: fit_profile(load_real(shared_traces_dir, name), name, REAL_TRACES[name]) for name in REAL_TRACES}
 
 
 @dataclass(frozen=True)
@@ -199,14 +197,11 @@ class Comparison:
     burst_cdf_gap: float  # largest CDF difference of burst sizes (all bursts pooled)
 
 
-def compare(
-    profile: SpotProfile, reals: list[Trace], seeds: range = range(16)
-) -> Comparison:
+def compare(profile: SpotProfile, reals: list[Trace], seeds: range = range(16)) -> Comparison:
     """Figures of the real trace(s) beside those of traces generated at their capacity and length."""
     hours = reals[0].duration_s / 3600.0
     generated = [
-        spot_market(profile.capacity_nodes, hours, rng=np.random.default_rng(seed), profile=profile)
-        for seed in seeds
+        spot_market(profile.capacity_nodes, hours, rng=np.random.default_rng(seed), profile=profile) for seed in seeds
     ]
     real_sizes = np.asarray(burst_sizes(reals[0].events))
     gen_sizes = np.concatenate([burst_sizes(g.events) for g in generated])

@@ -62,19 +62,13 @@ def window(trace: Trace, start_s: float, end_s: float, *, rebase: bool = True) -
         raise TraceError(f"window needs 0 <= start_s <= end_s, got {start_s!r}, {end_s!r}")
     shift = start_s if rebase else 0.0
     events = [TraceEvent(start_s - shift, "add", node) for node in trace.nodes_at(start_s)]
-    events += [
-        TraceEvent(e.time_s - shift, e.kind, e.node)
-        for e in trace.events
-        if start_s < e.time_s <= end_s
-    ]
+    events += [TraceEvent(e.time_s - shift, e.kind, e.node) for e in trace.events if start_s < e.time_s <= end_s]
     return Trace(tuple(events), f"{trace.name}[{start_s:g}-{end_s:g}s]")
 
 
 def compress(trace: Trace, factor: float) -> Trace:
     """Every time divided by ``factor`` (> 0): factor 60 replays an hour in a minute."""
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (
-        math.isfinite(factor) and factor > 0
-    ):
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (math.isfinite(factor) and factor > 0):
         raise TraceError(f"compression factor must be a finite number > 0, got {factor!r}")
     events = tuple(TraceEvent(e.time_s / factor, e.kind, e.node) for e in trace.events)
     return Trace(events, f"{trace.name}/{factor:g}")

@@ -29,7 +29,8 @@ def parse_window_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[lis
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[2], dict)):
             raise TraceError(
                 'expected [t_ms, "add"|"remove"|"no-op"|"migration", {"nodes": [...]}]',
-                source=source, line=line,
+                source=source,
+                line=line,
             )
         t_ms, action, body = item
         if isinstance(t_ms, bool) or not isinstance(t_ms, (int, float)):
@@ -38,7 +39,8 @@ def parse_window_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[lis
         if action not in MEMBERSHIP | NO_CHANGE:
             raise TraceError(
                 f"unknown action {action!r} (expected add, remove, no-op or migration)",
-                source=source, line=line,
+                source=source,
+                line=line,
             )
         nodes = body.get("nodes")
         if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):

@@ -88,7 +88,9 @@ def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
     the iterations after it (before any later change)."""
     recoveries = summary.get("recoveries") or []
     if len(recoveries) != 1:
-        raise RuntimeError(f"the calibration run had {len(recoveries)} recoveries, expected 1 ({summary.get('status')}: {summary.get('reason')})")
+        raise RuntimeError(
+            f"the calibration run had {len(recoveries)} recoveries, expected 1 ({summary.get('status')}: {summary.get('reason')})"
+        )
     rec = recoveries[0]
     times = summary["iteration_times_s"]
     ends = list(itertools.accumulate(times, initial=summary["startup_s"]))[1:]
@@ -109,7 +111,11 @@ def _victim(config, policy: str) -> str:
 
     profile = resolve_run_profile(config)
     c = config.with_(policy=policy)
-    plan = make_policy(c, make_planner(c, profile), profile).decide(view(c.node_names(), "waiting", 0, 0, 0.0), NodesReady(tuple(c.node_names())), None).plan
+    plan = (
+        make_policy(c, make_planner(c, profile), profile)
+        .decide(view(c.node_names(), "waiting", 0, 0, 0.0), NodesReady(tuple(c.node_names())), None)
+        .plan
+    )
     if hasattr(plan, "pipelines"):
         return plan.pipelines[0].nodes[-1]
     return plan.nodes[-1]
@@ -142,18 +148,44 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
 
     victim = _victim(base, "oobleck")
     steps = JOIN_STEP + math.ceil(STARTUP_ALLOWANCE_S / pace) + 6
-    progress(f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}")
-    run, summary = _run(base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory)
+    progress(
+        f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}"
+    )
+    run, summary = _run(
+        base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory
+    )
     reconfigure, rec = redone_overhead_s(summary)
     events = run.outcome.events
-    joined = next((e.time_s for e in events if e.kind == "injected" and "join" in str(e.detail.get("what")) and e.detail.get("applied")), None)
-    ready = next((e.time_s for e in events if e.kind == "node_ready" and e.detail.get("node") == victim and joined is not None and e.time_s >= joined), None)
+    joined = next(
+        (
+            e.time_s
+            for e in events
+            if e.kind == "injected" and "join" in str(e.detail.get("what")) and e.detail.get("applied")
+        ),
+        None,
+    )
+    ready = next(
+        (
+            e.time_s
+            for e in events
+            if e.kind == "node_ready" and e.detail.get("node") == victim and joined is not None and e.time_s >= joined
+        ),
+        None,
+    )
     if joined is None or ready is None:
-        raise RuntimeError(f"the Oobleck calibration run never saw {victim} rejoin (raise STARTUP_ALLOWANCE_S on a slow machine)")
+        raise RuntimeError(
+            f"the Oobleck calibration run never saw {victim} rejoin (raise STARTUP_ALLOWANCE_S on a slow machine)"
+        )
     startup = ready - joined
     _, extras_o = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
-    details["oobleck"] = {"run_dir": str(run.directory), "recovery": rec, "joined_s": joined, "ready_s": ready,
-                          "checkpoint_extras_s": extras_o, "iteration_times_s": summary["iteration_times_s"]}
+    details["oobleck"] = {
+        "run_dir": str(run.directory),
+        "recovery": rec,
+        "joined_s": joined,
+        "ready_s": ready,
+        "checkpoint_extras_s": extras_o,
+        "iteration_times_s": summary["iteration_times_s"],
+    }
 
     victim = _victim(base, "varuna")
     steps = CRASH_STEP + 8
@@ -163,8 +195,12 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     _, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
     extras = extras_o + extras_v
     checkpoint = max(0.0, statistics.median(extras)) if extras else 0.0
-    details["varuna"] = {"run_dir": str(run.directory), "recovery": rec_v, "checkpoint_extras_s": extras_v,
-                         "iteration_times_s": summary["iteration_times_s"]}
+    details["varuna"] = {
+        "run_dir": str(run.directory),
+        "recovery": rec_v,
+        "checkpoint_extras_s": extras_v,
+        "iteration_times_s": summary["iteration_times_s"],
+    }
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
         restart_overhead_s=max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0)),

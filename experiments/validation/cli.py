@@ -31,20 +31,57 @@ def register(subparsers) -> None:
         description=__doc__.split("\n\n")[1] if __doc__ else None,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--trace", default=None, help=f"a trace file or generator spec (default {d.trace}; --quick: {QUICK['trace']})")
-    p.add_argument("--window", default=None, metavar="START:END", help="replay only this slice of the trace (durations, e.g. 10h:12h)")
-    p.add_argument("--model", default=d.model, help="synthetic (a built-in emulated profile), a planner model name or profile directory (emulated), or tiny-gpt (profiled here; the only one for --compute real)")
-    p.add_argument("--nodes", type=int, default=None, help=f"peak node count; the trace is rescaled onto it when its peak differs (default {d.nodes}; --quick: {QUICK['nodes']})")
+    p.add_argument(
+        "--trace", default=None, help=f"a trace file or generator spec (default {d.trace}; --quick: {QUICK['trace']})"
+    )
+    p.add_argument(
+        "--window",
+        default=None,
+        metavar="START:END",
+        help="replay only this slice of the trace (durations, e.g. 10h:12h)",
+    )
+    p.add_argument(
+        "--model",
+        default=d.model,
+        help="synthetic (a built-in emulated profile), a planner model name or profile directory (emulated), or tiny-gpt (profiled here; the only one for --compute real)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help=f"peak node count; the trace is rescaled onto it when its peak differs (default {d.nodes}; --quick: {QUICK['nodes']})",
+    )
     p.add_argument("--compute", default=d.compute, choices=("emulated", "real"))
     p.add_argument("--f", dest="fault_tolerance", type=int, default=d.fault_tolerance, help="Oobleck's f")
-    p.add_argument("--global-batch", type=int, default=None, help=f"samples per iteration (default {d.global_batch}; --quick: {QUICK['global_batch']})")
+    p.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help=f"samples per iteration (default {d.global_batch}; --quick: {QUICK['global_batch']})",
+    )
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated: oobleck, varuna")
-    p.add_argument("--duration-s", type=float, default=None, help=f"the compressed trace's length in seconds (sets the time scale; default {d.target_duration_s:g})")
-    p.add_argument("--time-scale", type=float, default=None, help="compress the trace by this factor instead of --duration-s")
-    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="checkpoint interval in steps, both policies and both sides")
+    p.add_argument(
+        "--duration-s",
+        type=float,
+        default=None,
+        help=f"the compressed trace's length in seconds (sets the time scale; default {d.target_duration_s:g})",
+    )
+    p.add_argument(
+        "--time-scale", type=float, default=None, help="compress the trace by this factor instead of --duration-s"
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=d.checkpoint_every,
+        help="checkpoint interval in steps, both policies and both sides",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--quick", action="store_true", help="the small setting (4 emulated nodes, two removals, about 40 s of trace)")
-    p.add_argument("--out", default=None, help="output directory (default results/validate/<trace>-<model>-<compute>-<nodes>)")
+    p.add_argument(
+        "--quick", action="store_true", help="the small setting (4 emulated nodes, two removals, about 40 s of trace)"
+    )
+    p.add_argument(
+        "--out", default=None, help="output directory (default results/validate/<trace>-<model>-<compute>-<nodes>)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(handler=run)
 
@@ -53,7 +90,12 @@ def spec_from_args(args):
     from .spec import ValidationSpec
 
     values = dict(QUICK) if args.quick else {}
-    for key, arg in (("trace", args.trace), ("nodes", args.nodes), ("global_batch", args.global_batch), ("target_duration_s", args.duration_s)):
+    for key, arg in (
+        ("trace", args.trace),
+        ("nodes", args.nodes),
+        ("global_batch", args.global_batch),
+        ("target_duration_s", args.duration_s),
+    ):
         if arg is not None:
             values[key] = arg
     return ValidationSpec(
@@ -73,7 +115,11 @@ def default_out(spec) -> str:
     import re
     from pathlib import Path
 
-    slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{Path(spec.trace).stem if Path(spec.trace).suffix else spec.trace}-{Path(spec.model).name}-{spec.compute}-{spec.nodes}")
+    slug = re.sub(
+        r"[^A-Za-z0-9._=-]+",
+        "_",
+        f"{Path(spec.trace).stem if Path(spec.trace).suffix else spec.trace}-{Path(spec.model).name}-{spec.compute}-{spec.nodes}",
+    )
     return str(Path("results") / "validate" / slug[:100])
 
 
@@ -105,7 +151,13 @@ def run(args) -> int:
         e = report["errors"]
         fmt = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"  # noqa: E731
         print(f"validation in {report['wall_s']:.0f} s -> {out}")
-        print(f"  steady-state throughput error (median |rel|): {fmt(e['throughput_error'])} over {e['phases_compared']} phases")
-        print(f"  committed samples error (median |rel|):       {fmt(e['samples_error'])} over {e['runs_compared']} runs")
-        print(f"  recovery duration error (median |rel|):       {fmt(e['recovery_error'])} over {e['recoveries_compared']} recoveries")
+        print(
+            f"  steady-state throughput error (median |rel|): {fmt(e['throughput_error'])} over {e['phases_compared']} phases"
+        )
+        print(
+            f"  committed samples error (median |rel|):       {fmt(e['samples_error'])} over {e['runs_compared']} runs"
+        )
+        print(
+            f"  recovery duration error (median |rel|):       {fmt(e['recovery_error'])} over {e['recoveries_compared']} recoveries"
+        )
     return 0

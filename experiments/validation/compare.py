@@ -116,13 +116,25 @@ class RunComparison:
             "sim_samples": self.sim_samples,
             "samples_error": self.samples_error,
             "phases": [
-                {"start_s": p.start_s, "end_s": p.end_s, "real_samples_per_s": p.real_samples_per_s,
-                 "sim_samples_per_s": p.sim_samples_per_s, "real_iterations": p.real_iterations,
-                 "sim_iterations": p.sim_iterations, "error": p.error}
+                {
+                    "start_s": p.start_s,
+                    "end_s": p.end_s,
+                    "real_samples_per_s": p.real_samples_per_s,
+                    "sim_samples_per_s": p.sim_samples_per_s,
+                    "real_iterations": p.real_iterations,
+                    "sim_iterations": p.sim_iterations,
+                    "error": p.error,
+                }
                 for p in self.phases
             ],
             "recoveries": [
-                {"real_fail_s": r.real_fail_s, "real_s": r.real_s, "sim_fail_s": r.sim_fail_s, "sim_s": r.sim_s, "error": r.error}
+                {
+                    "real_fail_s": r.real_fail_s,
+                    "real_s": r.real_s,
+                    "sim_fail_s": r.sim_fail_s,
+                    "sim_s": r.sim_s,
+                    "error": r.error,
+                }
                 for r in self.recoveries
             ],
             "unmatched_sim_recoveries": list(self.unmatched_sim_recoveries),
@@ -145,7 +157,9 @@ def phase_bounds(event_times_s: Sequence[float], end_s: float) -> list[tuple[flo
     return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
 
 
-def match_recoveries(real: Sequence[tuple[float, float]], sim: Sequence[tuple[float, float]], tolerance_s: float) -> tuple[list[RecoveryComparison], list[float]]:
+def match_recoveries(
+    real: Sequence[tuple[float, float]], sim: Sequence[tuple[float, float]], tolerance_s: float
+) -> tuple[list[RecoveryComparison], list[float]]:
     """Pair each measured recovery with the simulated one whose failure is nearest (within
     `tolerance_s`; each simulated one used once)."""
     free = list(sim)
@@ -160,7 +174,9 @@ def match_recoveries(real: Sequence[tuple[float, float]], sim: Sequence[tuple[fl
     return pairs, [s[0] for s in free]
 
 
-def compare_run(real: RunTimeline, sim: RunTimeline, event_times_s: Sequence[float], *, tolerance_s: float = 2.0) -> RunComparison:
+def compare_run(
+    real: RunTimeline, sim: RunTimeline, event_times_s: Sequence[float], *, tolerance_s: float = 2.0
+) -> RunComparison:
     """Compare two sides of one run over the measured run's window [0, real.end_s]."""
     if real.samples_per_iteration != sim.samples_per_iteration:
         raise ValueError("the two sides train with different global batches")
@@ -172,13 +188,25 @@ def compare_run(real: RunTimeline, sim: RunTimeline, event_times_s: Sequence[flo
         for side in (real, sim):
             durations = steady_durations(side, a, min(b, side.end_s))
             counts[side.side] = len(durations)
-            rates[side.side] = side.samples_per_iteration / statistics.median(durations) if len(durations) >= MIN_PHASE_ITERATIONS else None
+            rates[side.side] = (
+                side.samples_per_iteration / statistics.median(durations)
+                if len(durations) >= MIN_PHASE_ITERATIONS
+                else None
+            )
         if rates["real"] is not None and rates["sim"] is not None:
             phases.append(PhaseComparison(a, b, rates["real"], rates["sim"], counts["real"], counts["sim"]))
     recoveries, unmatched = match_recoveries(
         [r for r in real.recoveries if r[0] <= window], [r for r in sim.recoveries if r[0] <= window], tolerance_s
     )
-    return RunComparison(real.policy, window, real.samples_at(window), sim.samples_at(window), tuple(phases), tuple(recoveries), tuple(unmatched))
+    return RunComparison(
+        real.policy,
+        window,
+        real.samples_at(window),
+        sim.samples_at(window),
+        tuple(phases),
+        tuple(recoveries),
+        tuple(unmatched),
+    )
 
 
 def median_abs(values: Sequence[float]) -> float | None:

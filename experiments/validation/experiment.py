@@ -36,22 +36,54 @@ P3 = "bamboo/traces/p3-trace.csv"
 
 
 def _traces(nodes: int, shared: Path | None) -> list[dict[str, Any]]:
-    out = [{"trace_label": "fixed interval (1 h)", "trace": f"fixed:interval=1h,nodes={nodes},removals={2 if nodes < 8 else 3}"}]
+    out = [
+        {
+            "trace_label": "fixed interval (1 h)",
+            "trace": f"fixed:interval=1h,nodes={nodes},removals={2 if nodes < 8 else 3}",
+        }
+    ]
     if shared is not None and (shared / "traces" / P3).exists():
-        out.append({"trace_label": "EC2 P3 spot slice (10-12 h)", "trace": str(shared / "traces" / P3), "window": "10h:12h"})
+        out.append(
+            {"trace_label": "EC2 P3 spot slice (10-12 h)", "trace": str(shared / "traces" / P3), "window": "10h:12h"}
+        )
     else:
-        out.append({"trace_label": "P3 look-alike (generated; ../shared absent)", "trace": "spot:nodes=8,hours=1.4,seed=7,profile=p3"})
-    out.append({"trace_label": "generated spot (P3 fit)", "trace": f"spot:nodes={16 if nodes >= 16 else 8},hours=1.5,seed=1"})
+        out.append(
+            {
+                "trace_label": "P3 look-alike (generated; ../shared absent)",
+                "trace": "spot:nodes=8,hours=1.4,seed=7,profile=p3",
+            }
+        )
+    out.append(
+        {"trace_label": "generated spot (P3 fit)", "trace": f"spot:nodes={16 if nodes >= 16 else 8},hours=1.5,seed=1"}
+    )
     return out
 
 
 def specs(setting: Setting) -> list[RunSpec]:
     if setting.quick:
-        return [RunSpec(NAME, KIND, {**QUICK, "compute": "emulated", "model": "synthetic", "trace_label": "fixed interval (1 h), quick", "setting": "emulated-4"})]
+        return [
+            RunSpec(
+                NAME,
+                KIND,
+                {
+                    **QUICK,
+                    "compute": "emulated",
+                    "model": "synthetic",
+                    "trace_label": "fixed interval (1 h), quick",
+                    "setting": "emulated-4",
+                },
+            )
+        ]
     out = []
     for compute, nodes, model in SETTINGS:
         for trace in _traces(nodes, setting.shared):
-            out.append(RunSpec(NAME, KIND, {**trace, "compute": compute, "nodes": nodes, "model": model, "setting": f"{compute}-{nodes}"}))
+            out.append(
+                RunSpec(
+                    NAME,
+                    KIND,
+                    {**trace, "compute": compute, "nodes": nodes, "model": model, "setting": f"{compute}-{nodes}"},
+                )
+            )
     return out
 
 
@@ -65,25 +97,40 @@ def run_validation(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     vspec = ValidationSpec(**params, label=spec.params["trace_label"])
     shared_dir = run_dir.parent.parent / "calibration" / f"{spec.params['setting']}-{vspec.model}-b{vspec.global_batch}"
     try:
-        report = validate(vspec, run_dir, progress=lambda text: print(f"[validation {spec.params['setting']}, {vspec.label}] {text}", file=sys.stderr, flush=True), shared_dir=shared_dir)
+        report = validate(
+            vspec,
+            run_dir,
+            progress=lambda text: print(
+                f"[validation {spec.params['setting']}, {vspec.label}] {text}", file=sys.stderr, flush=True
+            ),
+            shared_dir=shared_dir,
+        )
     except (RuntimeError, ValueError) as exc:  # one failed validation does not sink the others
         return {"outcome": "error", "infeasible_reason": str(exc)}
-    row: dict[str, Any] = {"outcome": "ok", **report["errors"], "wall_s": report["wall_s"], "time_scale": report["time_scale"],
-                           "trace_note": report["trace"], "model_note": report["model"]}
+    row: dict[str, Any] = {
+        "outcome": "ok",
+        **report["errors"],
+        "wall_s": report["wall_s"],
+        "time_scale": report["time_scale"],
+        "trace_note": report["trace"],
+        "model_note": report["model"],
+    }
     row.update({f"overhead_{k}": v for k, v in report["overheads"].items()})
     for run in report["runs"]:
         c, p = run["comparison"], run["policy"]
         throughput = [abs(x["error"]) for x in c["phases"] if x["error"] is not None]
         recovery = [abs(x["error"]) for x in c["recoveries"] if x["error"] is not None]
-        row.update({
-            f"{p}_samples_error": c["samples_error"],
-            f"{p}_throughput_error": float(pd.Series(throughput).median()) if throughput else None,
-            f"{p}_recovery_error": float(pd.Series(recovery).median()) if recovery else None,
-            f"{p}_real_samples": c["real_samples"],
-            f"{p}_sim_samples": c["sim_samples"],
-            f"{p}_recoveries_real_s": [x["real_s"] for x in c["recoveries"]],
-            f"{p}_recoveries_sim_s": [x["sim_s"] for x in c["recoveries"]],
-        })
+        row.update(
+            {
+                f"{p}_samples_error": c["samples_error"],
+                f"{p}_throughput_error": float(pd.Series(throughput).median()) if throughput else None,
+                f"{p}_recovery_error": float(pd.Series(recovery).median()) if recovery else None,
+                f"{p}_real_samples": c["real_samples"],
+                f"{p}_sim_samples": c["sim_samples"],
+                f"{p}_recoveries_real_s": [x["real_s"] for x in c["recoveries"]],
+                f"{p}_recoveries_sim_s": [x["sim_s"] for x in c["recoveries"]],
+            }
+        )
     return row
 
 
@@ -99,8 +146,16 @@ def error_figure(table: pd.DataFrame):
     for ax, metric in zip(axes, metrics):
         for i, policy in enumerate(("oobleck", "varuna")):
             column = f"{policy}_{metric}"
-            values = [abs(v) * 100 if v is not None and pd.notna(v) else 0.0 for v in rows.get(column, [None] * len(rows))]
-            ax.barh([y + (0.2 if i else -0.2) for y in range(len(rows))], values, height=0.38, color=plots.color(policy), label=plots.label(policy))
+            values = [
+                abs(v) * 100 if v is not None and pd.notna(v) else 0.0 for v in rows.get(column, [None] * len(rows))
+            ]
+            ax.barh(
+                [y + (0.2 if i else -0.2) for y in range(len(rows))],
+                values,
+                height=0.38,
+                color=plots.color(policy),
+                label=plots.label(policy),
+            )
         ax.axvline(TARGETS[metric] * 100, color="black", lw=1, ls="--")
         ax.set_title(f"{metric.replace('_', ' ')} (target {TARGETS[metric] * 100:.0f}%)", fontsize=9)
         ax.set_xlabel("median |relative error| (%)")
@@ -124,7 +179,10 @@ def timelines_figure(table: pd.DataFrame, out_dir: Path, setting: str):
         for j, policy in enumerate(("oobleck", "varuna")):
             ax = axes[i, j]
             directory = run_dir / policy
-            for side, style in (("real", dict(color="tab:blue", lw=1.3, label="measured")), ("sim", dict(color="tab:orange", lw=1.1, ls="--", label="simulated"))):
+            for side, style in (
+                ("real", dict(color="tab:blue", lw=1.3, label="measured")),
+                ("sim", dict(color="tab:orange", lw=1.1, ls="--", label="simulated")),
+            ):
                 path = directory / f"timeline_{side}.csv"
                 if not path.exists():
                     continue
@@ -133,7 +191,11 @@ def timelines_figure(table: pd.DataFrame, out_dir: Path, setting: str):
                 ax.plot(xs, ys, **style)
             for t in report["trace_events_s"]:
                 ax.axvline(t, color="grey", lw=0.7, ls=":")
-            errs = f"samples {100 * row[f'{policy}_samples_error']:+.1f}%" if pd.notna(row.get(f"{policy}_samples_error")) else ""
+            errs = (
+                f"samples {100 * row[f'{policy}_samples_error']:+.1f}%"
+                if pd.notna(row.get(f"{policy}_samples_error"))
+                else ""
+            )
             ax.set_title(f"{row['trace_label']} - {policy} ({errs})", fontsize=9)
             ax.set_ylim(bottom=0)
             ax.set_ylabel("samples/s", fontsize=8)

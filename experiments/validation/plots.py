@@ -27,7 +27,10 @@ def timeline_figure(results: Sequence, event_times_s: Sequence[float], title: st
     fig, axes = plt.subplots(len(results), 1, figsize=(9, 2.8 * len(results)), sharex=True, squeeze=False)
     for ax, result in zip(axes[:, 0], results):
         end = result.comparison.window_s
-        for side, style in ((result.real, dict(color="tab:blue", lw=1.4, label="measured")), (result.sim, dict(color="tab:orange", lw=1.2, ls="--", label="simulated"))):
+        for side, style in (
+            (result.real, dict(color="tab:blue", lw=1.4, label="measured")),
+            (result.sim, dict(color="tab:orange", lw=1.2, ls="--", label="simulated")),
+        ):
             xs, ys = _steps(side.throughput_points(), end)
             ax.plot(xs, ys, **style)
             for a, b in side.recoveries:
@@ -38,8 +41,11 @@ def timeline_figure(results: Sequence, event_times_s: Sequence[float], title: st
                 ax.axvline(t, color="grey", lw=0.8, ls=":")
         c = result.comparison
         errs = c.throughput_errors()
-        ax.set_title(f"{result.policy}: committed samples {c.real_samples} measured, {c.sim_samples} simulated"
-                     + (f"; phase throughput errors {', '.join(f'{100 * e:+.0f}%' for e in errs)}" if errs else ""), fontsize=9)
+        ax.set_title(
+            f"{result.policy}: committed samples {c.real_samples} measured, {c.sim_samples} simulated"
+            + (f"; phase throughput errors {', '.join(f'{100 * e:+.0f}%' for e in errs)}" if errs else ""),
+            fontsize=9,
+        )
         ax.set_ylabel("samples/s")
         ax.set_ylim(bottom=0)
         ax.legend(loc="lower left", fontsize=8)

@@ -24,7 +24,12 @@ from .runs import base_run_config, run_policy
 from .spec import ValidationSpec, prepare_model, prepare_trace
 
 
-def validate(spec: ValidationSpec, out_dir: str | Path, progress: Callable[[str], None] = print, shared_dir: str | Path | None = None) -> dict:
+def validate(
+    spec: ValidationSpec,
+    out_dir: str | Path,
+    progress: Callable[[str], None] = print,
+    shared_dir: str | Path | None = None,
+) -> dict:
     """Run the validation into `out_dir`; `shared_dir` (default `out_dir`) keeps the
     profile and the calibration, so validations of one setting on several traces measure
     them once."""
@@ -51,10 +56,24 @@ def validate(spec: ValidationSpec, out_dir: str | Path, progress: Callable[[str]
     for policy in spec.policies:
         directory = out / policy
         directory.mkdir(exist_ok=True)
-        result = run_policy(spec, model, overheads, policy, trace_file, prepared.time_scale, nodes, event_times, directory, progress, prepared.replay_s)
+        result = run_policy(
+            spec,
+            model,
+            overheads,
+            policy,
+            trace_file,
+            prepared.time_scale,
+            nodes,
+            event_times,
+            directory,
+            progress,
+            prepared.replay_s,
+        )
         c = result.comparison
-        progress(f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({_pct(c.samples_error)}); "
-                 f"throughput errors {[_pct(e) for e in c.throughput_errors()]}; recovery errors {[_pct(e) for e in c.recovery_errors()]}")
+        progress(
+            f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({_pct(c.samples_error)}); "
+            f"throughput errors {[_pct(e) for e in c.throughput_errors()]}; recovery errors {[_pct(e) for e in c.recovery_errors()]}"
+        )
         results.append(result)
     report = {
         "spec": spec.to_dict(),
@@ -72,7 +91,9 @@ def validate(spec: ValidationSpec, out_dir: str | Path, progress: Callable[[str]
     try:
         from .plots import timeline_figure
 
-        fig = timeline_figure(results, event_times, title=f"{spec.label or prepared.note}: {model.note}, {spec.compute}")
+        fig = timeline_figure(
+            results, event_times, title=f"{spec.label or prepared.note}: {model.note}, {spec.compute}"
+        )
         fig.savefig(out / "validation.png", dpi=110, bbox_inches="tight")
         report["figure"] = str(out / "validation.png")
     except ImportError:  # matplotlib missing: the numbers still stand

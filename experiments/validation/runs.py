@@ -51,13 +51,20 @@ def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
     from traces.model import Trace, TraceEvent
 
     trace = compress(load(trace_file), time_scale)
-    return Trace(tuple(TraceEvent(e.time_s + lead_s if e.time_s > 0 else 0.0, e.kind, e.node) for e in trace.events), "validation")
+    return Trace(
+        tuple(TraceEvent(e.time_s + lead_s if e.time_s > 0 else 0.0, e.kind, e.node) for e in trace.events),
+        "validation",
+    )
 
 
 def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, duration_s: float):
     from sim.config import SimConfig
 
-    extra: dict[str, Any] = {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": DEFAULT_JOIN_HORIZON_S} if policy == "oobleck" else {"varuna_max_microbatch": 1}
+    extra: dict[str, Any] = (
+        {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": DEFAULT_JOIN_HORIZON_S}
+        if policy == "oobleck"
+        else {"varuna_max_microbatch": 1}
+    )
     return SimConfig(
         policy=policy,
         model=str(model.profile_dir),
@@ -100,7 +107,18 @@ class PolicyResult:
     run_dir: Path
 
     def to_dict(self) -> dict:
-        keys = ("status", "num_iterations", "committed_samples", "num_reconfigurations", "num_restarts", "num_checkpoints", "recovery_s", "steady_samples_per_s", "predicted_samples_per_s", "startup_s")
+        keys = (
+            "status",
+            "num_iterations",
+            "committed_samples",
+            "num_reconfigurations",
+            "num_restarts",
+            "num_checkpoints",
+            "recovery_s",
+            "steady_samples_per_s",
+            "predicted_samples_per_s",
+            "startup_s",
+        )
         sim_keys = ("num_iterations", "committed_samples", "num_reconfigurations", "num_restarts", "num_checkpoints")
         return {
             "policy": self.policy,
@@ -119,12 +137,24 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
             if t <= result.comparison.window_s + 1e-9:
                 lines.append(f"{t:.6f},{rate:.6f},{i * side.samples_per_iteration}")
         (directory / f"timeline_{side.side}.csv").write_text("\n".join(lines) + "\n")
-    (directory / "recoveries.json").write_text(json.dumps({"real": list(result.real.recoveries), "sim": list(result.sim.recoveries)}, indent=1))
+    (directory / "recoveries.json").write_text(
+        json.dumps({"real": list(result.real.recoveries), "sim": list(result.sim.recoveries)}, indent=1)
+    )
 
 
-def run_policy(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, trace_file: Path,
-               time_scale: float, nodes: int, event_times_s: list[float], directory: Path,
-               progress: Callable[[str], None] = print, trace_end_s: float | None = None) -> PolicyResult:
+def run_policy(
+    spec: ValidationSpec,
+    model: PreparedModel,
+    overheads: Overheads,
+    policy: str,
+    trace_file: Path,
+    time_scale: float,
+    nodes: int,
+    event_times_s: list[float],
+    directory: Path,
+    progress: Callable[[str], None] = print,
+    trace_end_s: float | None = None,
+) -> PolicyResult:
     from real.launch.local import run_local
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
@@ -132,15 +162,22 @@ def run_policy(spec: ValidationSpec, model: PreparedModel, overheads: Overheads,
     planned, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, trace_end + tail)
     steps = max(MIN_STEPS, planned.summary.num_iterations)
     config = base_run_config(spec, model, nodes, steps).with_(
-        policy=policy, trace=str(trace_file), time_scale=time_scale, wait_for_nodes_s=max(120.0, 2 * (trace_end + tail)),
+        policy=policy,
+        trace=str(trace_file),
+        time_scale=time_scale,
+        wait_for_nodes_s=max(120.0, 2 * (trace_end + tail)),
     )
-    progress(f"{policy}: real run of {steps} steps on the trace ({trace_end + tail:.0f} s of trace and tail expected) ...")
+    progress(
+        f"{policy}: real run of {steps} steps on the trace ({trace_end + tail:.0f} s of trace and tail expected) ..."
+    )
     run = run_local(config, directory / "real")
     summary = run.summary.to_dict()
     if summary["status"] != "finished":
         raise RuntimeError(f"the real {policy} run failed: {summary['reason']} (see {run.directory})")
     real = real_timeline(summary, policy)
-    result, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, max(real.end_s, trace_end + tail) + 1.0)
+    result, lead = simulate(
+        spec, model, overheads, policy, trace_file, time_scale, max(real.end_s, trace_end + tail) + 1.0
+    )
     sim = sim_timeline(result, policy, lead, real.end_s)
     result.write(directory / "sim")
     comparison = compare_run(real, sim, event_times_s)

@@ -61,7 +61,9 @@ class ValidationSpec:
         if self.compute not in COMPUTE:
             raise ValidationError(f"compute must be one of {', '.join(COMPUTE)}, got {self.compute!r}")
         if self.compute == "real" and self.model != TINY_GPT:
-            raise ValidationError(f"real compute runs {TINY_GPT!r} only, got model {self.model!r} (use --compute emulated)")
+            raise ValidationError(
+                f"real compute runs {TINY_GPT!r} only, got model {self.model!r} (use --compute emulated)"
+            )
         for name in ("nodes", "global_batch", "checkpoint_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -135,7 +137,12 @@ def synthetic_profile(layers: int = 8, forward_s: float = 0.010, backward_s: flo
     from planner.profile import LayerProfile, ModelProfile
 
     layer = lambda i: LayerProfile(f"layer{i}", forward_s, backward_s, 1 << 20, 1 << 20, 2 << 20, 1 << 16, 1 << 16)  # noqa: E731
-    return ModelProfile(f"{SYNTHETIC}-{layers}x{(forward_s + backward_s) * 1e3:g}ms", 1, tuple(layer(i) for i in range(layers)), source=SYNTHETIC)
+    return ModelProfile(
+        f"{SYNTHETIC}-{layers}x{(forward_s + backward_s) * 1e3:g}ms",
+        1,
+        tuple(layer(i) for i in range(layers)),
+        source=SYNTHETIC,
+    )
 
 
 @dataclass(frozen=True)
@@ -159,11 +166,16 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
         tiny = TinyGptSpec(**TINY_SHAPE)
         if not (target / "mb1.json").exists():  # profiled once per output directory
             progress(f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours ...")
-            profile = profile_with_neighbours(tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes - 1)
+            profile = profile_with_neighbours(
+                tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes - 1
+            )
             write_oobleck_profile(profile, target)
         shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
-        return PreparedModel({"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny}, target,
-                             f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours")
+        return PreparedModel(
+            {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},
+            target,
+            f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours",
+        )
     if spec.model == SYNTHETIC:
         profile = synthetic_profile()
         note = f"{profile.name} (synthetic)"

@@ -25,10 +25,16 @@ PAUSED_STATES = ("reconfiguring", "restarting", "checkpointing")
 def real_timeline(summary: Mapping[str, Any], policy: str) -> RunTimeline:
     start = summary.get("startup_s")
     if start is None:
-        raise ValueError(f"the real {policy} run never started training ({summary.get('status')}: {summary.get('reason')})")
+        raise ValueError(
+            f"the real {policy} run never started training ({summary.get('status')}: {summary.get('reason')})"
+        )
     ends = list(itertools.accumulate(summary["iteration_times_s"], initial=0.0))[1:]
     recoveries = merge_overlapping(
-        [(r["t_fail_s"] - start, r["t_done_s"] - start) for r in summary.get("recoveries", []) if r.get("t_done_s") is not None]
+        [
+            (r["t_fail_s"] - start, r["t_done_s"] - start)
+            for r in summary.get("recoveries", [])
+            if r.get("t_done_s") is not None
+        ]
     )
     batch = summary["committed_samples"] // summary["num_iterations"] if summary["num_iterations"] else 1
     return RunTimeline("real", policy, int(batch), tuple(ends), recoveries, ends[-1] if ends else 0.0)
@@ -79,7 +85,9 @@ def sim_timeline(result: Any, policy: str, lead_s: float, end_s: float) -> RunTi
     `lead_s` (its training starts then); times are returned relative to that start."""
     first = result.summary.extra.get("first_start_s")
     if first is None:
-        raise ValueError(f"the simulated {policy} run never started training ({result.summary.extra.get('infeasible_reason')})")
+        raise ValueError(
+            f"the simulated {policy} run never started training ({result.summary.extra.get('infeasible_reason')})"
+        )
     if abs(first - lead_s) > 1e-6:
         raise ValueError(f"the simulated run started training at {first:g} s, not at the expected {lead_s:g} s")
     rows = list(result.timeline)

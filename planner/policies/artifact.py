@@ -118,7 +118,13 @@ class ArtifactVarunaPolicy(_ArtifactPolicy):
 
     name = "varuna"
 
-    def __init__(self, min_nodes: int = ARTIFACT_MIN_NODES, *, rollback: bool = True, checkpoint_every: int = ARTIFACT_VARUNA_CHECKPOINT_EVERY):
+    def __init__(
+        self,
+        min_nodes: int = ARTIFACT_MIN_NODES,
+        *,
+        rollback: bool = True,
+        checkpoint_every: int = ARTIFACT_VARUNA_CHECKPOINT_EVERY,
+    ):
         super().__init__(min_nodes)
         self.rollback = rollback
         self.checkpoints = CheckpointSchedule(every_iterations=checkpoint_every, after_restart=True)

@@ -124,7 +124,8 @@ def regrid(old: BambooPlan, ready: Sequence[str], depth: int) -> BambooPlan | No
     alive = set(ready)
     covered = set(old.covered)
     rows = [
-        row if not covered and all(n in alive for n in row)
+        row
+        if not covered and all(n in alive for n in row)
         else tuple(None if (p, s) in covered or n not in alive else n for s, n in enumerate(row))
         for p, row in enumerate(old.owners)
     ]
@@ -217,7 +218,9 @@ class BambooPolicy:
             pred = owners[p][(s - 1) % self.depth]
             pred_load = len(load(pred))
             if len(mine) > 1 or pred == node or pred_load > 1:
-                why = f"lost {node}, " + ("which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage")
+                why = f"lost {node}, " + (
+                    "which covered a neighbour" if len(mine) > 1 else f"whose predecessor {pred} already covers a stage"
+                )
                 return self._fatal(view, why, started)
             owners[p][s] = pred
             taken.setdefault(pred, []).append((p, s))
@@ -256,11 +259,23 @@ class BambooPolicy:
             return form_grid(ready, self.depth)
         return regrid(old, ready, self.depth)
 
-    def _form(self, view: ClusterView, old: BambooPlan | None, started: bool, *, restart: bool, why: str = "") -> Decision:
+    def _form(
+        self, view: ClusterView, old: BambooPlan | None, started: bool, *, restart: bool, why: str = ""
+    ) -> Decision:
         grid = self._grid(view.ready, None if restart else old)
         if grid is None:
             needed = self.depth
-            return Decision(None, (WaitForNodes(needed, why or f"{len(view.ready)} usable nodes, a pipeline needs {needed}", rollback=restart and self.fatal_rollback),), started)
+            return Decision(
+                None,
+                (
+                    WaitForNodes(
+                        needed,
+                        why or f"{len(view.ready)} usable nodes, a pipeline needs {needed}",
+                        rollback=restart and self.fatal_rollback,
+                    ),
+                ),
+                started,
+            )
         if old is None or not started:
             if not started:
                 return Decision(grid, (Start(),), False)
@@ -331,7 +346,13 @@ class BambooPolicy:
                         heapq.heappush(heaps[stage], (sent[src], order, src))
                 requests.setdefault((node, src), []).append(layer)
         return tuple(
-            LayerCopy(dst, src, tuple(ls), sum(layer_bytes[l].param_bytes for l in ls), sum(layer_bytes[l].optimizer_bytes for l in ls))
+            LayerCopy(
+                dst,
+                src,
+                tuple(ls),
+                sum(layer_bytes[l].param_bytes for l in ls),
+                sum(layer_bytes[l].optimizer_bytes for l in ls),
+            )
             for (dst, src), ls in requests.items()
         )
 

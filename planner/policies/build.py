@@ -51,8 +51,12 @@ def build_policy(
     if name == "oobleck":
         if planner is None:
             raise PlannerError("the oobleck policy needs a planner")
-        return OobleckPolicy(planner, checkpoints=options.checkpoints, join_horizon_s=options.join_horizon_s,
-                             reconfigure_pause_s=options.reconfigure_pause_s)
+        return OobleckPolicy(
+            planner,
+            checkpoints=options.checkpoints,
+            join_horizon_s=options.join_horizon_s,
+            reconfigure_pause_s=options.reconfigure_pause_s,
+        )
     if name == "varuna":
         if search is None:
             raise PlannerError("the varuna policy needs a configuration search")
@@ -61,6 +65,11 @@ def build_policy(
     if name == "bamboo":
         if options.bamboo_depth is None:
             raise PlannerError("the bamboo policy needs a pipeline depth")
-        return BambooPolicy(options.bamboo_depth, layout=bamboo_layout, profile=profile, fatal_rollback=True,
-                            checkpoints=options.checkpoints)
+        return BambooPolicy(
+            options.bamboo_depth,
+            layout=bamboo_layout,
+            profile=profile,
+            fatal_rollback=True,
+            checkpoints=options.checkpoints,
+        )
     raise PlannerError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

@@ -159,7 +159,16 @@ class WaitForNodes:
 
 
 Action = (
-    Continue | Start | Reinstantiate | CopyLayers | FailOver | Admit | Checkpoint | Restart | RestartFromCheckpoint | WaitForNodes
+    Continue
+    | Start
+    | Reinstantiate
+    | CopyLayers
+    | FailOver
+    | Admit
+    | Checkpoint
+    | Restart
+    | RestartFromCheckpoint
+    | WaitForNodes
 )
 
 # Actions that leave the iteration in flight running.

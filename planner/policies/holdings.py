@@ -32,7 +32,9 @@ from .varuna import VarunaPlan
 from .varuna_search import VarunaConfig
 
 
-def holdings(plan: Any, stage_layers: Sequence[tuple[int, int]] | None = None, alive: Container[str] | None = None) -> Holdings:
+def holdings(
+    plan: Any, stage_layers: Sequence[tuple[int, int]] | None = None, alive: Container[str] | None = None
+) -> Holdings:
     """The plan's holdings (Bamboo needs its layout's `stage_layers`), less the nodes
     not in `alive` when given."""
     if isinstance(plan, ExecutionPlan):

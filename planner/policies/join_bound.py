@@ -78,7 +78,9 @@ class JoinBound:
             self._fewest_bytes[n] = min(sum(self._layer_bytes[l] for l in held) for held in positions_of(template))
         return self._fewest_bytes[n]
 
-    def declines(self, current_sps: float, num_nodes: int, min_pipelines: int, horizon_s: float, pause_s: float) -> float | None:
+    def declines(
+        self, current_sps: float, num_nodes: int, min_pipelines: int, horizon_s: float, pause_s: float
+    ) -> float | None:
         """The bound on samples/s when it proves the join cannot pay (None: it may)."""
         found = self.bounds(num_nodes, min_pipelines)
         if found is None:

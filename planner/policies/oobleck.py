@@ -155,9 +155,13 @@ class OobleckPolicy:
             return Decision(plan, (Continue(),), memory, notes=notes)
         try:
             if total > self.exact_join_max_nodes:
-                result = grow(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
+                result = grow(
+                    self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s
+                )
             else:
-                result = on_addition(self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s)
+                result = on_addition(
+                    self.planner, plan, spares, horizon_s=self.join_horizon_s, pause_s=self.reconfigure_pause_s
+                )
         except PlannerError:
             return Decision(plan, (Continue(),), memory)
         if result.plan is None or result.plan is plan:
@@ -181,7 +185,9 @@ class OobleckPolicy:
             result = finish(self.planner, base, new)
         except PlannerError:
             return self._launch(view, memory, restart=True, note="a layer's holders are not in the new plan")
-        return Decision(result.plan, (Reinstantiate(f"resume over {len(new.nodes)} nodes"), CopyLayers(result.copies)), memory)
+        return Decision(
+            result.plan, (Reinstantiate(f"resume over {len(new.nodes)} nodes"), CopyLayers(result.copies)), memory
+        )
 
     def _launch(self, view: ClusterView, memory: OobleckMemory, *, restart: bool, note: str = "") -> Decision:
         """A fresh instantiation over every usable node, loaded from scratch (start) or

@@ -63,7 +63,9 @@ class VarunaPlan:
         if self.given_stage_nodes is not None:
             return self.given_stage_nodes
         c, g, nodes = self.config, self.gpus_per_node, self.nodes
-        return tuple(tuple(dict.fromkeys(nodes[(w * c.depth + s) // g] for w in range(c.width))) for s in range(c.depth))
+        return tuple(
+            tuple(dict.fromkeys(nodes[(w * c.depth + s) // g] for w in range(c.width))) for s in range(c.depth)
+        )
 
     def stages_without_holder(self, alive: Container[str]) -> list[int]:
         """Stages none of whose replicas is on a node in `alive`; O(nodes + dead nodes' stages
@@ -168,7 +170,9 @@ class VarunaPolicy:
         if can_save:
             why = f"lost {lost}: checkpoint from the surviving replicas, then restart"
             if new is None:
-                return Decision(None, (Checkpoint(why), WaitForNodes(self.min_nodes or 0, why)), VarunaMemory(base, True))
+                return Decision(
+                    None, (Checkpoint(why), WaitForNodes(self.min_nodes or 0, why)), VarunaMemory(base, True)
+                )
             return Decision(new, (Checkpoint(why), Restart(why)), VarunaMemory(base, True))
         why = f"lost {lost}: some stage has no live replica, back to the last checkpoint"
         return self._launch(view, VarunaMemory(None, True), restart=True, note=why)

@@ -92,7 +92,9 @@ class VarunaSearch:
                     weights = [tables.weight_s(a, e, 1) for a, e in stages]
                     layers = tables.profile.layers
                     bw = self.cluster.inter_node_bw_bytes_per_s
-                    allreduce = max(ring_allreduce_s(sum(l.grad_bytes for l in layers[a:e]), width, bw) for a, e in stages)
+                    allreduce = max(
+                        ring_allreduce_s(sum(l.grad_bytes for l in layers[a:e]), width, bw) for a, e in stages
+                    )
                     return VarunaConfig(depth, width, b, n_b, stages, pipeline_time_s(weights, n_b), allreduce)
             b //= 2
         return None
@@ -107,7 +109,9 @@ class VarunaSearch:
                 config = self._config(depth, num_gpus // depth)
                 if config is not None:
                     found.append(config)
-            self._best[num_gpus] = min(found, key=lambda c: (c.iteration_time_s, c.num_gpus, c.depth)) if found else None
+            self._best[num_gpus] = (
+                min(found, key=lambda c: (c.iteration_time_s, c.num_gpus, c.depth)) if found else None
+            )
         return self._best[num_gpus]
 
     def min_gpus(self, up_to: int) -> int | None:

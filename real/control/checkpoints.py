@@ -58,10 +58,17 @@ class CheckpointBook:
         """Step `step` is committed: workers checkpoint the state ready for step + 1 when
         it falls on the interval."""
         config, ready = self.c.config, step + 1
-        if not config.checkpoint_every or ready % config.checkpoint_every or ready >= config.steps or not config.checkpoint_dir:
+        if (
+            not config.checkpoint_every
+            or ready % config.checkpoint_every
+            or ready >= config.steps
+            or not config.checkpoint_dir
+        ):
             return
         if not any(p.step == ready and p.generation == self.job.gen for p in self.job.ckpt_pending):
-            self.job.ckpt_pending.append(PendingCheckpoint(self.job.gen, 0, ready, time.time() + config.checkpoint_timeout_s))
+            self.job.ckpt_pending.append(
+                PendingCheckpoint(self.job.gen, 0, ready, time.time() + config.checkpoint_timeout_s)
+            )
 
     def tick(self) -> None:
         for p in sorted(self.job.ckpt_pending, key=lambda p: (p.step, p.attempt), reverse=True):
@@ -87,7 +94,9 @@ class CheckpointBook:
         if p in self.job.ckpt_pending:
             self.job.ckpt_pending.remove(p)
         self.c.outcome.failed_checkpoints.append(p.step)
-        self.c.outcome.event("checkpoint_failed", step=p.step, generation=p.generation, attempt=p.attempt, reason=reason)
+        self.c.outcome.event(
+            "checkpoint_failed", step=p.step, generation=p.generation, attempt=p.attempt, reason=reason
+        )
 
     def write_manifest(self, p: PendingCheckpoint) -> bool:
         config = self.c.config
@@ -110,9 +119,14 @@ class CheckpointBook:
         its manifest is durable, False (a failed checkpoint) otherwise."""
         self.job.save_attempts += 1
         t0 = time.time()
-        p = PendingCheckpoint(self.job.gen, self.job.save_attempts, step, time.time() + self.c.config.checkpoint_timeout_s)
+        p = PendingCheckpoint(
+            self.job.gen, self.job.save_attempts, step, time.time() + self.c.config.checkpoint_timeout_s
+        )
         self.job.ckpt_pending.append(p)
-        rv.publish_order(self.c.store, {"kind": "save", "step": step, "writers": dict(writers), "generation": p.generation, "attempt": p.attempt})
+        rv.publish_order(
+            self.c.store,
+            {"kind": "save", "step": step, "writers": dict(writers), "generation": p.generation, "attempt": p.attempt},
+        )
         while p in self.job.ckpt_pending:
             self.c.tick()  # ticks this book too: completes or fails p
             if p in self.job.ckpt_pending and self.job.removed:

@@ -84,7 +84,9 @@ class Coordinator:
         local: bool = True,
         secret: JobSecret | None = None,
     ):
-        if (config.checkpoint_every or config.policy == "varuna") and config.checkpoint_dir is None:  # Varuna also saves on demand
+        if (
+            config.checkpoint_every or config.policy == "varuna"
+        ) and config.checkpoint_dir is None:  # Varuna also saves on demand
             base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
             config = config.with_(checkpoint_dir=str((base / "checkpoints").resolve()))
         self.config = config
@@ -102,9 +104,13 @@ class Coordinator:
         self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node)
         if config.pipelines is not None:
             if config.policy != "oobleck":
-                raise ConfigError("--pipelines forces Oobleck's grouping; the varuna policy chooses its own configuration")
+                raise ConfigError(
+                    "--pipelines forces Oobleck's grouping; the varuna policy chooses its own configuration"
+                )
             if sum(config.pipelines) != len(self.initial_nodes):
-                raise ConfigError(f"pipelines {list(config.pipelines)} use {sum(config.pipelines)} nodes, the job starts with {len(self.initial_nodes)}")
+                raise ConfigError(
+                    f"pipelines {list(config.pipelines)} use {sum(config.pipelines)} nodes, the job starts with {len(self.initial_nodes)}"
+                )
         self.secret = secret or JobSecret.generate()
         self.hosted: HostedStore | None = host_store(bind_host, port, self.secret, config.startup_timeout_s)
         self.store = self.hosted.store
@@ -154,8 +160,12 @@ class Coordinator:
     def run(self, processes: ProcessControl | None = None) -> RunOutcome:
         """Wait for the first nodes, plan, then run generation after generation."""
         out = self.outcome
-        self.members = Membership(self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes, self.secret)
-        self.schedule = EventSchedule(self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes)
+        self.members = Membership(
+            self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes, self.secret
+        )
+        self.schedule = EventSchedule(
+            self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes
+        )
         try:
             if self.needs_local_processes and processes is None:
                 raise JobFailed("--trace and time-based --inject entries need the local launcher (ooblab run)")
@@ -225,7 +235,9 @@ class Coordinator:
     def decide(self, event, job_state: str) -> Decision:
         ready = self.members.ready_nodes()[: self.config.nodes]
         ckpt = self.job.manifest.step if self.job.manifest else 0
-        decision = self.policy.decide(view(ready, job_state, self.job.committed, ckpt, self.outcome.now_s()), event, self.job.decision)
+        decision = self.policy.decide(
+            view(ready, job_state, self.job.committed, ckpt, self.outcome.now_s()), event, self.job.decision
+        )
         self.job.decision = decision
         if decision.disruptive or not isinstance(event, PauseEnded):
             self.outcome.event("decision", **DecisionRecord.of(event, decision).to_dict())
@@ -242,8 +254,18 @@ class Coordinator:
         rows = self.outcome.rows
         if rows and rows[-1].time_s > t:
             t = rows[-1].time_s
-        rows.append(TimelineRow(t, len(self._members.ready_nodes()) if self._members else 0, working, state, self.job.committed,
-                                self.job.committed * self.config.global_batch, rate, 0.0))
+        rows.append(
+            TimelineRow(
+                t,
+                len(self._members.ready_nodes()) if self._members else 0,
+                working,
+                state,
+                self.job.committed,
+                self.job.committed * self.config.global_batch,
+                rate,
+                0.0,
+            )
+        )
 
     # -- start ------------------------------------------------------------------------------
     def _await_initial(self) -> None:
@@ -260,15 +282,21 @@ class Coordinator:
             self.tick()
             lost = [n for n in self.job.removed if n in wanted]
             if lost:
-                reasons = [rec.reason for rec in self.members.workers.values() if not rec.alive and rec.info.node in lost]
+                reasons = [
+                    rec.reason for rec in self.members.workers.values() if not rec.alive and rec.info.node in lost
+                ]
                 raise JobFailed("; ".join(reasons) or f"nodes {lost} were lost before the job started")
             if time.time() > deadline:
                 got = len(self.members.workers)
-                raise JobFailed(f"only {got} of {len(wanted) * self.config.gpus_per_node} workers registered within {self.config.startup_timeout_s:.0f} s")
+                raise JobFailed(
+                    f"only {got} of {len(wanted) * self.config.gpus_per_node} workers registered within {self.config.startup_timeout_s:.0f} s"
+                )
             time.sleep(POLL_S * 5)
         self.job.pending_ready = [n for n in self.job.pending_ready if n not in wanted]
         out.workers = [rec.info for rec in self.members.workers.values()]
-        out.event("workers_registered", nodes=sorted(wanted, key=natural_key), workers=len(wanted) * self.config.gpus_per_node)
+        out.event(
+            "workers_registered", nodes=sorted(wanted, key=natural_key), workers=len(wanted) * self.config.gpus_per_node
+        )
 
     def _start(self) -> None:
         nodes = list(self.initial_nodes) if self.trace is not None else sorted(self.initial_nodes, key=natural_key)
@@ -279,7 +307,9 @@ class Coordinator:
                 raise JobFailed(f"cannot plan: {exc}") from None
             self.job.decision = Decision(plan, (Start(),), OobleckMemory())
         else:
-            self.job.decision = self.policy.decide(view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None)
+            self.job.decision = self.policy.decide(
+                view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None
+            )
             if self.job.decision.plan is None:
                 notes = [getattr(a, "reason", "") for a in self.job.decision.actions] + list(self.job.decision.notes)
                 raise JobFailed(f"cannot plan: {'; '.join(n for n in notes if n) or 'no plan'}")
@@ -311,7 +341,13 @@ class Coordinator:
         out.plan, out.layout, out.generations = plan, layout, number + 1
         if out.initial_plan is None:
             out.initial_plan = plan
-        detail = dict(generation=number, how=kind, resume_step=resume_step, world_size=layout.world_size, plan=plan_dict(plan, self.config.gpus_per_node))
+        detail = dict(
+            generation=number,
+            how=kind,
+            resume_step=resume_step,
+            world_size=layout.world_size,
+            plan=plan_dict(plan, self.config.gpus_per_node),
+        )
         if number == 0:
             out.planned_s = out.now_s()
             out.event("plan_published", **detail)
@@ -418,4 +454,3 @@ class Coordinator:
             del self.store  # gone with the socket: using it after close is an AttributeError
             self.hosted.close()
             self.hosted = None
-

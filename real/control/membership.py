@@ -57,7 +57,12 @@ class WorkerRecord:
 
 class Membership:
     def __init__(
-        self, store: dist.Store, gpus_per_node: int, heartbeat_timeout_s: float, processes: ProcessControl | None, secret: JobSecret
+        self,
+        store: dist.Store,
+        gpus_per_node: int,
+        heartbeat_timeout_s: float,
+        processes: ProcessControl | None,
+        secret: JobSecret,
     ):
         self.store = store
         self.secret = secret
@@ -87,7 +92,9 @@ class Membership:
                 self._refuse(self._seen - 1, str(exc))
                 continue
             if info.gpu >= self.gpus_per_node:
-                self._refuse(info.worker_id, f"{key}: gpu {info.gpu} of {info.node}, nodes have GPUs 0..{self.gpus_per_node - 1}")
+                self._refuse(
+                    info.worker_id, f"{key}: gpu {info.gpu} of {info.node}, nodes have GPUs 0..{self.gpus_per_node - 1}"
+                )
                 continue
             duplicate = self.worker_for(info.node, info.gpu)
             self.workers[info.worker_id] = WorkerRecord(info)
@@ -151,7 +158,9 @@ class Membership:
             if beats != rec.beats or starved:
                 rec.beats, rec.seen_s = beats, now
             elif now - rec.seen_s > self.heartbeat_timeout_s:
-                silent[wid] = f"worker {wid} ({rec.info.node} gpu {rec.info.gpu}) missed heartbeats for {now - rec.seen_s:.1f} s"
+                silent[wid] = (
+                    f"worker {wid} ({rec.info.node} gpu {rec.info.gpu}) missed heartbeats for {now - rec.seen_s:.1f} s"
+                )
         return silent
 
     def mark_dead(self, wid: int, reason: str) -> None:

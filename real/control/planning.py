@@ -47,7 +47,9 @@ def tiny_gpt_layer_params(spec: TinyGptSpec) -> list[int]:
     return [v * h + s * h] + [12 * h * h + 13 * h] * spec.blocks + [2 * h + v * h]
 
 
-def estimate_tiny_gpt(spec: TinyGptSpec, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS) -> ModelProfile:
+def estimate_tiny_gpt(
+    spec: TinyGptSpec, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS
+) -> ModelProfile:
     """Analytic tiny-gpt profile: Megatron FLOP counts (as `planner.analytic`) over
     `cpu_flops`, backward = 2 x forward (no recomputation), AdamW state = 2 x parameters
     in the training dtype, activations kept s b h (34 + 5 a s / h) / 2 elements per block."""
@@ -96,7 +98,9 @@ def check_profile_files(directory: str | Path) -> None:
         try:
             value = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ProfileError(f"{path}: not a readable JSON file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+            raise ProfileError(
+                f"{path}: not a readable JSON file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            ) from None
         if path.name == "model_args.json" and not isinstance(value, dict):
             raise ProfileError(f"{path}: expected an object of the model's arguments, got {type(value).__name__}")
 
@@ -136,7 +140,9 @@ def run_cluster(config: RunConfig):
             efficiency=1.0,
         )
         return make_cluster(spec, config.nodes, config.gpus_per_node, reserved_bytes=0)
-    return make_cluster(config.gpu or DEFAULT_MODEL_GPU, config.nodes, config.gpus_per_node, inter_node_gbps=config.inter_node_gbps)
+    return make_cluster(
+        config.gpu or DEFAULT_MODEL_GPU, config.nodes, config.gpus_per_node, inter_node_gbps=config.inter_node_gbps
+    )
 
 
 def make_planner(config: RunConfig, profile: ModelProfile | None = None) -> Planner:

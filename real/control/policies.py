@@ -66,7 +66,9 @@ def make_policy(config: RunConfig, planner: Planner, profile: ModelProfile):
     return build_policy(config.policy, options, planner=planner, search=search)
 
 
-def varuna_layout(plan: VarunaPlan, generation: int, config: RunConfig, layer_allreduce_s: Sequence[float] = ()) -> Layout:
+def varuna_layout(
+    plan: VarunaPlan, generation: int, config: RunConfig, layer_allreduce_s: Sequence[float] = ()
+) -> Layout:
     """W pipelines of D one-GPU stages, the job's microbatches spread evenly."""
     c, g = plan.config, config.gpus_per_node
     total = config.global_batch // config.microbatch_size
@@ -146,7 +148,12 @@ class DecisionRecord:
 
     @classmethod
     def of(cls, event, decision: Decision) -> DecisionRecord:
-        return cls(describe_event(event), [describe_action(a) for a in decision.actions], describe_plan(decision.plan), list(decision.notes))
+        return cls(
+            describe_event(event),
+            [describe_action(a) for a in decision.actions],
+            describe_plan(decision.plan),
+            list(decision.notes),
+        )
 
     def to_dict(self) -> dict:
         # PauseEnded's `kind` (the state the pause was in) would clash with the event
@@ -156,4 +163,10 @@ class DecisionRecord:
 
 
 def view(ready: Sequence[str], job_state: str, iterations: int, checkpoint_step: int, now_s: float) -> ClusterView:
-    return ClusterView(time_s=now_s, ready=tuple(ready), job_state=job_state, iterations_done=iterations, checkpoint_iterations=checkpoint_step)
+    return ClusterView(
+        time_s=now_s,
+        ready=tuple(ready),
+        job_state=job_state,
+        iterations_done=iterations,
+        checkpoint_iterations=checkpoint_step,
+    )

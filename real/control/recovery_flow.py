@@ -80,7 +80,9 @@ class JobControl(Protocol):
 
     def tick(self) -> None: ...
     def decide(self, event: Event, job_state: str) -> Decision: ...
-    def publish(self, plan: Any, kind: str, resume_step: int, sources_for: Callable, manifest: Manifest | None = None) -> None: ...
+    def publish(
+        self, plan: Any, kind: str, resume_step: int, sources_for: Callable, manifest: Manifest | None = None
+    ) -> None: ...
     def record_commit(self, g: int, step: int, d: Directive) -> None: ...
     def row(self, state: str, time_s: float | None = None) -> None: ...
 
@@ -142,10 +144,16 @@ class RecoveryFlow:
         store.set(keys.resume_key(g), str(resume))
         reports, unclean = self.collect(g, d)
         if not self.job.removed and not unclean:
-            faults = [store.get(keys.fault_key(g, r)).decode() for r in range(d.layout.world_size) if store.check([keys.fault_key(g, r)])]
+            faults = [
+                store.get(keys.fault_key(g, r)).decode()
+                for r in range(d.layout.world_size)
+                if store.check([keys.fault_key(g, r)])
+            ]
             for text in faults:
                 out.event("worker_error", traceback=text)
-            raise JobFailed("; ".join(headline(t) for t in faults[:3]) or f"generation {g} failed without a lost worker")
+            raise JobFailed(
+                "; ".join(headline(t) for t in faults[:3]) or f"generation {g} failed without a lost worker"
+            )
         self._update_holdings(d, reports)
         if resume >= self.c.config.steps:
             out.event("failure_after_last_step", generation=g)
@@ -177,9 +185,17 @@ class RecoveryFlow:
             time.sleep(POLL_S)
         for r in sorted(reports):
             if store.check([keys.fault_key(g, r)]):
-                self.c.outcome.event("fault", generation=g, rank=r, error=headline(store.get(keys.fault_key(g, r)).decode()),
-                                   after_s=round(reports[r]["t_fault"] - self.job.failure_detected_s, 3) if reports[r].get("t_fault") else None,
-                                   left_after_s=round(reports[r]["t"] - self.job.failure_detected_s, 3), timing=reports[r].get("timing"))
+                self.c.outcome.event(
+                    "fault",
+                    generation=g,
+                    rank=r,
+                    error=headline(store.get(keys.fault_key(g, r)).decode()),
+                    after_s=round(reports[r]["t_fault"] - self.job.failure_detected_s, 3)
+                    if reports[r].get("t_fault")
+                    else None,
+                    left_after_s=round(reports[r]["t"] - self.job.failure_detected_s, 3),
+                    timing=reports[r].get("timing"),
+                )
         unclean = expect - reports.keys()
         for r in sorted(unclean):
             wid = d.workers[r]
@@ -252,7 +268,10 @@ class RecoveryFlow:
         if unclean or self.job.removed or decision is None:
             self.job.failure_detected_s = time.time()
             if self.job.recovery is None:
-                self.job.recovery = Recovery(len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall)
+                self.job.recovery = Recovery(
+                    len(self.c.outcome.recoveries),
+                    self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall,
+                )
                 self.job.recovery.until_step = resume
             self.mark_phase("planning")
             self._replace(d, unclean)
@@ -264,7 +283,9 @@ class RecoveryFlow:
         except NodesLost as exc:  # a node the new plan needs died meanwhile: a failure after all
             self.c.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
             self.job.failure_detected_s = time.time()
-            self.job.recovery = Recovery(len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall)
+            self.job.recovery = Recovery(
+                len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall
+            )
             self.job.recovery.until_step = resume
             self.decide_and_execute(resume)
 
@@ -290,9 +311,19 @@ class RecoveryFlow:
                 self.restart_processes(plan)
             self._publish_restart(plan, resume)
         elif Reinstantiate in kinds or same_plan:
-            copies = [(c.dst_node, c.src_node, c.layers) for a in decision.actions if isinstance(a, CopyLayers) for c in a.copies]
+            copies = [
+                (c.dst_node, c.src_node, c.layers)
+                for a in decision.actions
+                if isinstance(a, CopyLayers)
+                for c in a.copies
+            ]
             try:
-                self.c.publish(plan, RECONFIGURE, resume, lambda layout, workers: plan_sources(layout, workers, self.job.holdings, resume, copies))
+                self.c.publish(
+                    plan,
+                    RECONFIGURE,
+                    resume,
+                    lambda layout, workers: plan_sources(layout, workers, self.job.holdings, resume, copies),
+                )
                 self.c.outcome.reconfigurations += 1
             except LostLayers as exc:
                 self.c.outcome.event("live_recovery_impossible", reason=str(exc))
@@ -307,7 +338,9 @@ class RecoveryFlow:
         if resume == 0 and (self.job.manifest is None or self.job.manifest.step != 0):
             self.c.publish(plan, RESTART, 0, lambda layout, workers: uniform_sources(layout, INIT))
         else:
-            self.c.publish(plan, RESTART, resume, lambda layout, workers: uniform_sources(layout, CHECKPOINT), self.job.manifest)
+            self.c.publish(
+                plan, RESTART, resume, lambda layout, workers: uniform_sources(layout, CHECKPOINT), self.job.manifest
+            )
         self.c.outcome.restarts += 1
         if self.job.recovery is not None:
             self.job.recovery.kind = RESTART_KIND
@@ -333,8 +366,14 @@ class RecoveryFlow:
         self.mark_phase("checkpoint")
         writers: dict[str, list[int]] = {}
         for layer in range(self.c.planner.profile.num_layers):
-            holder = next((h.worker_id for h in sorted(self.job.holdings.values(), key=lambda h: h.worker_id)
-                           if h.step == step and layer in h.layers and self.c.members.workers[h.worker_id].alive), None)
+            holder = next(
+                (
+                    h.worker_id
+                    for h in sorted(self.job.holdings.values(), key=lambda h: h.worker_id)
+                    if h.step == step and layer in h.layers and self.c.members.workers[h.worker_id].alive
+                ),
+                None,
+            )
             if holder is None:
                 self.c.outcome.event("checkpoint_impossible", step=step, layer=layer)
                 return False
@@ -360,7 +399,7 @@ class RecoveryFlow:
         self.c.outcome.event("processes_restarted", nodes=nodes)
         lost = None
         while True:  # a node lost while starting: let the others finish starting first, so
-            try:    # the policy re-plans with every node left, not with the first to register
+            try:  # the policy re-plans with every node left, not with the first to register
                 self.await_nodes([n for n in plan.nodes if n not in self.job.removed])
                 break
             except NodesLost as exc:
@@ -394,7 +433,9 @@ class RecoveryFlow:
             if node in ready or node in self.job.removed:
                 continue
             if len(processes.pids_of(node)) < self.c.config.gpus_per_node:
-                self.c.outcome.event("node_start_failed", node=node, reason="a worker process exited before its node was complete")
+                self.c.outcome.event(
+                    "node_start_failed", node=node, reason="a worker process exited before its node was complete"
+                )
                 for wid in self.c.members.live_workers(node):
                     self.c.members.fence(wid, f"node {node} lost a worker while starting")
                 self.job.removed.append(node)
@@ -417,6 +458,8 @@ class RecoveryFlow:
                 if decision.plan is not None:
                     return decision
             if time.time() > deadline:
-                why = "; ".join(getattr(a, "reason", "") for a in self.job.last_decision().actions if getattr(a, "reason", ""))
+                why = "; ".join(
+                    getattr(a, "reason", "") for a in self.job.last_decision().actions if getattr(a, "reason", "")
+                )
                 raise JobFailed(f"waited {self.c.config.wait_for_nodes_s:.0f} s for nodes ({why or 'too few nodes'})")
             time.sleep(POLL_S * 4)

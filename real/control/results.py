@@ -117,7 +117,18 @@ def timeline(outcome: RunOutcome) -> list[TimelineRow]:
     iterations = len(outcome.step_end_s)
     last = rows[-1] if rows else None
     end = max(end, last.time_s) if last else end
-    rows.append(TimelineRow(end, last.live_nodes if last else 0, 0, FINISHED, iterations, iterations * outcome.config.global_batch, 0.0, 0.0))
+    rows.append(
+        TimelineRow(
+            end,
+            last.live_nodes if last else 0,
+            0,
+            FINISHED,
+            iterations,
+            iterations * outcome.config.global_batch,
+            0.0,
+            0.0,
+        )
+    )
     return rows
 
 

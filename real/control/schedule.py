@@ -32,19 +32,36 @@ class Timed:
 class EventSchedule:
     """The job's timed failures and joins, carried out on `members` and `processes`."""
 
-    def __init__(self, trace: TraceSchedule | None, injections: Sequence[Injection], members: Membership,
-                 outcome: RunOutcome, gpus_per_node: int, processes: ProcessControl | None):
+    def __init__(
+        self,
+        trace: TraceSchedule | None,
+        injections: Sequence[Injection],
+        members: Membership,
+        outcome: RunOutcome,
+        gpus_per_node: int,
+        processes: ProcessControl | None,
+    ):
         self.members, self.outcome, self.gpus_per_node = members, outcome, gpus_per_node
         self.processes = processes
         timed = []
         if trace is not None:
             for e in trace.events:
-                timed.append(Timed(e.time_s, "crash" if e.kind == "remove" else "join", e.node, 0, f"trace {e.kind} {e.node} at {e.time_s:g} s"))
+                timed.append(
+                    Timed(
+                        e.time_s,
+                        "crash" if e.kind == "remove" else "join",
+                        e.node,
+                        0,
+                        f"trace {e.kind} {e.node} at {e.time_s:g} s",
+                    )
+                )
         for item in injections:
             if item.at_s is not None:
                 timed.append(Timed(item.at_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}"))
         self.timed = sorted(timed, key=lambda t: t.t_s)
-        self.step_joins = sorted((i.step, i.node, i.describe()) for i in injections if i.kind == "join" and i.step is not None)
+        self.step_joins = sorted(
+            (i.step, i.node, i.describe()) for i in injections if i.kind == "join" and i.step is not None
+        )
         self.t0_wall: float | None = None
         self.failure_times: list[float] = []
 

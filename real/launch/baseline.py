@@ -46,10 +46,16 @@ def _baseline_worker(rank: int, port: int, config: RunConfig, ranges: list[tuple
 
     pin_collectives(f"127.0.0.1:{port}")  # gloo on loopback too
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
-    dist.init_process_group("gloo", store=dist.PrefixStore("baseline", store), rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(
+        "gloo", store=dist.PrefixStore("baseline", store), rank=rank, world_size=world, timeout=timeout
+    )
     pipe, s = divmod(rank, num_stages)
-    pipe_groups = [dist.new_group([p * num_stages + i for i in range(num_stages)], timeout=timeout) for p in range(num_pipelines)]
-    dp_groups = [dist.new_group([p * num_stages + i for p in range(num_pipelines)], timeout=timeout) for i in range(num_stages)]
+    pipe_groups = [
+        dist.new_group([p * num_stages + i for i in range(num_stages)], timeout=timeout) for p in range(num_pipelines)
+    ]
+    dp_groups = [
+        dist.new_group([p * num_stages + i for p in range(num_pipelines)], timeout=timeout) for i in range(num_stages)
+    ]
     first, end = ranges[s]
     module: torch.nn.Module
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

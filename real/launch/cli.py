@@ -61,10 +61,15 @@ def register(subparsers) -> None:
         formatter_class=fmt,
     )
     add_job_arguments(coord)
-    coord.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on; the default admits this machine only: give this machine's address on the job's private network to admit others")
+    coord.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; the default admits this machine only: give this machine's address on the job's private network to admit others",
+    )
     coord.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
-    coord.add_argument("--secret-file", default=None, help="write the job's secret here, mode 0600 (default: RUN_DIR/secret)")
+    coord.add_argument(
+        "--secret-file", default=None, help="write the job's secret here, mode 0600 (default: RUN_DIR/secret)"
+    )
     coord.add_argument("--advertise", default=None, help="host name workers use (default: this host's name)")
     coord.add_argument("--address-file", default=None, help="also write HOST:PORT to this file")
     coord.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
@@ -109,7 +114,9 @@ def register(subparsers) -> None:
     prof.add_argument("--device", default="auto", choices=DEVICES)
     prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (median)")
     prof.add_argument("--warmup", type=int, default=2, help="untimed repetitions first")
-    prof.add_argument("--max-participants", type=int, default=4, help="all-reduce measured for 2..this many processes (1: skip)")
+    prof.add_argument(
+        "--max-participants", type=int, default=4, help="all-reduce measured for 2..this many processes (1: skip)"
+    )
     prof.add_argument("--threads", type=int, default=1, help="intra-op threads (match the workers')")
     prof.add_argument("--out", required=True, help="profile directory to write")
     prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
@@ -117,8 +124,12 @@ def register(subparsers) -> None:
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--secret-file", default=None, help="the job's secret, as the coordinator wrote it (else $OOBLAB_SECRET)")
-    parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to reach the coordinator before giving up")
+    parser.add_argument(
+        "--secret-file", default=None, help="the job's secret, as the coordinator wrote it (else $OOBLAB_SECRET)"
+    )
+    parser.add_argument(
+        "--connect-timeout", type=float, default=60.0, help="seconds to reach the coordinator before giving up"
+    )
 
 
 def add_tiny_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,43 +146,130 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=d.nodes, help="nodes N")
     parser.add_argument("--gpus-per-node", type=int, default=d.gpus_per_node, help="GPUs per node g (one worker each)")
     parser.add_argument("--f", type=int, default=d.fault_tolerance, help="failures to tolerate (>= f + 1 pipelines)")
-    parser.add_argument("--model", default=d.model, help=f"{TINY_GPT}, or for --compute emulated a built-in analytic model or a profile directory")
-    parser.add_argument("--compute", default=d.compute, choices=COMPUTE_MODES, help="real: train tiny-gpt; emulated: layers sleep their profiled times")
+    parser.add_argument(
+        "--model",
+        default=d.model,
+        help=f"{TINY_GPT}, or for --compute emulated a built-in analytic model or a profile directory",
+    )
+    parser.add_argument(
+        "--compute",
+        default=d.compute,
+        choices=COMPUTE_MODES,
+        help="real: train tiny-gpt; emulated: layers sleep their profiled times",
+    )
     parser.add_argument("--steps", type=int, default=d.steps, help="training iterations K")
     parser.add_argument("--global-batch", type=int, default=d.global_batch, help="samples per iteration")
     parser.add_argument("--microbatch", type=int, default=d.microbatch_size, help="samples per microbatch")
     parser.add_argument("--pipelines", default=None, help="force the grouping, e.g. 3,4 (node counts of the pipelines)")
-    parser.add_argument("--profile", default=None, help="measured tiny-gpt profile directory (`ooblab profile`); default: analytic estimate")
-    parser.add_argument("--gpu", default=None, help="planner GPU type for memory/links (default: a CPU device for tiny-gpt, v100-16gb otherwise)")
-    parser.add_argument("--gpu-memory-gb", type=float, default=d.gpu_memory_gb, help="memory of the CPU device the planner assumes")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="measured tiny-gpt profile directory (`ooblab profile`); default: analytic estimate",
+    )
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        help="planner GPU type for memory/links (default: a CPU device for tiny-gpt, v100-16gb otherwise)",
+    )
+    parser.add_argument(
+        "--gpu-memory-gb", type=float, default=d.gpu_memory_gb, help="memory of the CPU device the planner assumes"
+    )
     parser.add_argument("--inter-node-gbps", type=float, default=None, help="network bandwidth the planner assumes")
     parser.add_argument("--dtype", default=d.dtype, choices=DTYPES, help="training dtype (real compute)")
     parser.add_argument("--seed", type=int, default=d.seed, help="seed of weights and data")
     parser.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate")
     parser.add_argument("--timeout", type=float, default=d.timeout_s, help="process-group timeout, seconds")
-    parser.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, help="seconds without a heartbeat before a worker counts as lost")
-    parser.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / local workers)")
-    parser.add_argument("--device", default=d.device, choices=DEVICES, help="auto: CUDA + NCCL when available (real compute), else CPU + gloo")
-    parser.add_argument("--backend", default=d.backend, choices=BACKENDS,
-                        help="auto: NCCL on CUDA, gloo on CPU; gloo on CUDA lets several ranks share one GPU (one CUDA device per local rank otherwise)")
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=d.heartbeat_timeout_s,
+        help="seconds without a heartbeat before a worker counts as lost",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads per worker (default: cores / local workers)"
+    )
+    parser.add_argument(
+        "--device",
+        default=d.device,
+        choices=DEVICES,
+        help="auto: CUDA + NCCL when available (real compute), else CPU + gloo",
+    )
+    parser.add_argument(
+        "--backend",
+        default=d.backend,
+        choices=BACKENDS,
+        help="auto: NCCL on CUDA, gloo on CPU; gloo on CUDA lets several ranks share one GPU (one CUDA device per local rank otherwise)",
+    )
     parser.add_argument("--save-params", default=None, help="directory where every rank saves its final layers")
     failures = parser.add_argument_group("failures, joins and checkpoints")
-    failures.add_argument("--policy", default=d.policy, choices=POLICIES,
-                          help="oobleck: live reconfiguration from in-memory replicas; varuna: checkpoint, stop everything, restart")
-    failures.add_argument("--inject", default=None, metavar="STEP:WORKER:KIND[:POINT],...",
-                          help="failures and joins: STEP (e.g. 3) or TIME (e.g. 2.5s after training starts), WORKER (node2 or node2/1), "
-                          "KIND crash|hang|join, POINT forward|backward|allreduce|optimizer|reconfigure (step-based crashes and hangs)")
-    failures.add_argument("--trace", default=None, help="replay a trace (file or generator spec): node names become workers; removes kill, adds start")
-    failures.add_argument("--time-scale", type=float, default=d.time_scale, help="replay the trace this many times faster")
-    failures.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="checkpoint every K steps, asynchronously (0: never)")
-    failures.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)")
-    failures.add_argument("--checkpoint-keep", type=int, default=d.checkpoint_keep, help="complete checkpoints kept on disk (the newest first)")
-    failures.add_argument("--checkpoint-timeout", type=float, default=d.checkpoint_timeout_s, help="seconds a checkpoint may take to be durable before it counts as failed")
-    failures.add_argument("--checkpoint-fault", default=None, metavar="STEP:full|hang|crash[:NODE],...", help="tests: faults the checkpoint writer injects into its own I/O")
-    failures.add_argument("--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats")
-    failures.add_argument("--wait-for-nodes", type=float, default=d.wait_for_nodes_s, help="seconds to wait for nodes when too few are left, then fail")
-    failures.add_argument("--join-horizon", type=float, default=d.join_horizon_s, help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds")
-    failures.add_argument("--no-respawn", action="store_true", help="never start replacement worker processes (a worker that cannot tear down costs its node)")
+    failures.add_argument(
+        "--policy",
+        default=d.policy,
+        choices=POLICIES,
+        help="oobleck: live reconfiguration from in-memory replicas; varuna: checkpoint, stop everything, restart",
+    )
+    failures.add_argument(
+        "--inject",
+        default=None,
+        metavar="STEP:WORKER:KIND[:POINT],...",
+        help="failures and joins: STEP (e.g. 3) or TIME (e.g. 2.5s after training starts), WORKER (node2 or node2/1), "
+        "KIND crash|hang|join, POINT forward|backward|allreduce|optimizer|reconfigure (step-based crashes and hangs)",
+    )
+    failures.add_argument(
+        "--trace",
+        default=None,
+        help="replay a trace (file or generator spec): node names become workers; removes kill, adds start",
+    )
+    failures.add_argument(
+        "--time-scale", type=float, default=d.time_scale, help="replay the trace this many times faster"
+    )
+    failures.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=d.checkpoint_every,
+        help="checkpoint every K steps, asynchronously (0: never)",
+    )
+    failures.add_argument(
+        "--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)"
+    )
+    failures.add_argument(
+        "--checkpoint-keep",
+        type=int,
+        default=d.checkpoint_keep,
+        help="complete checkpoints kept on disk (the newest first)",
+    )
+    failures.add_argument(
+        "--checkpoint-timeout",
+        type=float,
+        default=d.checkpoint_timeout_s,
+        help="seconds a checkpoint may take to be durable before it counts as failed",
+    )
+    failures.add_argument(
+        "--checkpoint-fault",
+        default=None,
+        metavar="STEP:full|hang|crash[:NODE],...",
+        help="tests: faults the checkpoint writer injects into its own I/O",
+    )
+    failures.add_argument(
+        "--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats"
+    )
+    failures.add_argument(
+        "--wait-for-nodes",
+        type=float,
+        default=d.wait_for_nodes_s,
+        help="seconds to wait for nodes when too few are left, then fail",
+    )
+    failures.add_argument(
+        "--join-horizon",
+        type=float,
+        default=d.join_horizon_s,
+        help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds",
+    )
+    failures.add_argument(
+        "--no-respawn",
+        action="store_true",
+        help="never start replacement worker processes (a worker that cannot tear down costs its node)",
+    )
     add_tiny_arguments(parser)
 
 
@@ -236,7 +334,16 @@ def user_errors() -> tuple[type[Exception], ...]:
     from ..protocol.errors import ConnectError, ListenError, SecretError
     from ..protocol.failures import InjectionError
 
-    return (ConfigError, PlannerError, TraceError, TraceScheduleError, InjectionError, ListenError, ConnectError, SecretError)
+    return (
+        ConfigError,
+        PlannerError,
+        TraceError,
+        TraceScheduleError,
+        InjectionError,
+        ListenError,
+        ConnectError,
+        SecretError,
+    )
 
 
 def _internal_error(command: str, run_dir: Path | None) -> int:
@@ -252,7 +359,11 @@ def _internal_error(command: str, run_dir: Path | None) -> int:
             where = f"in {run_dir / 'error.log'}"
         except OSError:
             pass
-    print(f"ooblab {command}: internal error: {kind}{': ' + message[:200] if message else ''} (traceback {where})", file=sys.stderr, flush=True)
+    print(
+        f"ooblab {command}: internal error: {kind}{': ' + message[:200] if message else ''} (traceback {where})",
+        file=sys.stderr,
+        flush=True,
+    )
     if where == "below":
         print(text, file=sys.stderr, end="")
     return 1
@@ -275,11 +386,15 @@ def _report(summary: dict, directory, as_json: bool) -> None:
     if losses:
         print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} steps")
     steady, predicted = summary.get("steady_iteration_s"), summary.get("predicted_iteration_s")
-    print(f"throughput {summary['avg_samples_per_s']:.2f} samples/s"
-          + (f"; iteration {steady:.4f} s measured (steady), {predicted:.4f} s predicted" if steady and predicted else ""))
+    print(
+        f"throughput {summary['avg_samples_per_s']:.2f} samples/s"
+        + (f"; iteration {steady:.4f} s measured (steady), {predicted:.4f} s predicted" if steady and predicted else "")
+    )
     if summary.get("recovery_s") or summary.get("num_restarts"):
         recoveries = ", ".join(f"{r['kind']} {r['total_s']:.2f} s" for r in summary.get("recoveries", []))
-        print(f"{summary['num_reconfigurations']} reconfiguration(s), {summary['num_restarts']} restart(s); recoveries: {recoveries or 'none'}")
+        print(
+            f"{summary['num_reconfigurations']} reconfiguration(s), {summary['num_restarts']} restart(s); recoveries: {recoveries or 'none'}"
+        )
     print(f"results in {directory}")
 
 
@@ -326,17 +441,35 @@ def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
     from ..protocol.secret import write_secret_file
     from ..protocol.transport import is_loopback
 
-    coordinator = Coordinator(config, bind_host=args.host, advertise_host=args.advertise, port=args.port, on_event=_log_event, run_dir=run_dir, local=False)
+    coordinator = Coordinator(
+        config,
+        bind_host=args.host,
+        advertise_host=args.advertise,
+        port=args.port,
+        on_event=_log_event,
+        run_dir=run_dir,
+        local=False,
+    )
     try:
         if coordinator.needs_local_processes:
-            raise ConfigError("--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)")
+            raise ConfigError(
+                "--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)"
+            )
         run_dir.mkdir(parents=True, exist_ok=True)
         secret_path = write_secret_file(args.secret_file or run_dir / "secret", coordinator.secret)
-        print(f"coordinator listening on {coordinator.address}; the job's secret is in {secret_path} "
-              "(give it to every launcher with --secret-file or $OOBLAB_SECRET)", file=sys.stderr, flush=True)
+        print(
+            f"coordinator listening on {coordinator.address}; the job's secret is in {secret_path} "
+            "(give it to every launcher with --secret-file or $OOBLAB_SECRET)",
+            file=sys.stderr,
+            flush=True,
+        )
         if is_loopback(args.host):
-            print(f"listening on {args.host} only: workers on other machines cannot connect; pass --host with this machine's "
-                  "address on the job's private network to admit them", file=sys.stderr, flush=True)
+            print(
+                f"listening on {args.host} only: workers on other machines cannot connect; pass --host with this machine's "
+                "address on the job's private network to admit them",
+                file=sys.stderr,
+                flush=True,
+            )
         if args.address_file:
             tmp = f"{args.address_file}.tmp"
             with open(tmp, "w") as handle:
@@ -386,7 +519,9 @@ def handle_worker(args) -> int:
         from ..worker.main import run_worker
     except ValueError as exc:  # LOCAL_RANK not a number, or a user error above
         return _error("worker", exc)
-    return run_worker(args.coordinator, args.name, gpu, secret, connect_timeout_s=args.connect_timeout, threads=args.threads)
+    return run_worker(
+        args.coordinator, args.name, gpu, secret, connect_timeout_s=args.connect_timeout, threads=args.threads
+    )
 
 
 def handle_profile(args) -> int:
@@ -415,7 +550,9 @@ def handle_profile(args) -> int:
         print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))
     else:
         total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
-        print(f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}")
+        print(
+            f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
+        )
     return 0
 
 

@@ -52,12 +52,22 @@ def die_with_parent() -> None:
         pass
 
 
-def _worker_entry(address: str, secret_hex: str, node: str, gpu: int, threads: int | None, connect_timeout_s: float, local_rank: int) -> None:
+def _worker_entry(
+    address: str, secret_hex: str, node: str, gpu: int, threads: int | None, connect_timeout_s: float, local_rank: int
+) -> None:
     die_with_parent()
     from ..worker.main import run_worker
 
     raise SystemExit(
-        run_worker(address, node, gpu, JobSecret(secret_hex), connect_timeout_s=connect_timeout_s, threads=threads, local_rank=local_rank)
+        run_worker(
+            address,
+            node,
+            gpu,
+            JobSecret(secret_hex),
+            connect_timeout_s=connect_timeout_s,
+            threads=threads,
+            local_rank=local_rank,
+        )
     )
 
 
@@ -69,7 +79,9 @@ class LocalProcesses:
     replacement): the worker's CUDA device (`worker.devices`). One machine playing
     several nodes thus gives each NCCL worker its own GPU."""
 
-    def __init__(self, address: str, secret: JobSecret, threads: int | None, connect_timeout_s: float = CONNECT_TIMEOUT_S):
+    def __init__(
+        self, address: str, secret: JobSecret, threads: int | None, connect_timeout_s: float = CONNECT_TIMEOUT_S
+    ):
         self.address, self.threads = address, threads
         self._secret, self.connect_timeout_s = secret, connect_timeout_s
         self._ctx = mp.get_context("spawn")
@@ -82,7 +94,15 @@ class LocalProcesses:
         return self._slots.setdefault((node, gpu), len(self._slots))
 
     def spawn(self, node: str, gpu: int) -> int:
-        args = (self.address, self._secret.hex, node, gpu, self.threads, self.connect_timeout_s, self.local_rank(node, gpu))
+        args = (
+            self.address,
+            self._secret.hex,
+            node,
+            gpu,
+            self.threads,
+            self.connect_timeout_s,
+            self.local_rank(node, gpu),
+        )
         process = self._ctx.Process(target=_worker_entry, args=args, name=f"{node}/gpu{gpu}", daemon=True)
         process.start()
         pid = process.pid
@@ -163,7 +183,9 @@ def default_run_dir(root: str | Path = "results/real") -> Path:
     return Path(root) / (time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
 
 
-def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Callable[[EventRecord], None] | None = None) -> RunResult:
+def run_local(
+    config: RunConfig, out_dir: str | Path | None = None, on_event: Callable[[EventRecord], None] | None = None
+) -> RunResult:
     """Coordinator here, the workers spawned here; writes the run's four files."""
     directory = Path(out_dir) if out_dir else default_run_dir()
     coordinator = Coordinator(config, bind_host="127.0.0.1", on_event=on_event, run_dir=directory)
@@ -183,7 +205,14 @@ def run_local(config: RunConfig, out_dir: str | Path | None = None, on_event: Ca
     return RunResult(summary, path, outcome)
 
 
-def run_node(address: str, secret: JobSecret, node: str, gpus: int, threads: int | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> int:
+def run_node(
+    address: str,
+    secret: JobSecret,
+    node: str,
+    gpus: int,
+    threads: int | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+) -> int:
     """Start this node's `gpus` workers against the coordinator at `address`, kill any the
     coordinator fences, wait for them; the worst exit status wins. Raises ConnectError or
     SecretError, before starting anything, when the coordinator cannot be reached or

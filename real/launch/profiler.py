@@ -73,6 +73,7 @@ def time_once(device: torch.device) -> Callable[[Callable[[], None]], float]:
     time on the stream, not the host's launch time; one synchronisation per call, after
     the end event), the wall clock on the CPU."""
     if device.type == "cuda":
+
         def cuda_timer(fn: Callable[[], None]) -> float:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(device)  # nothing earlier inside the window
@@ -152,7 +153,9 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
             backward_times.append(t)
     optimizer = torch.optim.AdamW(params)
     optimizer.step()
-    optimizer_bytes = sum(_tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
+    optimizer_bytes = sum(
+        _tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)
+    )
     names = ["embedding"] + [f"block{i}" for i in range(spec.blocks)] + ["head"]
     return LayerMeasurement(
         name=names[index],
@@ -165,7 +168,9 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
     )
 
 
-def _allreduce_worker(rank: int, world: int, port: int, sizes: list[int], dtype: str, repeats: int, warmup: int, timeout_s: float, queue) -> None:
+def _allreduce_worker(
+    rank: int, world: int, port: int, sizes: list[int], dtype: str, repeats: int, warmup: int, timeout_s: float, queue
+) -> None:
     import torch.distributed as dist
 
     from .local import die_with_parent
@@ -179,7 +184,9 @@ def _allreduce_worker(rank: int, world: int, port: int, sizes: list[int], dtype:
         torch.cuda.set_device(rank)
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     backend = "nccl" if cuda else "gloo"
-    dist.init_process_group(backend, store=dist.PrefixStore("allreduce", store), rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(
+        backend, store=dist.PrefixStore("allreduce", store), rank=rank, world_size=world, timeout=timeout
+    )
     try:
         element = torch.tensor([], dtype=DTYPES[dtype]).element_size()
         results: dict[int, dict[int, float]] = {}
@@ -211,7 +218,16 @@ def measure_allreduce(sizes: list[int], settings: ProfilerSettings) -> dict[int,
     store = loopback_store(settings.timeout_s)  # loopback only: torch's own server binds every interface
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    args = (world, store.port, sorted(set(sizes)), settings.dtype, settings.repeats, settings.warmup, settings.timeout_s, queue)
+    args = (
+        world,
+        store.port,
+        sorted(set(sizes)),
+        settings.dtype,
+        settings.repeats,
+        settings.warmup,
+        settings.timeout_s,
+        queue,
+    )
     processes = [ctx.Process(target=_allreduce_worker, args=(rank, *args), daemon=True) for rank in range(world)]
     for p in processes:
         p.start()

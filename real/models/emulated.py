@@ -97,7 +97,11 @@ class EmulatedStage(nn.Module):
         self.times = tuple(layers)
         self.weights = nn.ParameterList(nn.Parameter(torch.zeros(1)) for _ in layers)
         # The model's last stage hands its output to the loss only: one value per sample.
-        self.shape = output_shape(FLOAT_BYTES, microbatch_size) if last else output_shape(layers[-1].output_bytes, microbatch_size)
+        self.shape = (
+            output_shape(FLOAT_BYTES, microbatch_size)
+            if last
+            else output_shape(layers[-1].output_bytes, microbatch_size)
+        )
 
     def layer_parameters(self, index: int) -> list[nn.Parameter]:
         return [self.weights[index]]

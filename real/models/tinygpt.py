@@ -95,7 +95,9 @@ def build_layer(spec: TinyGptSpec, index: int, seed: int, dtype: torch.dtype = t
     return layer.to(dtype)
 
 
-def build_layers(spec: TinyGptSpec, first: int, end: int, seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
+def build_layers(
+    spec: TinyGptSpec, first: int, end: int, seed: int, dtype: torch.dtype = torch.float32
+) -> nn.Sequential:
     """Layers [first, end) as one module (a pipeline stage, or the whole model)."""
     return nn.Sequential(*(build_layer(spec, i, seed, dtype) for i in range(first, end)))
 

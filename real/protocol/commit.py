@@ -53,7 +53,9 @@ def wait_verdict(store: dist.Store, generation: int, step: int, timeout_s: float
     except dist.DistStoreError as exc:
         if "timeout" not in str(exc).lower():
             raise
-        raise StepTimeout(f"generation {generation} step {step}: no verdict within the group timeout ({timeout_s:g} s)") from None
+        raise StepTimeout(
+            f"generation {generation} step {step}: no verdict within the group timeout ({timeout_s:g} s)"
+        ) from None
     return store.get(key).decode()
 
 

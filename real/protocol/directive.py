@@ -34,7 +34,9 @@ class Directive:
             raise ValueError("a directive names one worker and one source list per rank")
         for stage, per_rank in zip(self.layout.stages, self.sources):
             if [s.layer for s in per_rank] != list(stage.layers):
-                raise ValueError(f"rank {stage.rank}: sources for layers {[s.layer for s in per_rank]}, stage holds {list(stage.layers)}")
+                raise ValueError(
+                    f"rank {stage.rank}: sources for layers {[s.layer for s in per_rank]}, stage holds {list(stage.layers)}"
+                )
         if self.checkpoint is None and any(s.kind == CHECKPOINT for per_rank in self.sources for s in per_rank):
             raise ValueError("layers come from a checkpoint, but the directive names none")
 

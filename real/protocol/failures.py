@@ -90,7 +90,9 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
     label = f"--inject entry {index + 1} ({entry!r})"
     fields = entry.split(":")
     if len(fields) not in (3, 4) or not all(fields):
-        raise InjectionError(f"{label}: expected STEP:WORKER:crash|hang|stall|join[:POINT], e.g. 3:node1:crash or 2.5s:node0:hang")
+        raise InjectionError(
+            f"{label}: expected STEP:WORKER:crash|hang|stall|join[:POINT], e.g. 3:node1:crash or 2.5s:node0:hang"
+        )
     when, who, kind = fields[:3]
     match = _WHEN.match(when)
     if match is None:
@@ -130,7 +132,9 @@ def _check_order(items: Iterable[Injection]) -> None:
     for item in sorted(items, key=lambda i: (_order_key(i), i.index)):
         if item.kind == "join":
             if item.node not in down:
-                raise InjectionError(f"--inject entry {item.index + 1}: {item.node} joins, but no earlier entry takes it out")
+                raise InjectionError(
+                    f"--inject entry {item.index + 1}: {item.node} joins, but no earlier entry takes it out"
+                )
             if (down[item.node].step is None) != (item.step is None):
                 raise InjectionError(
                     f"--inject entry {item.index + 1}: a join and the failure before it must both use steps or both use times"
@@ -138,7 +142,9 @@ def _check_order(items: Iterable[Injection]) -> None:
             del down[item.node]
         else:
             if item.node in down:
-                raise InjectionError(f"--inject entry {item.index + 1}: {item.node} is already down (entry {down[item.node].index + 1})")
+                raise InjectionError(
+                    f"--inject entry {item.index + 1}: {item.node} is already down (entry {down[item.node].index + 1})"
+                )
             down[item.node] = item
 
 

@@ -123,12 +123,8 @@ class Layout:
                 global_batch=int(data["global_batch"]),
                 microbatch_size=int(data["microbatch_size"]),
                 stages=tuple(StageAssignment(**s) for s in data["stages"]),
-                pipelines=tuple(
-                    PipelineAssignment(**{**p, "ranks": tuple(p["ranks"])}) for p in data["pipelines"]
-                ),
-                sync_groups=tuple(
-                    SyncGroup(tuple(g["ranks"]), tuple(g["layers"])) for g in data["sync_groups"]
-                ),
+                pipelines=tuple(PipelineAssignment(**{**p, "ranks": tuple(p["ranks"])}) for p in data["pipelines"]),
+                sync_groups=tuple(SyncGroup(tuple(g["ranks"]), tuple(g["layers"])) for g in data["sync_groups"]),
                 predicted_iteration_s=float(data["predicted_iteration_s"]),
                 layer_allreduce_s=tuple(float(x) for x in data.get("layer_allreduce_s", ())),
             )

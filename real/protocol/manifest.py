@@ -38,12 +38,23 @@ class Manifest:
     @classmethod
     def from_dict(cls, data: Mapping) -> Manifest:
         files = {int(l): str(f) for l, f in data["files"].items()}
-        return cls(str(data["directory"]), int(data["step"]), files, float(data.get("time_s", 0.0)), tuple(int(k) for k in data.get("kept", ())))
+        return cls(
+            str(data["directory"]),
+            int(data["step"]),
+            files,
+            float(data.get("time_s", 0.0)),
+            tuple(int(k) for k in data.get("kept", ())),
+        )
 
     def older(self) -> list[Manifest]:
         """The older complete checkpoints the manifest keeps, newest first (same file names)."""
         steps = sorted((k for k in self.kept if k < self.step), reverse=True)
-        return [Manifest(self.directory, k, {l: layer_path(k, l) for l in self.files}, 0.0, tuple(j for j in self.kept if j <= k)) for k in steps]
+        return [
+            Manifest(
+                self.directory, k, {l: layer_path(k, l) for l in self.files}, 0.0, tuple(j for j in self.kept if j <= k)
+            )
+            for k in steps
+        ]
 
 
 def read_manifest(directory: str | Path) -> Manifest | None:
@@ -52,5 +63,3 @@ def read_manifest(directory: str | Path) -> Manifest | None:
         return None
     data = json.loads(path.read_text())
     return Manifest.from_dict({**data, "directory": str(directory)})
-
-

@@ -112,7 +112,9 @@ def parse_registration(raw: bytes, slot: int, secret: JobSecret) -> WorkerInfo:
         if type(body[name]) is not kind:
             raise RegistrationRefused(f"{worker_key(slot)}: {name} must be {kind.__name__}, got {body[name]!r:.60}")
     if body["worker_id"] != slot or body["gpu"] < 0:
-        raise RegistrationRefused(f"{worker_key(slot)}: worker id {body['worker_id']} or gpu {body['gpu']} out of place")
+        raise RegistrationRefused(
+            f"{worker_key(slot)}: worker id {body['worker_id']} or gpu {body['gpu']} out of place"
+        )
     if not secret.verify(body, entry.get("proof")):
         raise RegistrationRefused(f"{worker_key(slot)}: no valid proof of the job's secret")
     return WorkerInfo(**{f.name: body[f.name] for f in fields(WorkerInfo)})

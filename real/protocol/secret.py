@@ -111,7 +111,9 @@ def read_secret_file(path: str | Path) -> JobSecret:
     try:
         return JobSecret(text)
     except SecretError:
-        raise SecretError(f"the secret file {path} does not hold a job secret ({2 * SECRET_BYTES} hex digits)") from None
+        raise SecretError(
+            f"the secret file {path} does not hold a job secret ({2 * SECRET_BYTES} hex digits)"
+        ) from None
 
 
 def load_secret(path: str | Path | None, environ: Mapping[str, str] | None = None) -> JobSecret:

@@ -43,4 +43,6 @@ def sources_to_json(sources: Sequence[Sequence[Source]]) -> list[list[list]]:
 
 
 def sources_from_json(data: Sequence[Sequence[Sequence]]) -> tuple[tuple[Source, ...], ...]:
-    return tuple(tuple(Source(int(l), str(k), None if r is None else int(r)) for l, k, r in per_rank) for per_rank in data)
+    return tuple(
+        tuple(Source(int(l), str(k), None if r is None else int(r)) for l, k, r in per_rank) for per_rank in data
+    )

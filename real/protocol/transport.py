@@ -121,14 +121,20 @@ def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s
     deadline = time.monotonic() + connect_timeout_s
     _wait_until_reachable(host, port, address, deadline, connect_timeout_s)
     try:
-        raw = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic())))
+        raw = dist.TCPStore(
+            host, port, is_master=False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic()))
+        )
     except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
-        raise ConnectError(f"cannot reach the coordinator at {address} within {connect_timeout_s:g} s ({_first_line(exc)})") from None
+        raise ConnectError(
+            f"cannot reach the coordinator at {address} within {connect_timeout_s:g} s ({_first_line(exc)})"
+        ) from None
     try:
         raw.wait([CHECK], timedelta(seconds=max(0.1, deadline - time.monotonic())))
         check = raw.get(CHECK).decode(errors="replace")
     except RuntimeError:
-        raise ConnectError(f"{address} does not answer as an ooblab coordinator within {connect_timeout_s:g} s") from None
+        raise ConnectError(
+            f"{address} does not answer as an ooblab coordinator within {connect_timeout_s:g} s"
+        ) from None
     if check != secret.check:
         raise SecretError(f"the coordinator at {address} refused this job secret (it belongs to another job)")
     raw.set_timeout(timedelta(seconds=timeout_s or connect_timeout_s))

@@ -83,7 +83,9 @@ def save_layer(directory: str | Path, state: LayerState, *, sink: str | None = N
 def load_layer(manifest: Manifest, layer: int) -> LayerState:
     state = LayerState.from_payload(torch.load(Path(manifest.directory) / manifest.files[layer], weights_only=True))
     if state.layer != layer or state.ready_step != manifest.step:
-        raise RuntimeError(f"checkpoint file {manifest.files[layer]} holds layer {state.layer} at step {state.ready_step}")
+        raise RuntimeError(
+            f"checkpoint file {manifest.files[layer]} holds layer {state.layer} at step {state.ready_step}"
+        )
     return state
 
 
@@ -103,9 +105,11 @@ def write_manifest(directory: str | Path, step: int, num_layers: int, keep: int 
     previous = read_manifest(directory)
     earlier = sorted(k for k in (previous.kept or (previous.step,)) if k < step) if previous is not None else []
     complete = [k for k in earlier if not missing_files(Manifest(str(directory), k, files_of(k, num_layers)))]
-    kept = tuple(complete[-(keep - 1):] if keep > 1 else []) + (step,)
+    kept = tuple(complete[-(keep - 1) :] if keep > 1 else []) + (step,)
     manifest = Manifest(str(directory), step, files, time.time(), kept)
-    atomic_write(directory / MANIFEST, lambda handle: handle.write((json.dumps(manifest.to_dict(), indent=1) + "\n").encode()))
+    atomic_write(
+        directory / MANIFEST, lambda handle: handle.write((json.dumps(manifest.to_dict(), indent=1) + "\n").encode())
+    )
     for old in directory.glob("step*"):
         tail = old.name[4:]
         if old.is_dir() and tail.isdigit() and int(tail) < step and int(tail) not in kept:

@@ -43,23 +43,40 @@ class LayerState:
         def copy(d):
             return {k: v.detach().clone() for k, v in d.items()}
 
-        return LayerState(self.layer, self.ready_step, self.adam_step, copy(self.params), copy(self.exp_avg), copy(self.exp_avg_sq))
+        return LayerState(
+            self.layer, self.ready_step, self.adam_step, copy(self.params), copy(self.exp_avg), copy(self.exp_avg_sq)
+        )
 
     def to_payload(self) -> dict:
         """For torch.save (plain containers of CPU tensors)."""
+
         def cpu(d):
             return {k: v.detach().cpu() for k, v in d.items()}
 
-        return {"layer": self.layer, "ready_step": self.ready_step, "adam_step": self.adam_step,
-                "params": cpu(self.params), "exp_avg": cpu(self.exp_avg), "exp_avg_sq": cpu(self.exp_avg_sq)}
+        return {
+            "layer": self.layer,
+            "ready_step": self.ready_step,
+            "adam_step": self.adam_step,
+            "params": cpu(self.params),
+            "exp_avg": cpu(self.exp_avg),
+            "exp_avg_sq": cpu(self.exp_avg_sq),
+        }
 
     @classmethod
     def from_payload(cls, data: Mapping) -> LayerState:
-        return cls(int(data["layer"]), int(data["ready_step"]), int(data["adam_step"]),
-                   dict(data["params"]), dict(data["exp_avg"]), dict(data["exp_avg_sq"]))
+        return cls(
+            int(data["layer"]),
+            int(data["ready_step"]),
+            int(data["adam_step"]),
+            dict(data["params"]),
+            dict(data["exp_avg"]),
+            dict(data["exp_avg_sq"]),
+        )
 
 
-def capture(layer: int, named: Mapping[str, nn.Parameter], optimizer: torch.optim.Optimizer, ready_step: int, *, copy: bool) -> LayerState:
+def capture(
+    layer: int, named: Mapping[str, nn.Parameter], optimizer: torch.optim.Optimizer, ready_step: int, *, copy: bool
+) -> LayerState:
     """The state of one layer's parameters (`named`) in `optimizer`; `copy=False` shares
     the live tensors (for a worker that is about to drop its module anyway)."""
     take = (lambda t: t.detach().clone()) if copy else (lambda t: t.detach())

@@ -47,7 +47,9 @@ class CheckpointReports(Protocol):
 class CheckpointWriter:
     """One background thread writing `CheckpointJob`s into `directory`, in order."""
 
-    def __init__(self, directory: str | Path, reports: CheckpointReports, faults: Sequence[CheckpointFault] = (), node: str = ""):
+    def __init__(
+        self, directory: str | Path, reports: CheckpointReports, faults: Sequence[CheckpointFault] = (), node: str = ""
+    ):
         self.directory = Path(directory)
         self._reports = reports
         self._faults = [f for f in faults if f.node in (None, node)]
@@ -56,17 +58,23 @@ class CheckpointWriter:
         self._thread = threading.Thread(target=self._run, name="checkpoint-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, generation: int, attempt: int, step: int, states: Iterable[LayerState], timeout_s: float) -> str | None:
+    def submit(
+        self, generation: int, attempt: int, step: int, states: Iterable[LayerState], timeout_s: float
+    ) -> str | None:
         """Queue copies of `states` (the caller's tensors may change right after); None,
         or why the checkpoint failed at once (the writer is stalled)."""
         busy = self._busy_since
         if busy is not None and time.time() - busy > timeout_s and self._jobs.full():
             return f"the writer has been busy for {time.time() - busy:.1f} s on an earlier checkpoint (stalled disk?)"
-        job = CheckpointJob(generation, attempt, step, tuple(stage_state(s) for s in states))  # host copies, pinned for GPU layers
+        job = CheckpointJob(
+            generation, attempt, step, tuple(stage_state(s) for s in states)
+        )  # host copies, pinned for GPU layers
         try:
             self._jobs.put(job, timeout=timeout_s)
         except queue.Full:
-            return f"no room in the writer's queue within {timeout_s:.1f} s (an earlier checkpoint is still being written)"
+            return (
+                f"no room in the writer's queue within {timeout_s:.1f} s (an earlier checkpoint is still being written)"
+            )
         return None
 
     def flush(self, timeout_s: float = 60.0) -> bool:

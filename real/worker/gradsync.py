@@ -66,7 +66,9 @@ class GradientSync:
         for group, params in self.buckets:
             grads = [grad_of(p) for p in params]
             flat = torch.cat([g.reshape(-1) for g in grads])
-            pending.append((async_work(dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)), flat, grads))
+            pending.append(
+                (async_work(dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)), flat, grads)
+            )
         if self._issued is not None:
             self._issued()
         for work, flat, grads in pending:

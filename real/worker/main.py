@@ -91,7 +91,9 @@ def run_worker(
     try:
         job = rv.get_signed(store, keys.JOB, secret)
         config = RunConfig.from_dict(job["config"])
-        heartbeat = rv.Heartbeat(address, secret, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s).start()
+        heartbeat = rv.Heartbeat(
+            address, secret, info.worker_id, config.heartbeat_interval_s, timeout_s=connect_timeout_s
+        ).start()
         threads = threads or config.threads_per_worker
         if threads:
             torch.set_num_threads(threads)
@@ -100,7 +102,9 @@ def run_worker(
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         writes = config.checkpoint_every or config.policy == "varuna"  # Varuna saves on demand too
         checkpoint_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if writes else None
-        watch_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if backend == "nccl" else None
+        watch_store = (
+            transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if backend == "nccl" else None
+        )
         session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order
         while True:
@@ -115,7 +119,9 @@ def run_worker(
     except Exception:
         text = traceback.format_exc()
         try:
-            rv.report_error(store, info.worker_id, f"worker {info.worker_id} ({node} gpu {gpu}, pid {os.getpid()}):\n{text}")
+            rv.report_error(
+                store, info.worker_id, f"worker {info.worker_id} ({node} gpu {gpu}, pid {os.getpid()}):\n{text}"
+            )
         except Exception:
             pass
         print(text, file=sys.stderr, flush=True)

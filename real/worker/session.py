@@ -146,7 +146,9 @@ class WorkerSession:
                 raise RuntimeError("internal error: an NCCL generation needs a store connection for its abort watch")
             attempt.watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.teardown).start()
         rv.put_json(self.store, keys.built_key(number, rank), {"t": time.time()})
-        runner = attempt.runner = StageRunner(self.config, attempt.generation, self.device, self.emulation, self.probe, directive.resume_step)
+        runner = attempt.runner = StageRunner(
+            self.config, attempt.generation, self.device, self.emulation, self.probe, directive.resume_step
+        )
         runner.load(self._gather(directive, rank, runner))
         self.held, attempt.loaded = {}, True
         rv.put_json(self.store, keys.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
@@ -216,7 +218,9 @@ class WorkerSession:
     def _submit(self, generation: int, attempt: int, step: int, states) -> None:
         """Hand layer copies to the writer; a writer with no room in time fails the
         checkpoint at once (reported on this thread's own store connection)."""
-        reason = self._checkpoint_writer().submit(generation, attempt, step, states, self.config.checkpoint_queue_timeout_s)
+        reason = self._checkpoint_writer().submit(
+            generation, attempt, step, states, self.config.checkpoint_queue_timeout_s
+        )
         if reason is not None:
             report_checkpoint_failure(self.store, generation, attempt, step, f"{self._who}: {reason}")
 
@@ -227,11 +231,15 @@ class WorkerSession:
     def _checkpoint_writer(self) -> CheckpointWriter:
         if self._writer is None:
             if self._checkpoint_store is None:
-                raise RuntimeError("internal error: a checkpoint was asked of a worker without a writer's store connection")
+                raise RuntimeError(
+                    "internal error: a checkpoint was asked of a worker without a writer's store connection"
+                )
             if self.config.checkpoint_dir is None:
                 raise RuntimeError("internal error: a checkpoint was asked of a worker without a checkpoint directory")
             faults = parse_checkpoint_faults(self.config.checkpoint_fault)
-            self._writer = CheckpointWriter(self.config.checkpoint_dir, StoreReports(self._checkpoint_store, self._who), faults, self.info.node)
+            self._writer = CheckpointWriter(
+                self.config.checkpoint_dir, StoreReports(self._checkpoint_store, self._who), faults, self.info.node
+            )
         return self._writer
 
     # -- leaving a generation ------------------------------------------------------------
@@ -256,7 +264,9 @@ class WorkerSession:
             runner = attempt.runner
             assert runner is not None  # loaded: built first
             if runner.ready_step != resume:
-                raise RuntimeError(f"after the failure this rank is ready for step {runner.ready_step}, the job resumes at {resume}")
+                raise RuntimeError(
+                    f"after the failure this rank is ready for step {runner.ready_step}, the job resumes at {resume}"
+                )
             self.held = runner.states(copy=False)
         self._report_left(number, rank, t_fault)
         return FAULT

@@ -106,10 +106,14 @@ class StageRunner:
         if config.compute == "emulated":
             if emulation is None or len(emulation) != self.layout.num_layers:
                 raise ValueError("emulated compute needs the profile's times for every layer")
-            emulated = EmulatedStage(emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last).to(device)
+            emulated = EmulatedStage(
+                emulation[a.first_layer : a.end_layer], self.layout.microbatch_size, last=a.is_last
+            ).to(device)
             self.module = emulated
             self.layer_named = {a.first_layer + i: {"weight": emulated.weights[i]} for i in range(len(a.layers))}
-            emulated_allreduce_s = sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
+            emulated_allreduce_s = (
+                sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
+            )
             loss_fn = emulated_loss
         else:
             layers = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
@@ -131,7 +135,9 @@ class StageRunner:
         self.stage = PipelineStage(staged, a.stage, a.num_stages, self.io_device, group=generation.pipeline_group)
         self.schedule_name = schedule_name(self.pipeline.num_microbatches, a.num_stages)
         schedule_cls = Schedule1F1B if self.schedule_name == "1F1B" else ScheduleGPipe
-        self.schedule = schedule_cls(self.stage, self.pipeline.num_microbatches, loss_fn=self._scaled_loss, scale_grads=False)
+        self.schedule = schedule_cls(
+            self.stage, self.pipeline.num_microbatches, loss_fn=self._scaled_loss, scale_grads=False
+        )
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.sync = GradientSync(
             self.layout, a.rank, generation.sync_groups, self.layer_params, emulated_allreduce_s,
@@ -153,12 +159,17 @@ class StageRunner:
         """Install layer states (each must be ready for this stage's `ready_step`)."""
         for layer, state in states.items():
             if state.ready_step != self.ready_step:
-                raise ValueError(f"layer {layer} is ready for step {state.ready_step}, the stage resumes at {self.ready_step}")
+                raise ValueError(
+                    f"layer {layer} is ready for step {state.ready_step}, the stage resumes at {self.ready_step}"
+                )
             install(state, self.layer_named[layer], self.optimizer)
 
     def states(self, *, copy: bool) -> dict[int, LayerState]:
         """Every layer's parameters and AdamW state, ready for `ready_step`."""
-        return {layer: capture(layer, named, self.optimizer, self.ready_step, copy=copy) for layer, named in self.layer_named.items()}
+        return {
+            layer: capture(layer, named, self.optimizer, self.ready_step, copy=copy)
+            for layer, named in self.layer_named.items()
+        }
 
     def _scaled_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return self._loss_fn(output, target) * self.loss_scale
@@ -188,7 +199,9 @@ class StageRunner:
         inputs, targets = self._inputs(step) if (self.assignment.is_first or self.assignment.is_last) else (None, None)
         args = (inputs,) if self.assignment.is_first else ()
         target = targets if self.assignment.is_last else None
-        self.schedule.step(*args, target=target, losses=losses if self.assignment.is_last else None, return_outputs=False)
+        self.schedule.step(
+            *args, target=target, losses=losses if self.assignment.is_last else None, return_outputs=False
+        )
         self.sync()
         loss_sum = None
         if self.assignment.is_last:

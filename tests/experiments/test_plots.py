@@ -30,7 +30,16 @@ def runs():
 
 
 def test_grouped_bars(tmp_path):
-    fig = plots.grouped_bars(runs(), x="trace", y="avg_samples_per_s", panel="model", x_order=["6h", "1h"], xlabel="failure interval", ylabel="throughput (samples/s)", errors="std")
+    fig = plots.grouped_bars(
+        runs(),
+        x="trace",
+        y="avg_samples_per_s",
+        panel="model",
+        x_order=["6h", "1h"],
+        xlabel="failure interval",
+        ylabel="throughput (samples/s)",
+        errors="std",
+    )
     assert isinstance(fig, matplotlib.figure.Figure)
     ax = fig.axes[0]
     assert ax.get_ylabel() == "throughput (samples/s)" and ax.get_title() == "A"
@@ -67,8 +76,16 @@ def axes_with_data(fig):
 def test_committed_throughput_counts_only_work_that_survives():
     # 100 samples per iteration; a removal at 350 s rolls back to 100 samples (the iteration
     # ending at 300 s is lost), then one more iteration commits at 500 s.
-    rows = [(0, "waiting", 0), (100, "running", 0), (200, "running", 100), (300, "running", 200),
-            (350, "restarting", 100), (400, "running", 100), (500, "running", 200), (600, "finished", 200)]
+    rows = [
+        (0, "waiting", 0),
+        (100, "running", 0),
+        (200, "running", 100),
+        (300, "running", 200),
+        (350, "restarting", 100),
+        (400, "running", 100),
+        (500, "running", 200),
+        (600, "finished", 200),
+    ]
     timeline = pd.DataFrame(rows, columns=["time_s", "state", "samples_done"])
     rate = plots.committed_throughput(timeline, 100.0)
     assert rate["time_s"].tolist() == [0, 100, 200, 300, 400, 500]
@@ -76,9 +93,14 @@ def test_committed_throughput_counts_only_work_that_survives():
 
 
 def test_throughput_panels_draw_each_system_and_the_live_nodes():
-    timeline = pd.DataFrame({"time_s": [0.0, 1800.0, 3600.0, 7200.0], "state": ["running"] * 4, "samples_done": [0, 1800, 3600, 7200]})
+    timeline = pd.DataFrame(
+        {"time_s": [0.0, 1800.0, 3600.0, 7200.0], "state": ["running"] * 4, "samples_done": [0, 1800, 3600, 7200]}
+    )
     live = pd.DataFrame({"time_s": [0.0, 3600.0], "live_nodes": [30, 20]})
-    panels = [plots.TimelinePanel(f"model {i}", {"oobleck": timeline, "varuna": timeline}, live, {"oobleck": 1.0}) for i in range(2)]
+    panels = [
+        plots.TimelinePanel(f"model {i}", {"oobleck": timeline, "varuna": timeline}, live, {"oobleck": 1.0})
+        for i in range(2)
+    ]
     fig = plots.throughput_panels(panels, ncols=2, bin_s=900.0, title="t")
     tops = [ax for ax in fig.axes if ax.get_ylabel() == "samples/s"]
     lows = [ax for ax in fig.axes if ax.get_ylabel() == "nodes"]
@@ -92,8 +114,18 @@ def test_throughput_panels_draw_each_system_and_the_live_nodes():
 def test_grouped_bars_annotations_reference_and_title():
     table = runs()
     table["note"] = ["OOM" if s == "bamboo" else "" for s in table["policy"]]
-    fig = plots.grouped_bars(table, x="trace", y="avg_samples_per_s", panel="model", annotate="note", reference={"A": 2.5, "B": 1.5},
-                             reference_label="on-demand", xlabel="trace", ylabel="samples/s", title="T")
+    fig = plots.grouped_bars(
+        table,
+        x="trace",
+        y="avg_samples_per_s",
+        panel="model",
+        annotate="note",
+        reference={"A": 2.5, "B": 1.5},
+        reference_label="on-demand",
+        xlabel="trace",
+        ylabel="samples/s",
+        title="T",
+    )
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts] == ["OOM", "OOM"]
     assert [line.get_ydata()[0] for line in ax.lines] == [2.5]
@@ -103,8 +135,29 @@ def test_grouped_bars_annotations_reference_and_title():
 
 
 def test_lines_with_panels_bands_and_series_labels():
-    table = pd.DataFrame({"x": [1, 2, 1, 2] * 2, "y": [1.0, 2.0, 2.0, 3.0] * 2, "sd": [0.1] * 8, "f": [0, 0, 1, 1] * 2, "m": ["a"] * 4 + ["b"] * 4})
-    fig = plots.lines(table, x="x", y="y", series="f", panel="m", band="sd", series_fmt="f = {}", xlabel="nodes", ylabel="samples/s", logx=True, xticks=[1, 2], title="T")
+    table = pd.DataFrame(
+        {
+            "x": [1, 2, 1, 2] * 2,
+            "y": [1.0, 2.0, 2.0, 3.0] * 2,
+            "sd": [0.1] * 8,
+            "f": [0, 0, 1, 1] * 2,
+            "m": ["a"] * 4 + ["b"] * 4,
+        }
+    )
+    fig = plots.lines(
+        table,
+        x="x",
+        y="y",
+        series="f",
+        panel="m",
+        band="sd",
+        series_fmt="f = {}",
+        xlabel="nodes",
+        ylabel="samples/s",
+        logx=True,
+        xticks=[1, 2],
+        title="T",
+    )
     shown = axes_with_data(fig)
     assert len(shown) == 2 and all(len(ax.lines) == 2 and len(ax.collections) == 2 for ax in shown)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["f = 0", "f = 1"]

@@ -138,11 +138,21 @@ def test_measures_against_the_breakdown(quick_results):
     quiet = ran[(ran["trace_kind"] == "datacenter") & (ran["nodes"] == 64) & (ran["system"] != "bamboo")]
     assert len(quiet) == 2
     for _, run in quiet.iterrows():
-        assert run["effective_training"] == pytest.approx(run["breakdown_useful_compute_s"] / run["duration_s"], rel=1e-6)
-        assert run["samples_per_s_per_gpu"] == pytest.approx(run["committed_samples"] / run["duration_s"] / (64 * 8), rel=1e-9)
+        assert run["effective_training"] == pytest.approx(
+            run["breakdown_useful_compute_s"] / run["duration_s"], rel=1e-6
+        )
+        assert run["samples_per_s_per_gpu"] == pytest.approx(
+            run["committed_samples"] / run["duration_s"] / (64 * 8), rel=1e-9
+        )
     # copy volume: the CopyLayers bytes of the run's decisions, read back from its events
     for _, run in ran.iterrows():
-        moved = sum(a.get("bytes", 0) for e in _events(out, run["key"]) if e["kind"] == "decision" for a in e["actions"] if a["action"] == "CopyLayers")
+        moved = sum(
+            a.get("bytes", 0)
+            for e in _events(out, run["key"])
+            if e["kind"] == "decision"
+            for a in e["actions"]
+            if a["action"] == "CopyLayers"
+        )
         assert run["copy_bytes"] == moved
     assert ran.loc[ran["system"] == "oobleck", "copy_bytes"].sum() > 0
     planning = ran[ran["measure_planning"].astype(bool)]
@@ -156,7 +166,13 @@ def test_figures_from_the_quick_results(quick_results):
 
     table, out = quick_results
     figs = scale.figures(table, out)
-    assert set(figs) == {"scale-effective-training", "scale-throughput-per-gpu", "scale-copy-volume", "scale-checkpoint", "scale-planning"}
+    assert set(figs) == {
+        "scale-effective-training",
+        "scale-throughput-per-gpu",
+        "scale-copy-volume",
+        "scale-checkpoint",
+        "scale-planning",
+    }
     ett = figs["scale-effective-training"]
     panels = [ax for ax in ett.axes if ax.get_visible() and ax.lines]
     assert len(panels) == 2 and all(len(ax.lines) == 3 for ax in panels)

@@ -23,7 +23,15 @@ def test_a_run_writes_its_record_and_returns_summary_and_trace_facts(tmp_path):
 
 def test_a_rejected_configuration_is_a_row_not_a_crash(tmp_path):
     # microbatch 2 does not divide a global batch of 3 samples: the planner refuses it
-    spec = sim_spec("t", tracesrc.paper_frequency("1h"), policy="oobleck", model="GPT-3-medium", calibration="planner", global_batch=3, microbatch_size=2)
+    spec = sim_spec(
+        "t",
+        tracesrc.paper_frequency("1h"),
+        policy="oobleck",
+        model="GPT-3-medium",
+        calibration="planner",
+        global_batch=3,
+        microbatch_size=2,
+    )
     summary = run_sim(spec, tmp_path)
     assert summary["outcome"] == "error" and "multiple" in summary["infeasible_reason"]
     assert math.isnan(summary["avg_samples_per_s"])

@@ -49,10 +49,17 @@ def test_frequency_runs_figure_9_and_13():
     cells = Counter((s.params["calibration"], s.params["model"], s.params["trace"]) for s in specs)
     assert set(cells.values()) == {4} and len(cells) == 50
     assert {s.params["model"] for s in specs} == MODELS
-    assert {s.params["trace"] for s in specs} == {f"fixed:interval={f},hour_decimals=3" for f in ("6h", "3h", "1h", "30m", "10m")}
+    assert {s.params["trace"] for s in specs} == {
+        f"fixed:interval={f},hour_decimals=3" for f in ("6h", "3h", "1h", "30m", "10m")
+    }
     nockpt = [s for s in specs if s.params["system"] == "varuna-nockpt"]
     assert len(nockpt) == 50
-    assert all(s.params["policy"] == "varuna" and s.params["checkpoint_cost_factor"] == 0.0 and s.params["checkpoint_every_iterations"] == 2 for s in nockpt)
+    assert all(
+        s.params["policy"] == "varuna"
+        and s.params["checkpoint_cost_factor"] == 0.0
+        and s.params["checkpoint_every_iterations"] == 2
+        for s in nockpt
+    )
     plain = [s for s in specs if s.params["system"] != "varuna-nockpt"]
     assert all("checkpoint_cost_factor" not in s.params and s.params["system"] == s.params["policy"] for s in plain)
     assert len(frequency.specs(QUICK)) == 2 * 2 * 3 * 4
@@ -64,9 +71,16 @@ def test_spot_uses_the_paper_traces_and_settings():
     assert all(s.params["timeline"] == "iterations" for s in specs)
     no_rollback = {(s.params["model"]) for s in specs if s.params.get("varuna_rollback") is False}
     assert no_rollback == {"BERT-large", "GPT-2-ours", "GPT-3-medium"}
-    assert all(s.params["calibration"] == "artifact" and s.params["policy"] == "varuna" for s in specs if "varuna_rollback" in s.params)
+    assert all(
+        s.params["calibration"] == "artifact" and s.params["policy"] == "varuna"
+        for s in specs
+        if "varuna_rollback" in s.params
+    )
     if HAVE_SHARED:
-        assert {s.params["trace"] for s in specs} == {"shared:oobleck-artifact/scaled/scale_gcp-trace.csv", "shared:oobleck-artifact/scaled/scale_p3-trace.csv"}
+        assert {s.params["trace"] for s in specs} == {
+            "shared:oobleck-artifact/scaled/scale_gcp-trace.csv",
+            "shared:oobleck-artifact/scaled/scale_p3-trace.csv",
+        }
 
 
 def test_without_shared_the_spot_traces_are_labelled_lookalikes():
@@ -81,7 +95,10 @@ def test_cost_adds_an_on_demand_cluster_per_model_and_system():
     specs = cost.specs(FULL)
     ondemand = [s for s in specs if s.params["market"] == "on-demand"]
     assert len(ondemand) == 2 * 5 * 3
-    assert all(s.params["price_per_node_hour"] == 3.06 and s.params["trace"] == "fixed:interval=12h,nodes=30,removals=1" for s in ondemand)
+    assert all(
+        s.params["price_per_node_hour"] == 3.06 and s.params["trace"] == "fixed:interval=12h,nodes=30,removals=1"
+        for s in ondemand
+    )
     spot_runs = [s for s in specs if s.params["market"] == "spot"]
     assert len(spot_runs) == 2 * 5 * 5 * 3 and all("price_per_node_hour" not in s.params for s in spot_runs)
 
@@ -99,11 +116,16 @@ def test_sensitivity_scales_one_pause_kind_at_a_time():
 
 def test_fault_tolerance_sweeps_f_and_burst_sizes_in_the_planner_calibration():
     specs = fault_tolerance.specs(FULL)
-    assert {s.params["calibration"] for s in specs} == {"planner"} and {s.params["policy"] for s in specs} == {"oobleck"}
+    assert {s.params["calibration"] for s in specs} == {"planner"} and {s.params["policy"] for s in specs} == {
+        "oobleck"
+    }
     generated = [s for s in specs if s.params["burst"] > 0]
     assert len(generated) == 3 * 4 * 6 * 5
     assert {s.params["fault_tolerance"] for s in specs} == {0, 1, 2, 3}
-    assert all(f"burst={s.params['burst']:g}" in s.params["trace"] and f"seed={s.params['trace_seed']}" in s.params["trace"] for s in generated)
+    assert all(
+        f"burst={s.params['burst']:g}" in s.params["trace"] and f"seed={s.params['trace_seed']}" in s.params["trace"]
+        for s in generated
+    )
     assert len(specs) - len(generated) == 3 * 4 * 2  # the paper's two spot traces
 
 

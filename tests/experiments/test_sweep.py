@@ -31,7 +31,9 @@ def test_results_table_and_files(tmp_path):
     stored = pd.read_parquet(tmp_path / "results.parquet")
     pd.testing.assert_frame_equal(stored, table)
     for spec in specs(3):
-        assert json.loads((tmp_path / "runs" / spec.key / "summary.json").read_text())["square"] == spec.params["x"] ** 2
+        assert (
+            json.loads((tmp_path / "runs" / spec.key / "summary.json").read_text())["square"] == spec.params["x"] ** 2
+        )
 
 
 def test_finished_runs_are_skipped_and_force_reruns(tmp_path):

@@ -48,7 +48,11 @@ def test_lookalike_is_rescaled_to_the_paper_range():
 
 
 def test_peak_scaling_keeps_relative_drops():
-    rows = [(0.0, "add", f"n{i}") for i in range(10)] + [(100.0, "remove", "n0"), (200.0, "remove", "n1"), (300.0, "add", "m")]
+    rows = [(0.0, "add", f"n{i}") for i in range(10)] + [
+        (100.0, "remove", "n0"),
+        (200.0, "remove", "n1"),
+        (300.0, "add", "m"),
+    ]
     base = traces.Trace.from_tuples(rows, "ten")
     scaled = tracesrc._peak(base, 30)
     counts = scaled.live_counts()
@@ -59,7 +63,10 @@ def test_peak_scaling_keeps_relative_drops():
 def test_generated_bursts_hit_their_mean_at_a_constant_removal_rate():
     rates, means = {}, {}
     for burst in (1.0, 4.0):
-        runs = [tracesrc.resolve(tracesrc.generated("p3", nodes=30, hours=12, rate=0.5, burst=burst, seed=s).ref) for s in range(6)]
+        runs = [
+            tracesrc.resolve(tracesrc.generated("p3", nodes=30, hours=12, rate=0.5, burst=burst, seed=s).ref)
+            for s in range(6)
+        ]
         means[burst] = np.mean([np.mean(burst_sizes(t.events)) for t in runs])
         rates[burst] = np.mean([t.stats().removals_per_hour for t in runs])
     assert means[1.0] == 1.0
@@ -69,7 +76,14 @@ def test_generated_bursts_hit_their_mean_at_a_constant_removal_rate():
 
 def test_generated_rate_scales_removals():
     def removals(rate):
-        return np.mean([tracesrc.resolve(tracesrc.generated("p3", nodes=30, hours=12, rate=rate, seed=s).ref).stats().removals_per_hour for s in range(4)])
+        return np.mean(
+            [
+                tracesrc.resolve(tracesrc.generated("p3", nodes=30, hours=12, rate=rate, seed=s).ref)
+                .stats()
+                .removals_per_hour
+                for s in range(4)
+            ]
+        )
 
     assert removals(0.25) < 0.5 * removals(1.0)
 

@@ -148,7 +148,11 @@ def test_branch_and_bound_matches_exhaustive_search_on_many_mixes(num_nodes, f):
     from planner.analytic import analytic_profile
     from planner.hardware import make_cluster
 
-    planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", num_nodes, 1, inter_node_gbps=5), JobSpec(96, 1, f))
+    planner = Planner(
+        analytic_profile("gpt3-350m", "a100-40gb", 1),
+        make_cluster("a100-40gb", num_nodes, 1, inter_node_gbps=5),
+        JobSpec(96, 1, f),
+    )
     assert planner.min_nodes == 1
     plan = planner.instantiate(names(num_nodes))
     sizes = planner.template_sizes(num_nodes, f + 1)

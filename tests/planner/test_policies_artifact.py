@@ -89,7 +89,10 @@ def test_decision_properties_and_records_are_json():
     )
     assert decision.disruptive  # CopyLayers is not one of Continue / FailOver / Admit
     assert not Decision(None, (Continue(), Admit(("x",)))).disruptive
-    records = [describe_action(a) for a in decision.actions] + [describe_plan(decision.plan), describe_event(NodesRemoved(("a",)))]
+    records = [describe_action(a) for a in decision.actions] + [
+        describe_plan(decision.plan),
+        describe_event(NodesRemoved(("a",))),
+    ]
     assert json.loads(json.dumps(records))[1] == {"action": "CopyLayers", "copies": 1, "bytes": 30}
     assert describe_plan(None) == {"nodes": 0}
     with pytest.raises(ValueError):

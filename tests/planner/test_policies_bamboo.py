@@ -243,7 +243,9 @@ def test_regrid_and_its_copies_match_their_definitions(data):
     for row, p in zip(new.owners, kept):
         assert all(n is None or n == m for n, m in zip(live[p], row))
     pool = [n for n in ready if not any(n in live[p] for p in kept)]
-    assert [n for row in new.owners[len(kept):] for n in row] + list(new.spares) == pool[len(pool) - len(new.spares) - depth * (new.num_pipelines - len(kept)):]
+    assert [n for row in new.owners[len(kept) :] for n in row] + list(new.spares) == pool[
+        len(pool) - len(new.spares) - depth * (new.num_pipelines - len(kept)) :
+    ]
     copies = policy.copies(plan, new)
     expected = _copies_by_scanning(layout, prof, plan, new)
     assert (None if copies is None else {(c.dst_node, c.src_node): c.layers for c in copies}) == expected

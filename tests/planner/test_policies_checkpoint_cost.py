@@ -42,7 +42,9 @@ def test_each_holder_writes_its_share_of_every_layer_it_holds():
     assert cost.total_bytes == 10 * GB
     assert cost.seconds == pytest.approx(1.0 + 3.5)
     # an aggregate cap of 2 GB/s: all 10 GB take 5 s, longer than the busiest node's 3.5 s
-    capped = write_cost(holdings(plan), BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, aggregate_bytes_per_s=2 * GB, fixed_s=1.0))
+    capped = write_cost(
+        holdings(plan), BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, aggregate_bytes_per_s=2 * GB, fixed_s=1.0)
+    )
     assert capped.seconds == pytest.approx(1.0 + 5.0)
 
 
@@ -52,7 +54,9 @@ def test_survivors_write_the_shares_of_holders_that_are_gone():
     held = holdings(plan, alive=alive)
     assert held == {((0, 2),): 2, ((2, 4),): 1}
     # n2 alone holds layers 2-3 now: 7 GB at 1 GB/s
-    assert write_cost(held, BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, fixed_s=0.0)).seconds == pytest.approx(7.0)
+    assert write_cost(held, BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, fixed_s=0.0)).seconds == pytest.approx(
+        7.0
+    )
     with pytest.raises(PlannerError, match="layer 2"):
         write_cost(holdings(plan, alive={"n1", "n3"}), BYTES, StorageSpec())
 
@@ -81,7 +85,9 @@ def test_varuna_holdings_by_hand():
     assert plan.nodes == ("n1", "n2") and plan.idle_gpus == 2
     assert holdings(plan) == {((0, 4),): 2}
     # every layer has two holders: each node writes half of the 10 GB
-    assert write_cost(holdings(plan), BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, fixed_s=0.0)).seconds == pytest.approx(5.0)
+    assert write_cost(
+        holdings(plan), BYTES, StorageSpec(node_write_bytes_per_s=1 * GB, fixed_s=0.0)
+    ).seconds == pytest.approx(5.0)
 
 
 def test_bamboo_holdings_by_hand():

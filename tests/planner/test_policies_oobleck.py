@@ -135,7 +135,9 @@ def test_start_says_when_fewer_than_f_plus_one_pipelines_fit():
     from planner.policies.decisions import ClusterView, NodesReady
     from planner.policies.oobleck import OobleckPolicy
 
-    planner = Planner(analytic_profile("gpt3-6.7b", "v100-16gb", 1), make_cluster("v100-16gb", 30, 1), JobSpec(1024, 1, 3))
+    planner = Planner(
+        analytic_profile("gpt3-6.7b", "v100-16gb", 1), make_cluster("v100-16gb", 30, 1), JobSpec(1024, 1, 3)
+    )
     n0 = planner.min_nodes
     assert 30 < 4 * n0
     nodes = tuple(f"n{i}" for i in range(30))

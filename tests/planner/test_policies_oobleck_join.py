@@ -29,7 +29,9 @@ def planner(num_nodes: int = 24, batch: int = 32, f: int = 1) -> Planner:
     """8 layers of uneven weight, 1 GB of state each; 3 layers fit a node (n0 = 3)."""
     layers = tuple(LayerProfile(f"l{i}", 1.0 + (i % 3), 2.0 + i % 2, GB // 4, GB // 4, GB // 2, 0, 0) for i in range(8))
     gpu = GpuSpec("toy", 1e12, 7 * GB // 2, 1e12, 1e9)
-    return Planner(ModelProfile("toy", 1, layers), ClusterSpec(gpu, num_nodes, 1, reserved_bytes=0), JobSpec(batch, 1, f))
+    return Planner(
+        ModelProfile("toy", 1, layers), ClusterSpec(gpu, num_nodes, 1, reserved_bytes=0), JobSpec(batch, 1, f)
+    )
 
 
 def names(count: int, prefix: str = "n") -> list[str]:
@@ -111,8 +113,11 @@ def test_the_policy_grows_above_its_exact_limit_and_instantiates_below():
         current = type(current)(plan, (Continue(),), OobleckMemory(plan, True))
         view = ClusterView(0.0, tuple(ready + ["s1"]), (), "running")
         d = policy.decide(view, IterationEnd(2), current)
-        expected = grow(p, plan, ["s1"], horizon_s=policy.join_horizon_s, pause_s=0.0) if limit == 0 else \
-            on_addition(p, plan, ["s1"], horizon_s=policy.join_horizon_s)
+        expected = (
+            grow(p, plan, ["s1"], horizon_s=policy.join_horizon_s, pause_s=0.0)
+            if limit == 0
+            else on_addition(p, plan, ["s1"], horizon_s=policy.join_horizon_s)
+        )
         assert expected.plan is not plan  # one more node pays here, both ways
         assert isinstance(d.actions[0], Reinstantiate) and isinstance(d.actions[1], CopyLayers)
         assert d.plan == expected.plan

@@ -109,7 +109,9 @@ def test_start_and_resume():
 
 
 def test_a_model_that_fits_nowhere_is_reported_not_crashed():
-    tight = VarunaSearch(lambda b: profile_at(b), ClusterSpec(GpuSpec("toy", 1e12, GB // 2, 1e12, 1e9), 8, 1, reserved_bytes=0), 16)
+    tight = VarunaSearch(
+        lambda b: profile_at(b), ClusterSpec(GpuSpec("toy", 1e12, GB // 2, 1e12, 1e9), 8, 1, reserved_bytes=0), 16
+    )
     policy = VarunaPolicy(tight, 1, max_nodes=8)
     assert "out of memory" in policy.infeasible_reason()
     assert policy.decide(view("abcd", "waiting"), NodesReady(tuple("abcd")), None).plan is None

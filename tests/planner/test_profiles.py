@@ -40,7 +40,10 @@ GOOD = {"forward": 1.0, "backward": 2.0, "mem_required": [100, 10]}
         ([], "has no layers"),
         ([GOOD, {"forward": 1.0, "mem_required": [1, 1]}], r"layer 1: missing field 'backward'"),
         ([{"forward": -1.0, "backward": 2.0, "mem_required": [1, 1]}], r"layer 0: field 'forward' is negative"),
-        ([GOOD, {"forward": float("nan"), "backward": 2.0, "mem_required": [1, 1]}], r"layer 1: field 'forward' is not finite"),
+        (
+            [GOOD, {"forward": float("nan"), "backward": 2.0, "mem_required": [1, 1]}],
+            r"layer 1: field 'forward' is not finite",
+        ),
         ([{"forward": "fast", "backward": 2.0, "mem_required": [1, 1]}], r"must be a number"),
         ([{"forward": 1.0, "backward": 2.0, "mem_required": [1]}], r"mem_required"),
         ({"forward": 1.0}, "expected a list"),
@@ -107,7 +110,9 @@ def test_analytic_profile_formulas():
     params = 12 * h * h + 13 * h
     assert block.state_bytes == 16 * params
     assert block.activation_bytes == 2 * b * s * h
-    assert block.in_node_allreduce_s(4) == pytest.approx(2 * 2 * 3 / 4 * (2 * b * s * h) / gpu.intra_node_bw_bytes_per_s)
+    assert block.in_node_allreduce_s(4) == pytest.approx(
+        2 * 2 * 3 / 4 * (2 * b * s * h) / gpu.intra_node_bw_bytes_per_s
+    )
     assert profile.num_layers == 32 + 2
     no_recompute = analytic_profile("gpt3-2.7b", "a100-40gb", 2, recompute=False)
     assert no_recompute.layers[1].backward_s == pytest.approx(2 * block.forward_s)

@@ -131,7 +131,10 @@ def test_join_grows_the_plan_when_it_pays():
     # Old pipelines whose size is still wanted stay whole: only new nodes receive layers.
     kept = [p for p in plan.pipelines if p.nodes in [q.nodes for q in result.plan.pipelines]]
     assert kept, "at least one old pipeline should survive unchanged"
-    assert all(c.dst_node in {"n4", "n5", "n6", "n7"} or c.dst_node not in {n for p in kept for n in p.nodes} for c in result.copies)
+    assert all(
+        c.dst_node in {"n4", "n5", "n6", "n7"} or c.dst_node not in {n for p in kept for n in p.nodes}
+        for c in result.copies
+    )
 
 
 def test_join_is_declined_when_the_horizon_is_too_short():
@@ -240,7 +243,10 @@ def test_throughput_tolerance_picks_the_cheapest_plan_within_it(lost):
         assert set(chosen.plan.nodes) == set(rules.plan.nodes)
         assert chosen.plan.num_microbatches == 64
         assert "chose" in chosen.notes[-1]
-        assert chosen.plan.samples_per_s >= (1 - tolerance) * max(chosen.plan.samples_per_s, rules.plan.samples_per_s) - 1e-9
+        assert (
+            chosen.plan.samples_per_s
+            >= (1 - tolerance) * max(chosen.plan.samples_per_s, rules.plan.samples_per_s) - 1e-9
+        )
         if rules.plan.samples_per_s >= (1 - tolerance) * chosen.plan.samples_per_s:
             assert chosen.copy_bytes <= rules.copy_bytes
 

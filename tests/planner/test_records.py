@@ -14,13 +14,33 @@ def test_run_record_round_trip(tmp_path):
         TimelineRow(125.0, 4, 4, "running", 10, 1000, 12.5, 0.14),
     ]
     summary = RunSummary(
-        "oobleck", "gpt3-1.3b", "fixed", "planner", 125.0, 12.5, 1000, 10, 0, 0, 0, 0, 0.14, 0.13,
-        TimeBreakdown(useful_compute_s=80.0, waiting_s=45.0), extra={"losses": [1.0, 0.5], "recovery_s": [float("inf")]},
+        "oobleck",
+        "gpt3-1.3b",
+        "fixed",
+        "planner",
+        125.0,
+        12.5,
+        1000,
+        10,
+        0,
+        0,
+        0,
+        0,
+        0.14,
+        0.13,
+        TimeBreakdown(useful_compute_s=80.0, waiting_s=45.0),
+        extra={"losses": [1.0, 0.5], "recovery_s": [float("inf")]},
     )
-    out = write_run(tmp_path / "run", {"policy": "oobleck", "seed": 1}, summary, rows, [EventRecord(0.0, "add", {"node": "n0"})])
+    out = write_run(
+        tmp_path / "run", {"policy": "oobleck", "seed": 1}, summary, rows, [EventRecord(0.0, "add", {"node": "n0"})]
+    )
     assert read_timeline(out) == rows
     data = json.loads((out / "summary.json").read_text())
     assert data["breakdown"]["useful_compute_s"] == 80.0
     assert data["losses"] == [1.0, 0.5] and data["recovery_s"] == ["inf"]
     assert summary.breakdown.total_s() == 125.0
-    assert json.loads((out / "events.jsonl").read_text().splitlines()[0]) == {"time_s": 0.0, "kind": "add", "node": "n0"}
+    assert json.loads((out / "events.jsonl").read_text().splitlines()[0]) == {
+        "time_s": 0.0,
+        "kind": "add",
+        "node": "n0",
+    }

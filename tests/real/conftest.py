@@ -72,7 +72,9 @@ class Completed:
         try:
             return json.loads(self.stdout)
         except json.JSONDecodeError:
-            raise AssertionError(f"not JSON (rc {self.returncode}):\n{self.stdout[-2000:]}\n{self.stderr[-4000:]}") from None
+            raise AssertionError(
+                f"not JSON (rc {self.returncode}):\n{self.stdout[-2000:]}\n{self.stderr[-4000:]}"
+            ) from None
 
 
 def start(args: list[str], **kwargs) -> subprocess.Popen:

@@ -111,7 +111,9 @@ def test_the_checkpoint_directory_made_unwritable_mid_run(tmp_path):
         reader.join(timeout=10)
         assert_no_leftovers(process.pid)
     assert process.returncode == 0, seen[-3:]
-    assert [a for a, _ in acted] == ["broken", "restored"], f"the job ended before the fault could be exercised: {acted}"
+    assert [a for a, _ in acted] == ["broken", "restored"], (
+        f"the job ended before the fault could be exercised: {acted}"
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["num_iterations"] == 60
     failed = [d for k, d in seen if k == "checkpoint_failed"]

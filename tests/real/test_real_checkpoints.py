@@ -32,7 +32,9 @@ LAYERS = 3
 
 def state(layer: int, step: int) -> LayerState:
     w = {"w": torch.full((4,), float(step * 10 + layer), dtype=torch.float64)}
-    return LayerState(layer, step, step, w, {"w": torch.zeros(4, dtype=torch.float64)}, {"w": torch.zeros(4, dtype=torch.float64)})
+    return LayerState(
+        layer, step, step, w, {"w": torch.zeros(4, dtype=torch.float64)}, {"w": torch.zeros(4, dtype=torch.float64)}
+    )
 
 
 def checkpoint(directory: Path, step: int, keep: int = 2):
@@ -85,7 +87,9 @@ def test_every_file_and_its_directory_are_fsynced_before_the_manifest_names_them
     for layer in range(LAYERS):
         path = str(tmp_path / layer_path(3, layer))
         renamed = before.index(("replace", path))
-        assert any(kind == "fsync" and ".layer" in p and p.startswith(step_dir) for kind, p in before[:renamed]), "data before rename"
+        assert any(kind == "fsync" and ".layer" in p and p.startswith(step_dir) for kind, p in before[:renamed]), (
+            "data before rename"
+        )
         assert ("fsync", step_dir) in before[renamed + 1 :], f"layer {layer}'s rename is fsynced in its directory"
     assert log[manifest_at + 1 :].count(("fsync", str(tmp_path))) >= 1, "the manifest's rename is fsynced too"
 
@@ -209,7 +213,10 @@ def test_bad_checkpoint_faults_name_the_entry(text):
 
 
 def test_checkpoint_settings_are_validated_and_parsed():
-    assert parse_checkpoint_faults("4:hang:node1,6:full") == (CheckpointFault(4, "hang", "node1"), CheckpointFault(6, "full"))
+    assert parse_checkpoint_faults("4:hang:node1,6:full") == (
+        CheckpointFault(4, "hang", "node1"),
+        CheckpointFault(6, "full"),
+    )
     with pytest.raises(ConfigError, match="checkpoint_keep"):
         RunConfig(checkpoint_keep=0)
     with pytest.raises(ConfigError, match="checkpoint_timeout_s"):

@@ -57,7 +57,9 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     assert summary["num_iterations"] == 3 and summary["committed_samples"] == 3 * 16
     assert len(summary["losses"]) == 3 and summary["final_loss"] == summary["losses"][-1]
     assert summary["avg_samples_per_s"] > 0
-    assert sum(summary["breakdown"][k] for k in summary["breakdown"] if k != "idle_gpu_s") == pytest.approx(summary["duration_s"])
+    assert sum(summary["breakdown"][k] for k in summary["breakdown"] if k != "idle_gpu_s") == pytest.approx(
+        summary["duration_s"]
+    )
     rows = read_timeline(tmp_path)
     assert [r.state for r in rows][:2] == ["waiting", "running"] and rows[-1].state == "finished"
     assert [r.iterations_done for r in rows if r.state == "running"] == [0, 1, 2, 3]

@@ -70,7 +70,9 @@ def test_backend_plans_only_one_gpu_stages():
     stripped = one_gpu_stages(analytic)
     assert stripped.stage_gpu_counts(8) == (1,)
     assert [l.forward_s for l in stripped.layers] == [l.forward_s for l in analytic.layers]
-    config = RunConfig(model="gpt3-350m", compute="emulated", nodes=2, gpus_per_node=4, fault_tolerance=1, global_batch=64)
+    config = RunConfig(
+        model="gpt3-350m", compute="emulated", nodes=2, gpus_per_node=4, fault_tolerance=1, global_batch=64
+    )
     plan = make_plan(make_planner(config), config, ["a", "b"])
     assert all(s.num_gpus == 1 for p in plan.pipelines for s in p.template.stages)
 

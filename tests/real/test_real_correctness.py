@@ -29,7 +29,9 @@ TOLERANCE = 1e-5
 STEPS = 3
 
 
-def run_and_compare(tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[int, ...], global_batch: int, microbatch: int = 1):
+def run_and_compare(
+    tmp_path, nodes: int, gpus_per_node: int, pipelines: tuple[int, ...], global_batch: int, microbatch: int = 1
+):
     params_dir = tmp_path / "params"
     args = [
         "run", "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node), "--f", str(len(pipelines) - 1),

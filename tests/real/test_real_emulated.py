@@ -24,7 +24,9 @@ FORWARD_S, BACKWARD_S = 0.010, 0.020
 
 
 def synthetic_profile(directory, num_layers: int = 8):
-    layer: dict[str, Any] = dict(param_bytes=1 << 20, grad_bytes=1 << 20, optimizer_bytes=2 << 20, activation_bytes=1 << 16, output_bytes=1 << 16)
+    layer: dict[str, Any] = dict(
+        param_bytes=1 << 20, grad_bytes=1 << 20, optimizer_bytes=2 << 20, activation_bytes=1 << 16, output_bytes=1 << 16
+    )
     layers = tuple(LayerProfile(f"layer{i}", FORWARD_S, BACKWARD_S, **layer) for i in range(num_layers))
     return write_oobleck_profile(ModelProfile("synthetic", 1, layers), directory)
 

@@ -16,7 +16,9 @@ NODES = [f"node{i}" for i in range(4)]
 
 
 def test_a_schedule_parses_steps_times_workers_kinds_and_points():
-    items = parse_injections("3:node1:crash, 2.5s:node0:hang,6:node1:join,4:node2/1:hang:allreduce", NODES, gpus_per_node=2)
+    items = parse_injections(
+        "3:node1:crash, 2.5s:node0:hang,6:node1:join,4:node2/1:hang:allreduce", NODES, gpus_per_node=2
+    )
     assert [(i.index, i.kind, i.node, i.gpu, i.step, i.at_s, i.point) for i in items] == [
         (0, "crash", "node1", 0, 3, None, "forward"),
         (1, "hang", "node0", 0, None, 2.5, "forward"),
@@ -56,10 +58,16 @@ def test_a_join_may_follow_its_failure_and_the_node_may_fail_again():
 
 
 def test_a_trace_becomes_initial_nodes_and_later_events_compressed():
-    trace = Trace.from_tuples([(0, "add", "a"), (0, "add", "b"), (0, "add", "c"), (60, "remove", "b"), (120, "add", "d"), (180, "add", "b")])
+    trace = Trace.from_tuples(
+        [(0, "add", "a"), (0, "add", "b"), (0, "add", "c"), (60, "remove", "b"), (120, "add", "d"), (180, "add", "b")]
+    )
     schedule = schedule_from_trace(trace, time_scale=60, capacity=4)
     assert schedule.initial == ("a", "b", "c") and schedule.max_live == 4
-    assert [(e.time_s, e.kind, e.node) for e in schedule.events] == [(1.0, "remove", "b"), (2.0, "add", "d"), (3.0, "add", "b")]
+    assert [(e.time_s, e.kind, e.node) for e in schedule.events] == [
+        (1.0, "remove", "b"),
+        (2.0, "add", "d"),
+        (3.0, "add", "b"),
+    ]
 
 
 def test_a_trace_with_more_live_nodes_than_workers_is_refused():

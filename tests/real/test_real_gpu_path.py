@@ -157,7 +157,11 @@ def test_a_staged_state_equals_the_original_and_shares_no_memory(seed):
     state = _state(seed)
     staged = stage_state(state)
     assert (staged.layer, staged.ready_step, staged.adam_step) == (2, 7, 7)
-    for group, copy in ((state.params, staged.params), (state.exp_avg, staged.exp_avg), (state.exp_avg_sq, staged.exp_avg_sq)):
+    for group, copy in (
+        (state.params, staged.params),
+        (state.exp_avg, staged.exp_avg),
+        (state.exp_avg_sq, staged.exp_avg_sq),
+    ):
         for name, t in group.items():
             assert torch.equal(copy[name], t) and copy[name].device.type == "cpu"
             before = copy[name].clone()
@@ -179,7 +183,9 @@ def test_the_wire_on_the_cpu_is_the_tensor_and_round_trips():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_states_stage_into_pinned_host_memory():
     state = _state(2)
-    on_gpu = LayerState(2, 7, 7, *({n: t.cuda() for n, t in d.items()} for d in (state.params, state.exp_avg, state.exp_avg_sq)))
+    on_gpu = LayerState(
+        2, 7, 7, *({n: t.cuda() for n, t in d.items()} for d in (state.params, state.exp_avg, state.exp_avg_sq))
+    )
     staged = stage_state(on_gpu)
     assert all(t.is_pinned() and torch.equal(t, state.params[n]) for n, t in staged.params.items())
     wire = to_wire(flatten(on_gpu), host_staged=True)
@@ -223,7 +229,14 @@ def test_the_cuda_timer_times_kernels_with_events():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_gpu_check_exits_2_with_one_line_without_cuda():
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py")], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_check.py")],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no CUDA device" in lines[0], result.stderr

@@ -43,12 +43,18 @@ def test_coordinator_with_a_node_launcher_and_torchrun(tmp_path):
     try:
         address = wait_for_file(address_file, 60)
         assert address.startswith("127.0.0.1:") and int(address.rsplit(":", 1)[1]) > 0
-        launchers.append(start(["node", "--coordinator", address, "--name", "hostA", "--gpus", "2", "--threads", "1", *secret]))
+        launchers.append(
+            start(["node", "--coordinator", address, "--name", "hostA", "--gpus", "2", "--threads", "1", *secret])
+        )
         torchrun = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
             "--max-restarts", "0", "-m", "ooblab.cli", "worker", "--coordinator", address, "--name", "hostB", "--threads", "1", *secret,
         ]  # fmt: skip
-        launchers.append(subprocess.Popen(torchrun, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+        launchers.append(
+            subprocess.Popen(
+                torchrun, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            )
+        )
         for launcher in launchers:
             done = finish(launcher, 150)
             assert done.returncode == 0, done.stderr[-3000:]
@@ -78,7 +84,11 @@ def read_until(stream, marker: str, timeout_s: float) -> str:
 
 
 def worker_pids(launcher_pid: int) -> list[int]:
-    return [pid for pid in session_processes(launcher_pid) if pid != launcher_pid and b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+    return [
+        pid
+        for pid in session_processes(launcher_pid)
+        if pid != launcher_pid and b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()
+    ]
 
 
 @pytest.mark.timeout(150)
@@ -101,7 +111,9 @@ def test_a_worker_killed_or_frozen_by_hand_is_survived(tmp_path, how):
         reap(process)
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
-    assert summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1 and summary["failures_survived"] == 1
+    assert (
+        summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1 and summary["failures_survived"] == 1
+    )
     assert len(summary["recovery_s"]) == 1 and summary["num_restarts"] == 0
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     lost = [e for e in events if e["kind"] == "worker_lost"]
@@ -186,7 +198,23 @@ def test_a_worker_error_is_reported_by_the_coordinator(tmp_path):
     traceback; the run fails with it instead of hanging."""
     if __import__("torch").cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = ooblab(["run", "--nodes", "2", "--f", "1", "--steps", "2", "--device", "cuda", "--out", str(tmp_path / "run"), "--json"], 90)
+    result = ooblab(
+        [
+            "run",
+            "--nodes",
+            "2",
+            "--f",
+            "1",
+            "--steps",
+            "2",
+            "--device",
+            "cuda",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+        ],
+        90,
+    )
     summary = result.json()
     assert result.returncode == 1 and summary["status"] == "failed"
     assert "CUDA is not available" in summary["reason"]

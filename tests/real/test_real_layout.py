@@ -31,7 +31,9 @@ def test_ranks_follow_pipelines_and_stages():
     for pipe, planned in zip(layout.pipelines, plan.pipelines):
         stages = [layout.stages[r] for r in pipe.ranks]
         assert [s.node for s in stages] == list(planned.nodes)
-        assert [(s.first_layer, s.end_layer) for s in stages] == [(t.first_layer, t.end_layer) for t in planned.template.stages]
+        assert [(s.first_layer, s.end_layer) for s in stages] == [
+            (t.first_layer, t.end_layer) for t in planned.template.stages
+        ]
         assert pipe.num_microbatches == planned.num_microbatches
     assert [p.gradient_weight for p in layout.pipelines] == pytest.approx(list(plan.gradient_weights))
     assert sum(p.gradient_weight for p in layout.pipelines) == pytest.approx(1.0)

@@ -212,7 +212,9 @@ def test_without_the_secret_nothing_reaches_the_jobs_keys(hosted):
     with the secret shares the job's keys."""
     store, secret = hosted
     address = f"127.0.0.1:{store.port}"
-    foreign = dist.TCPStore("127.0.0.1", store.port, is_master=False, timeout=__import__("datetime").timedelta(seconds=5))
+    foreign = dist.TCPStore(
+        "127.0.0.1", store.port, is_master=False, timeout=__import__("datetime").timedelta(seconds=5)
+    )
     foreign.add(keys.WORKER_COUNT, 1)
     foreign.set(keys.worker_key(0), _entry(JobSecret.generate(), 0))
     foreign.set(keys.ABORT, "pwned")
@@ -258,7 +260,9 @@ def test_a_corrupt_model_args_file_is_reported(tmp_path):
     from real.control.planning import estimate_tiny_gpt
 
     config = RunConfig()
-    directory = write_oobleck_profile(estimate_tiny_gpt(config.tiny, config.microbatch_size, config.dtype), tmp_path / "prof")
+    directory = write_oobleck_profile(
+        estimate_tiny_gpt(config.tiny, config.microbatch_size, config.dtype), tmp_path / "prof"
+    )
     resolve_run_profile(config.with_(profile_dir=str(directory)))  # fine as written
     (directory / "model_args.json").write_text('{"hidden": 64')
     with pytest.raises(ProfileError, match="model_args.json: not a readable JSON"):
@@ -316,7 +320,19 @@ def test_an_internal_error_says_so_and_logs_its_traceback(capsys, tmp_path, monk
 def test_an_unreachable_coordinator_is_one_line_within_the_connect_timeout(tmp_path):
     secret = write_secret_file(tmp_path / "secret", JobSecret.generate())
     t0 = time.monotonic()
-    worker = start(["worker", "--coordinator", "127.0.0.1:1", "--name", "a", "--connect-timeout", "2", "--secret-file", str(secret)])
+    worker = start(
+        [
+            "worker",
+            "--coordinator",
+            "127.0.0.1:1",
+            "--name",
+            "a",
+            "--connect-timeout",
+            "2",
+            "--secret-file",
+            str(secret),
+        ]
+    )
     done = finish(worker, 45)
     elapsed = time.monotonic() - t0
     assert done.returncode == 2 and "cannot reach the coordinator at 127.0.0.1:1 within 2 s" in done.stderr
@@ -383,8 +399,25 @@ def test_a_multi_machine_job_admits_only_holders_of_its_secret(tmp_path):
         host, port = transport.parse_address(address)
 
         other = write_secret_file(tmp_path / "other", JobSecret.generate())
-        refused = finish(start(["worker", "--coordinator", address, "--name", "x", "--secret-file", str(other), "--connect-timeout", "20"]), 60)
-        assert refused.returncode == 2 and "refused this job secret" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+        refused = finish(
+            start(
+                [
+                    "worker",
+                    "--coordinator",
+                    address,
+                    "--name",
+                    "x",
+                    "--secret-file",
+                    str(other),
+                    "--connect-timeout",
+                    "20",
+                ]
+            ),
+            60,
+        )
+        assert (
+            refused.returncode == 2 and "refused this job secret" in refused.stderr and refused.stderr.count("\n") == 1
+        ), refused.stderr
 
         foreign = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=20))
         foreign.set(keys.ABORT, "pwned")
@@ -394,7 +427,21 @@ def test_a_multi_machine_job_admits_only_holders_of_its_secret(tmp_path):
         sniffer.set(keys.worker_key(slot), _entry(JobSecret.generate(), slot))
 
         for name in ("hostA", "hostB"):
-            launchers.append(start(["node", "--coordinator", address, "--name", name, "--threads", "1", "--secret-file", str(secret_file)]))
+            launchers.append(
+                start(
+                    [
+                        "node",
+                        "--coordinator",
+                        address,
+                        "--name",
+                        name,
+                        "--threads",
+                        "1",
+                        "--secret-file",
+                        str(secret_file),
+                    ]
+                )
+            )
         for launcher in launchers:
             done = finish(launcher, 150)
             assert done.returncode == 0, done.stderr[-3000:]

@@ -41,7 +41,22 @@ def test_layer_measurement_sizes_are_exact():
 @pytest.mark.timeout(180)
 def test_profile_command_writes_a_profile_the_planner_uses(tmp_path):
     out = tmp_path / "profile"
-    result = ooblab(["profile", *SIZE_ARGS, "--repeats", "2", "--warmup", "1", "--max-participants", "3", "--out", str(out), "--json"], 150)
+    result = ooblab(
+        [
+            "profile",
+            *SIZE_ARGS,
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+            "--max-participants",
+            "3",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        150,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     printed = result.json()
     assert len(printed["layers"]) == SPEC.num_layers
@@ -53,7 +68,24 @@ def test_profile_command_writes_a_profile_the_planner_uses(tmp_path):
     assert all(l.across_nodes_allreduce_s(2) > 0 for l in profile.layers)
     plan = ooblab(["plan", "--model", str(out), "--nodes", "4", "--f", "1", "--global-batch", "16", "--json"], 60)
     assert plan.returncode == 0 and plan.json()["plan"]["iteration_time_s"] > 0
-    run = ooblab(["run", "--profile", str(out), *SIZE_ARGS, "--nodes", "2", "--f", "1", "--steps", "2", "--out", str(tmp_path / "run"), "--json"], 90)
+    run = ooblab(
+        [
+            "run",
+            "--profile",
+            str(out),
+            *SIZE_ARGS,
+            "--nodes",
+            "2",
+            "--f",
+            "1",
+            "--steps",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+        ],
+        90,
+    )
     summary = run.json()
     assert run.returncode == 0 and summary["status"] == "finished", summary["reason"]
     config = json.loads((tmp_path / "run" / "config.json").read_text())

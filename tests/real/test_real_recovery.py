@@ -35,8 +35,17 @@ STEP_POINTS = [p for p in POINTS if p not in ("reconfigure", "teardown")]
 FAST = ["--timeout", "15", "--heartbeat-timeout", "3", "--heartbeat-interval", "0.25"]
 
 
-def run_job(tmp_path, *, nodes: int, f: int, steps: int, inject: str | None = None, pipelines: str | None = None,
-            extra: tuple[str, ...] = (), timeout_s: float = 240):
+def run_job(
+    tmp_path,
+    *,
+    nodes: int,
+    f: int,
+    steps: int,
+    inject: str | None = None,
+    pipelines: str | None = None,
+    extra: tuple[str, ...] = (),
+    timeout_s: float = 240,
+):
     params_dir = tmp_path / "params"
     args = ["run", "--nodes", str(nodes), "--f", str(f), "--steps", str(steps), "--global-batch", "16", "--dtype", "float64",
             *FAST, "--save-params", str(params_dir), "--out", str(tmp_path / "run"), "--json", *extra]  # fmt: skip
@@ -48,7 +57,9 @@ def run_job(tmp_path, *, nodes: int, f: int, steps: int, inject: str | None = No
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary.get("reason") or result.stderr[-4000:]
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
-    reference = train_reference(RunConfig(nodes=nodes, fault_tolerance=f, steps=steps, global_batch=16, dtype="float64"))
+    reference = train_reference(
+        RunConfig(nodes=nodes, fault_tolerance=f, steps=steps, global_batch=16, dtype="float64")
+    )
     replicas = gather_params(params_dir)
     assert len(replicas) == len(summary["plan"]["pipelines"]), "every pipeline of the final plan saved its replica"
     worst = max(max_relative_difference(params, reference.params) for params in replicas.values())
@@ -132,8 +143,15 @@ def test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica(tmp_path):
     heartbeat goes on. After the teardown timeout the coordinator fences it and starts
     a fresh process for node0, which receives all its layers from node2 (the other
     pipeline's replica of the same stage) and training goes on."""
-    summary, events = run_job(tmp_path, nodes=4, f=1, pipelines="2,2", steps=8, inject="2:node3:crash:forward,2:node0:stall:teardown",
-                              extra=("--timeout", "10"))  # fmt: skip  (5 s expired on a send once with the machine overloaded)
+    summary, events = run_job(
+        tmp_path,
+        nodes=4,
+        f=1,
+        pipelines="2,2",
+        steps=8,
+        inject="2:node3:crash:forward,2:node0:stall:teardown",
+        extra=("--timeout", "10"),
+    )  # fmt: skip  (5 s expired on a send once with the machine overloaded)
     all_fired(summary, 2)
     (unclean,) = kinds(events, "worker_unclean")
     (replaced,) = kinds(events, "worker_replaced")
@@ -168,7 +186,9 @@ def test_more_than_f_failures_restart_from_the_last_checkpoint(tmp_path):
 def test_varuna_checkpoints_stops_everything_and_restarts(tmp_path):
     """The Varuna baseline: a crash makes it save the survivors' state, kill every
     worker, start fresh processes and restart from that checkpoint; no step is lost."""
-    summary, events = run_job(tmp_path, nodes=4, f=1, steps=7, inject="3:node1:crash:backward", extra=("--policy", "varuna"))
+    summary, events = run_job(
+        tmp_path, nodes=4, f=1, steps=7, inject="3:node1:crash:backward", extra=("--policy", "varuna")
+    )
     all_fired(summary, 1)
     assert summary["num_restarts"] == 1 and summary["num_reconfigurations"] == 0 and summary["lost_iterations"] == 0
     decision = kinds(events, "decision")[0]
@@ -192,7 +212,11 @@ def test_a_trace_removes_and_adds_nodes_and_the_plan_grows_back(tmp_path):
     assert [e["node"] for e in lost] == ["c"]
     nodes = sorted(n for p in summary["plan"]["pipelines"] for n in p["nodes"])
     assert nodes == ["a", "b", "d", "e"] and summary["world_size"] == 4
-    joins = [e for e in kinds(events, "decision") if e["event"] in ("NodesReady", "PauseEnded") and e["actions"][0]["action"] == "Reinstantiate"]
+    joins = [
+        e
+        for e in kinds(events, "decision")
+        if e["event"] in ("NodesReady", "PauseEnded") and e["actions"][0]["action"] == "Reinstantiate"
+    ]
     assert len(joins) == 1 and summary["num_reconfigurations"] == 2 and summary["num_restarts"] == 0
 
 
@@ -203,7 +227,9 @@ def test_a_node_removed_while_varuna_restarts_is_dropped_not_awaited(tmp_path):
     (it used to wait for the node until the start-up timeout), and training is correct."""
     trace = tmp_path / "trace.csv"
     trace.write_text("0,add,a\n0,add,b\n0,add,c\n0,add,d\n400,remove,c\n1400,remove,d\n")
-    summary, events = run_job(tmp_path, nodes=4, f=1, steps=12, extra=("--trace", str(trace), "--time-scale", "1", "--policy", "varuna"))
+    summary, events = run_job(
+        tmp_path, nodes=4, f=1, steps=12, extra=("--trace", str(trace), "--time-scale", "1", "--policy", "varuna")
+    )
     restarted = kinds(events, "processes_restarted")
     assert restarted and sorted(restarted[0]["nodes"]) == ["a", "b", "d"]
     failed = kinds(events, "node_start_failed") + [e for e in kinds(events, "worker_lost") if e["node"] == "d"]

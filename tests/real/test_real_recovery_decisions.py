@@ -108,8 +108,15 @@ def write_layers(store, directory: Path, generation: int, attempt: int, step: in
 
 def started(tmp_path: Path, **overrides) -> tuple[Coordinator, FakeLauncher]:
     """A coordinator that has published generation 0 over its launcher's nodes."""
-    settings = dict(nodes=4, steps=6, timeout_s=0.5, heartbeat_timeout_s=2.0, startup_timeout_s=10.0,
-                    wait_for_nodes_s=1.0, checkpoint_every=0)
+    settings = dict(
+        nodes=4,
+        steps=6,
+        timeout_s=0.5,
+        heartbeat_timeout_s=2.0,
+        startup_timeout_s=10.0,
+        wait_for_nodes_s=1.0,
+        checkpoint_every=0,
+    )
     config = RunConfig(**{**settings, **overrides})
     c = Coordinator(config, run_dir=tmp_path)
     launcher = FakeLauncher(c.store, c.secret)
@@ -144,8 +151,11 @@ def leave(c: Coordinator, step: int, except_nodes=()) -> None:
     for stage in d.layout.stages:
         wid = d.workers[stage.rank]
         if members.workers[wid].alive and stage.node not in except_nodes:
-            rv.put_json(c.store, keys.left_key(d.generation, stage.rank),
-                        {"worker": wid, "step": step, "layers": list(stage.layers), "t": time.time()})
+            rv.put_json(
+                c.store,
+                keys.left_key(d.generation, stage.rank),
+                {"worker": wid, "step": step, "layers": list(stage.layers), "t": time.time()},
+            )
 
 
 def fail(c: Coordinator) -> bool:
@@ -171,12 +181,18 @@ def test_oobleck_loses_a_node_and_reconfigures_live_from_the_survivors(tmp_path)
     d = published(c)
     assert (d.generation, d.kind, d.resume_step) == (1, RECONFIGURE, 2)
     assert lost not in {s.node for s in d.layout.stages}
-    held = {wid: set(before.layout.stages[r].layers) for r, wid in enumerate(before.workers) if before.layout.stages[r].node != lost}
+    held = {
+        wid: set(before.layout.stages[r].layers)
+        for r, wid in enumerate(before.workers)
+        if before.layout.stages[r].node != lost
+    }
     for rank, per_rank in enumerate(d.sources):
         for s in per_rank:
             assert s.kind in (LOCAL, PEER)
             holder = d.workers[rank] if s.kind == LOCAL else d.workers[s.rank]
-            assert s.layer in held[holder], f"rank {rank} gets layer {s.layer} from worker {holder}, which never held it"
+            assert s.layer in held[holder], (
+                f"rank {rank} gets layer {s.layer} from worker {holder}, which never held it"
+            )
     assert c.job.committed == 2 and c.outcome.reconfigurations == 1 and c.outcome.restarts == 0
     assert c.job.recovery.until_step == 2 and c.job.recovery.nodes == [lost]
 
@@ -258,7 +274,14 @@ def test_an_unclean_survivor_without_respawn_costs_its_node(tmp_path):
 def periodic(c: Coordinator, step: int, layers=None) -> None:
     """The layer owners report their part of the periodic checkpoint of `step`."""
     assert c.config.checkpoint_dir is not None
-    write_layers(c.store, Path(c.config.checkpoint_dir), c.job.gen, 0, step, range(c.planner.profile.num_layers) if layers is None else layers)
+    write_layers(
+        c.store,
+        Path(c.config.checkpoint_dir),
+        c.job.gen,
+        0,
+        step,
+        range(c.planner.profile.num_layers) if layers is None else layers,
+    )
     c.tick()
 
 
@@ -276,7 +299,9 @@ def test_a_reported_write_failure_is_counted_and_the_next_interval_retries(tmp_p
     commit(c, 6)
     periodic(c, 6)
     assert c.job.manifest.step == 6 and c.job.manifest.kept == (2, 6)
-    assert sorted(p.name for p in Path(c.config.checkpoint_dir).glob("step*")) == ["step2", "step6"], "the failed step 4 is cleared"
+    assert sorted(p.name for p in Path(c.config.checkpoint_dir).glob("step*")) == ["step2", "step6"], (
+        "the failed step 4 is cleared"
+    )
 
 
 def test_a_checkpoint_not_durable_by_its_deadline_fails_and_the_job_goes_on(tmp_path):

@@ -44,7 +44,9 @@ def trained(steps: int, seed: int = 0):
 
 
 def states_of(model, optimizer, ready_step, copy=True):
-    return {i: capture(i, dict(layer.named_parameters()), optimizer, ready_step, copy=copy) for i, layer in enumerate(model)}
+    return {
+        i: capture(i, dict(layer.named_parameters()), optimizer, ready_step, copy=copy) for i, layer in enumerate(model)
+    }
 
 
 def test_a_restored_model_trains_on_exactly_like_the_original():
@@ -202,5 +204,7 @@ def test_a_recovery_phases_add_up_to_its_total():
     rec.finish(11.6)
     d = rec.to_dict()
     assert d["total_s"] == pytest.approx(1.6)
-    assert sum(v for k, v in d.items() if k.endswith("_s") and k not in ("total_s", "t_fail_s", "t_done_s")) == pytest.approx(1.6)
+    assert sum(
+        v for k, v in d.items() if k.endswith("_s") and k not in ("total_s", "t_fail_s", "t_done_s")
+    ) == pytest.approx(1.6)
     assert d["detection_s"] == pytest.approx(0.2) and d["redo_s"] == pytest.approx(0.6)

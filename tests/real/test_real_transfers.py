@@ -70,7 +70,9 @@ def test_a_replaced_worker_gets_all_its_layers_from_peers_and_stale_state_is_ign
     sources = plan_sources(layout, workers, held, 5)
     for rank in (1, 2):
         assert all(s.kind == PEER and s.rank not in (1, 2) for s in sources[rank])
-    assert {s.rank for s in sources[1]} == {3, 5} and {s.rank for s in sources[2]} == {0, 4}, "copies are spread over the holders"
+    assert {s.rank for s in sources[1]} == {3, 5} and {s.rank for s in sources[2]} == {0, 4}, (
+        "copies are spread over the holders"
+    )
 
 
 def test_a_layer_without_a_holder_makes_live_recovery_impossible():
@@ -97,12 +99,22 @@ def test_a_varuna_configuration_runs_as_pipelines_with_the_job_microbatches():
     from planner.policies import VarunaConfig, VarunaPlan
 
     config = RunConfig(nodes=4, gpus_per_node=2, global_batch=18, tiny=TinyGptSpec(blocks=4))
-    vc = VarunaConfig(depth=3, width=2, microbatch_size=2, num_microbatches=5, stage_layers=((0, 2), (2, 4), (4, 6)), compute_s=1.0, allreduce_s=0.1)
+    vc = VarunaConfig(
+        depth=3,
+        width=2,
+        microbatch_size=2,
+        num_microbatches=5,
+        stage_layers=((0, 2), (2, 4), (4, 6)),
+        compute_s=1.0,
+        allreduce_s=0.1,
+    )
     plan = VarunaPlan(vc, ("n0", "n1", "n2"), (("n0", "n1"), ("n0", "n2"), ("n1", "n2")), 0)
     layout = varuna_layout(plan, 3, config)
     assert layout.generation == 3 and layout.world_size == 6
     assert [(s.node, s.gpu, s.pipeline, s.stage, s.first_layer) for s in layout.stages] == [
         ("n0", 0, 0, 0, 0), ("n0", 1, 0, 1, 2), ("n1", 0, 0, 2, 4), ("n1", 1, 1, 0, 0), ("n2", 0, 1, 1, 2), ("n2", 1, 1, 2, 4),
     ]  # fmt: skip
-    assert [p.num_microbatches for p in layout.pipelines] == [9, 9] and sum(p.gradient_weight for p in layout.pipelines) == 1.0
+    assert [p.num_microbatches for p in layout.pipelines] == [9, 9] and sum(
+        p.gradient_weight for p in layout.pipelines
+    ) == 1.0
     assert [g.ranks for g in layout.sync_groups] == [(0, 3), (1, 4), (2, 5)]

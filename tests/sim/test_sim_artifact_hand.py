@@ -95,7 +95,9 @@ def test_varuna_checkpoints_and_rolls_back_by_hand():
     assert s.num_restarts == 1 and s.failures_survived == 0
     assert s.num_checkpoints == 2 + 3
     rollback = events_of(result, "rollback")
-    assert len(rollback) == 1 and rollback[0].detail["iterations_undone"] == 2 and rollback[0].detail["to_iteration"] == 20
+    assert (
+        len(rollback) == 1 and rollback[0].detail["iterations_undone"] == 2 and rollback[0].detail["to_iteration"] == 20
+    )
     b = s.breakdown
     assert b.checkpoint_s == pytest.approx(5 * 11.2)
     assert b.restart_s == pytest.approx(2 * 67.5)
@@ -143,7 +145,12 @@ def test_bamboo_fail_over_then_reconfiguration_by_hand():
     assert s.num_iterations == 12 + more
     assert s.num_reconfigurations == 1 and s.num_restarts == 0 and s.failures_survived == 1
     fail_over = [e for e in events_of(result, "decision") if e.detail["actions"][0]["action"] == "FailOver"]
-    assert fail_over[0].detail["actions"][0] == {"action": "FailOver", "node": "n18", "covered_by": "n17", "stage": [1, 5]}
+    assert fail_over[0].detail["actions"][0] == {
+        "action": "FailOver",
+        "node": "n18",
+        "covered_by": "n17",
+        "stage": [1, 5],
+    }
     b = s.breakdown
     assert b.redundant_compute_s == pytest.approx(0.5 * (done_11 + tau - 1000))  # the slowdown's extra
     assert b.reconfiguration_s == pytest.approx(76)

@@ -23,8 +23,15 @@ STORAGE = StorageSpec(node_write_bytes_per_s=1 * GB, node_read_bytes_per_s=2 * G
 
 
 def simulate(trace, policy, system, storage=STORAGE):
-    timing = PlannerTiming(system, global_batch=8, layer_bytes=[GB] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1,
-                           costs=COSTS, storage=storage)
+    timing = PlannerTiming(
+        system,
+        global_batch=8,
+        layer_bytes=[GB] * 4,
+        inter_node_bw_bytes_per_s=1e18,
+        gpus_per_node=1,
+        costs=COSTS,
+        storage=storage,
+    )
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 
 
@@ -71,7 +78,9 @@ def test_varuna_checkpoint_after_a_loss_is_written_by_the_survivors():
 def test_an_aggregate_cap_slows_every_checkpoint():
     planner = Planner(tiny_profile(), tiny_cluster(4), JobSpec(8, 1, 1))
     policy = OobleckPolicy(planner, checkpoints=CheckpointSchedule(every_iterations=5))
-    capped = StorageSpec(node_write_bytes_per_s=1 * GB, node_read_bytes_per_s=2 * GB, aggregate_bytes_per_s=0.5 * GB, fixed_s=2.0)
+    capped = StorageSpec(
+        node_write_bytes_per_s=1 * GB, node_read_bytes_per_s=2 * GB, aggregate_bytes_per_s=0.5 * GB, fixed_s=2.0
+    )
     sim = simulate(make_trace([(0, "add", nodes(4)), (400, "add", "end")]), policy, "oobleck", capped)
     # 4 GB through 0.5 GB/s: 8 s, not the 1 s of the busiest node
     assert pauses(sim, "checkpointing") == [(205.0, 10.0), (365.0, 10.0)]

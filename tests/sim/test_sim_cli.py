@@ -23,21 +23,54 @@ def test_defaults_print_a_readable_summary(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "--out", str(tmp_path / "run"))
     assert code == 0
     assert "oobleck on GPT-3-medium (artifact calibration)" in out and "average throughput" in out
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json", "events.jsonl", "summary.json", "timeline.csv"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "config.json",
+        "events.jsonl",
+        "summary.json",
+        "timeline.csv",
+    ]
 
 
 @pytest.mark.parametrize("policy", ["oobleck", "bamboo", "varuna"])
 @pytest.mark.parametrize("calibration,model", [("artifact", "BERT-large"), ("planner", "GPT-3-2_7b")])
 def test_json_holds_the_summary_fields(capsys, policy, calibration, model):
-    code, out, _ = run_cli(capsys, "--policy", policy, "--model", model, "--calibration", calibration,
-                           "--trace", "fixed:interval=30m,removals=6", "--no-write", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "--policy",
+        policy,
+        "--model",
+        model,
+        "--calibration",
+        calibration,
+        "--trace",
+        "fixed:interval=30m,removals=6",
+        "--no-write",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
-    for key in ("avg_samples_per_s", "committed_samples", "num_restarts", "num_reconfigurations", "num_iterations",
-                "num_checkpoints", "failures_survived", "node_hours", "cost_usd"):
+    for key in (
+        "avg_samples_per_s",
+        "committed_samples",
+        "num_restarts",
+        "num_reconfigurations",
+        "num_iterations",
+        "num_checkpoints",
+        "failures_survived",
+        "node_hours",
+        "cost_usd",
+    ):
         assert key in data, key
-    assert set(data["breakdown"]) == {"useful_compute_s", "reconfiguration_s", "restart_s", "checkpoint_s", "lost_work_s",
-                                      "redundant_compute_s", "waiting_s", "idle_gpu_s"}
+    assert set(data["breakdown"]) == {
+        "useful_compute_s",
+        "reconfiguration_s",
+        "restart_s",
+        "checkpoint_s",
+        "lost_work_s",
+        "redundant_compute_s",
+        "waiting_s",
+        "idle_gpu_s",
+    }
     assert data["committed_samples"] > 0 and data["policy"] == policy and data["calibration"] == calibration
 
 
@@ -85,7 +118,9 @@ def test_same_config_same_bytes_and_rerun_from_the_record(tmp_path):
 
 
 def test_planner_calibration_records_its_effective_setting(tmp_path):
-    result = simulate(SimConfig(policy="oobleck", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=3"))
+    result = simulate(
+        SimConfig(policy="oobleck", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=3")
+    )
     c = result.config
     assert c["planner_model"] == "gpt3-2.7b" and c["effective_gpu"] == "v100-16gb" and c["effective_gpus_per_node"] == 1
     assert c["effective_global_batch"] == 512 and c["effective_inter_node_gbps"] == pytest.approx(10.0)

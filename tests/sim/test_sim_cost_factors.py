@@ -60,7 +60,10 @@ def test_free_checkpoints_every_two_iterations():
 def test_planner_calibration_start_pause_scaled():
     # planner calibration: a start pauses restart_overhead_s (40 s by default)
     rows = [(0, "add", nodes(16)), (3000, "add", "end")]
-    result = simulate(SimConfig(policy="oobleck", model="GPT-3-medium", calibration="planner", trace="hand", restart_cost_factor=3.0), trace=make_trace(rows))
+    result = simulate(
+        SimConfig(policy="oobleck", model="GPT-3-medium", calibration="planner", trace="hand", restart_cost_factor=3.0),
+        trace=make_trace(rows),
+    )
     assert result.summary.breakdown.restart_s == pytest.approx(120.0)
     assert result.config["effective_restart_cost_factor"] == 3.0
     assert result.config["effective_checkpoint_cost_factor"] == 1.0

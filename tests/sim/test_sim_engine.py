@@ -33,8 +33,14 @@ class Round:
 
 
 def run(rows, policy=None, **kw):
-    return Simulation(make_trace(rows), policy or ArtifactOobleckPolicy(min_nodes=1), Round(), node_startup_s=45.0,
-                      price_per_node_hour=1.0, **kw).run()
+    return Simulation(
+        make_trace(rows),
+        policy or ArtifactOobleckPolicy(min_nodes=1),
+        Round(),
+        node_startup_s=45.0,
+        price_per_node_hour=1.0,
+        **kw,
+    ).run()
 
 
 def test_an_iteration_ending_exactly_at_a_removal_is_lost():
@@ -93,7 +99,9 @@ def test_a_failure_during_an_oobleck_reconfiguration_is_replanned_from_what_surv
     planner = Planner(tiny_profile(), tiny_cluster(6), JobSpec(8, 1, 1))
     costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
     policy = OobleckPolicy(planner, reconfigure_pause_s=5.0)
-    timing = PlannerTiming("oobleck", global_batch=8, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=costs)
+    timing = PlannerTiming(
+        "oobleck", global_batch=8, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=costs
+    )
     # n6 leaves at 500 (a 5 s reconfiguration), n5 at 502 in the middle of it
     rows = [(0, "add", nodes(6)), (500, "remove", "n6"), (502, "remove", "n5"), (1000, "add", "end")]
     sim = Simulation(make_trace(rows), policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()

@@ -27,8 +27,14 @@ BATCH = 8
 
 def simulate(trace, policy, system, layout=None):
     timing = PlannerTiming(
-        system, global_batch=BATCH, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=COSTS,
-        storage=STORAGE, bamboo_layout=layout
+        system,
+        global_batch=BATCH,
+        layer_bytes=[0] * 4,
+        inter_node_bw_bytes_per_s=1e18,
+        gpus_per_node=1,
+        costs=COSTS,
+        storage=STORAGE,
+        bamboo_layout=layout,
     )
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 

@@ -125,8 +125,13 @@ class EveryIteration:
 
 
 def run_setup(setup, policy=None) -> Simulation:
-    return Simulation(setup.trace, policy or setup.policy, setup.timing, node_startup_s=setup.node_startup_s,
-                      price_per_node_hour=setup.price_per_node_hour).run()
+    return Simulation(
+        setup.trace,
+        policy or setup.policy,
+        setup.timing,
+        node_startup_s=setup.node_startup_s,
+        price_per_node_hour=setup.price_per_node_hour,
+    ).run()
 
 
 artifact_configs: st.SearchStrategy[dict[str, Any]] = st.builds(
@@ -159,7 +164,9 @@ def test_artifact_runs_keep_the_invariants(trace, params):
     check_invariants(trace, sim, setup.price_per_node_hour)
     stepped = run_setup(setup, EveryIteration(setup.policy))
     assert stepped.iterations == sim.iterations
-    assert stepped.ledger.breakdown().useful_compute_s == pytest.approx(sim.ledger.breakdown().useful_compute_s, rel=1e-9, abs=1e-6)
+    assert stepped.ledger.breakdown().useful_compute_s == pytest.approx(
+        sim.ledger.breakdown().useful_compute_s, rel=1e-9, abs=1e-6
+    )
 
 
 def tiny_policy(kind: str, f: int, peak: int):
@@ -180,9 +187,19 @@ def test_planner_runs_keep_the_invariants(trace, kind, f):
     peak = int(trace.live_counts()["live_nodes"].max())
     policy, layout = tiny_policy(kind, f, peak)
     costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
-    storage = StorageSpec(node_write_bytes_per_s=0.8e9, node_read_bytes_per_s=0.16e9, aggregate_bytes_per_s=1e9, fixed_s=2.0)
-    timing = PlannerTiming(kind, global_batch=8, layer_bytes=[GB] * 4, inter_node_bw_bytes_per_s=1e9, gpus_per_node=1,
-                           costs=costs, storage=storage, bamboo_layout=layout)
+    storage = StorageSpec(
+        node_write_bytes_per_s=0.8e9, node_read_bytes_per_s=0.16e9, aggregate_bytes_per_s=1e9, fixed_s=2.0
+    )
+    timing = PlannerTiming(
+        kind,
+        global_batch=8,
+        layer_bytes=[GB] * 4,
+        inter_node_bw_bytes_per_s=1e9,
+        gpus_per_node=1,
+        costs=costs,
+        storage=storage,
+        bamboo_layout=layout,
+    )
 
     def run(p):
         return Simulation(trace, p, timing, node_startup_s=45.0, price_per_node_hour=0.5).run()

@@ -28,7 +28,9 @@ def test_every_artifact_trace_runs_in_both_calibrations(shared_dir, calibration,
     for path in paths:
         trace = traces.load(path)
         for policy in ("oobleck", "bamboo", "varuna"):
-            result = simulate(SimConfig(policy=policy, model=model, trace=str(path), calibration=calibration), trace=trace)
+            result = simulate(
+                SimConfig(policy=policy, model=model, trace=str(path), calibration=calibration), trace=trace
+            )
             s = result.summary
             assert s.extra["outcome"] == "ok", (path.name, policy)
             assert s.breakdown.total_s() == pytest.approx(trace.duration_s, rel=1e-9)

@@ -21,7 +21,9 @@ TAU = 819 / 19.10313139
 
 def run(timeline):
     rows = [(0, "add", nodes(14)), (1000, "add", "extra"), (1500, "add", "late"), (2000, "add", "end")]
-    return simulate(SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline=timeline), trace=make_trace(rows))
+    return simulate(
+        SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline=timeline), trace=make_trace(rows)
+    )
 
 
 @pytest.mark.parametrize("timeline", ["changes", "iterations"])
@@ -51,7 +53,9 @@ def test_nodes_ready_after_a_pause_abandoned_for_waiting_start_the_job(calibrati
     lost = nodes(3) if calibration == "artifact" else nodes(14)
     back = nodes(3, "m") if calibration == "artifact" else nodes(14, "m")
     rows = [(0, "add", nodes(14)), (46, "remove", lost), (100, "add", back), (2000, "add", "end")]
-    result = simulate(SimConfig(policy="oobleck", model="GPT-3-medium", calibration=calibration, trace="hand"), trace=make_trace(rows))
+    result = simulate(
+        SimConfig(policy="oobleck", model="GPT-3-medium", calibration=calibration, trace="hand"), trace=make_trace(rows)
+    )
     waiting = [r.time_s for r in result.timeline if r.state == "waiting"]
     assert 46.0 in waiting
     restarting = [r.time_s for r in result.timeline if r.state == "restarting"]

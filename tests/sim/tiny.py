@@ -17,7 +17,9 @@ GB = 10**9
 
 def tiny_profile(num_layers: int = 4) -> ModelProfile:
     layers = tuple(
-        LayerProfile(f"l{i}", 1.0, 2.0, param_bytes=0, grad_bytes=GB, optimizer_bytes=0, activation_bytes=0, output_bytes=0)
+        LayerProfile(
+            f"l{i}", 1.0, 2.0, param_bytes=0, grad_bytes=GB, optimizer_bytes=0, activation_bytes=0, output_bytes=0
+        )
         for i in range(num_layers)
     )
     return ModelProfile("tiny", 1, layers, source="tests")

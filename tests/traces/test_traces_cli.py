@@ -81,8 +81,27 @@ def test_convert_round_trips_and_transforms(shared_dir, tmp_path, capsys):
 
     assert traces.load(out).events == traces.load(source, rng=np.random.default_rng(4)).events
     scaled = tmp_path / "scaled.csv"
-    assert run(["convert", str(source), "-o", str(scaled), "--window", "1h", "5h",
-                "--rescale", "15", "30", "--cap", "28", "--compress", "60"]) == 0
+    assert (
+        run(
+            [
+                "convert",
+                str(source),
+                "-o",
+                str(scaled),
+                "--window",
+                "1h",
+                "5h",
+                "--rescale",
+                "15",
+                "30",
+                "--cap",
+                "28",
+                "--compress",
+                "60",
+            ]
+        )
+        == 0
+    )
     s = traces.load(scaled).stats()
     assert s.max_nodes <= 28 and s.min_nodes >= 15 and s.end_s <= 4 * 60
     capsys.readouterr()

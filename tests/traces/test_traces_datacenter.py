@@ -43,8 +43,13 @@ from traces.spec import parse_spec
 SEEDS = range(8)
 PUBLISHED_PER_DAY = LLAMA3_UNEXPECTED / LLAMA3_DAYS
 # Table 5 counts per component of ours, worked out by hand from the rows (network halved).
-TABLE_COUNTS = {"gpu": 148 + 72 + 19 + 17 + 6 + 6, "host": 32 + 7 + 3 + 3 + 2 + 2 + 2 + 2,
-                "cable": 17.5, "switch": 17.5, "software": 54 + 7 + 2}
+TABLE_COUNTS = {
+    "gpu": 148 + 72 + 19 + 17 + 6 + 6,
+    "host": 32 + 7 + 3 + 3 + 2 + 2 + 2 + 2,
+    "cable": 17.5,
+    "switch": 17.5,
+    "software": 54 + 7 + 2,
+}
 
 
 def tuples(trace):
@@ -67,11 +72,13 @@ def llama_runs():
 
 # -- the published table and the calibration ---------------------------------------------------
 
+
 def test_the_table_arithmetic():
     counts = [row.count for row in LLAMA3_TABLE]
     assert len(LLAMA3_TABLE) == 18 and sum(counts) == LLAMA3_UNEXPECTED
-    off = [row.category for row in LLAMA3_TABLE
-           if abs(100 * row.count / LLAMA3_UNEXPECTED - row.printed_percent) > 0.05]
+    off = [
+        row.category for row in LLAMA3_TABLE if abs(100 * row.count / LLAMA3_UNEXPECTED - row.printed_percent) > 0.05
+    ]
     assert off == ["Faulty GPU"]  # printed 30.1 %, but 148 / 419 = 35.3 %
     assert round(100 * 148 / 419, 1) == 35.3
     assert sum(row.printed_percent for row in LLAMA3_TABLE) == pytest.approx(94.9)
@@ -97,6 +104,7 @@ def test_calibration_gives_the_table_back():
 
 # -- generated traces against the published statistics -----------------------------------------
 
+
 def test_interruptions_per_day_match_the_published_rate(llama_runs):
     per_seed = [len(burst_table(tuples(r.trace))) for r in llama_runs]
     pooled = sum(per_seed) / len(per_seed) / LLAMA3_DAYS
@@ -114,10 +122,10 @@ def test_the_rate_check_has_teeth():
     """Twice the GPU failure rate fails the same 5 % check."""
     prof = DATACENTER_PROFILES["llama3"]
     gpu = prof.component("gpu")
-    doubled = replace(prof, components=tuple(replace(c, mtbf_d=c.mtbf_d / 2) if c is gpu else c
-                                             for c in prof.components))
-    runs = [datacenter_failures(LLAMA3_GPUS, LLAMA3_DAYS, rng=np.random.default_rng(s), profile=doubled)
-            for s in SEEDS]
+    doubled = replace(
+        prof, components=tuple(replace(c, mtbf_d=c.mtbf_d / 2) if c is gpu else c for c in prof.components)
+    )
+    runs = [datacenter_failures(LLAMA3_GPUS, LLAMA3_DAYS, rng=np.random.default_rng(s), profile=doubled) for s in SEEDS]
     pooled = np.mean([len(burst_table(tuples(r.trace))) for r in runs]) / LLAMA3_DAYS
     assert pooled != pytest.approx(PUBLISHED_PER_DAY, rel=0.05)
     assert pooled == pytest.approx((419 + 268) / 54, rel=0.05)
@@ -146,8 +154,9 @@ def test_burst_sizes(llama_runs):
 
 
 def test_bigger_racks_give_bigger_bursts():
-    run = datacenter_failures(16_384, 54, rng=np.random.default_rng(3),
-                              profile=replace(DATACENTER_PROFILES["llama3"], hosts_per_rack=8))
+    run = datacenter_failures(
+        16_384, 54, rng=np.random.default_rng(3), profile=replace(DATACENTER_PROFILES["llama3"], hosts_per_rack=8)
+    )
     names = run.components
     switch = run.interruption_size[run.interruption_component == names.index("switch")]
     others = run.interruption_size[run.interruption_component != names.index("switch")]
@@ -156,14 +165,17 @@ def test_bigger_racks_give_bigger_bursts():
 
 
 def test_hardware_profile_rate():
-    runs = [datacenter_failures(LLAMA3_GPUS, LLAMA3_DAYS, rng=np.random.default_rng(s), profile="llama3-hardware")
-            for s in SEEDS]
+    runs = [
+        datacenter_failures(LLAMA3_GPUS, LLAMA3_DAYS, rng=np.random.default_rng(s), profile="llama3-hardware")
+        for s in SEEDS
+    ]
     pooled = np.mean([len(burst_table(tuples(r.trace))) for r in runs]) / LLAMA3_DAYS
     assert pooled == pytest.approx(356 / 54, rel=0.05)
     assert "software" not in runs[0].components
 
 
 # -- repairs and spares ---------------------------------------------------------------------
+
 
 def test_repaired_hosts_return_as_themselves_after_the_repair_time():
     prof = DATACENTER_PROFILES["llama3"]
@@ -206,8 +218,14 @@ def test_spares_join_after_the_spare_delay():
 
 
 def test_without_enough_spares_the_job_waits_for_repairs():
-    run = datacenter_failures(8 * 64, 20, rng=np.random.default_rng(0), spares=1, spare_delay_s=60,
-                              profile=_fast_profile(mtbf_d=5.0, repair_h=48.0))
+    run = datacenter_failures(
+        8 * 64,
+        20,
+        rng=np.random.default_rng(0),
+        spares=1,
+        spare_delay_s=60,
+        profile=_fast_profile(mtbf_d=5.0, repair_h=48.0),
+    )
     events = tuples(run.trace)
     live: set[str] = set()
     short = 0
@@ -221,20 +239,29 @@ def test_without_enough_spares_the_job_waits_for_repairs():
 
 def _fast_profile(mtbf_d: float, repair_h: float, hosts_per_rack: int = 2) -> DatacenterProfile:
     return DatacenterProfile(
-        name="fast", source="test",
+        name="fast",
+        source="test",
         components=(Component("host", "host", mtbf_d, repair_h), Component("switch", "rack", 4 * mtbf_d, repair_h)),
         hosts_per_rack=hosts_per_rack,
     )
 
 
 @settings(max_examples=40, deadline=None)
-@given(hosts=st.integers(1, 40), hpr=st.integers(1, 4), spares=st.integers(0, 4),
-       mtbf_d=st.floats(0.5, 50), repair_h=st.floats(0.1, 200), days=st.floats(0.5, 20),
-       delay_s=st.sampled_from([0.0, 60.0, 3600.0]), seed=st.integers(0, 2**32 - 1))
+@given(
+    hosts=st.integers(1, 40),
+    hpr=st.integers(1, 4),
+    spares=st.integers(0, 4),
+    mtbf_d=st.floats(0.5, 50),
+    repair_h=st.floats(0.1, 200),
+    days=st.floats(0.5, 20),
+    delay_s=st.sampled_from([0.0, 60.0, 3600.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_invariants(hosts, hpr, spares, mtbf_d, repair_h, days, delay_s, seed):
     prof = _fast_profile(mtbf_d, repair_h, hpr)
-    run = datacenter_failures(hosts * 8, days, rng=np.random.default_rng(seed), profile=prof,
-                              spares=spares, spare_delay_s=delay_s)
+    run = datacenter_failures(
+        hosts * 8, days, rng=np.random.default_rng(seed), profile=prof, spares=spares, spare_delay_s=delay_s
+    )
     events = tuples(run.trace)
     allowed = {f"node{i}" for i in range(1, hosts + spares + 1)}
     assert {n for _, _, n in events} <= allowed
@@ -260,6 +287,7 @@ def test_invariants(hosts, hpr, spares, mtbf_d, repair_h, days, delay_s, seed):
 
 # -- determinism, specs, errors, the CLI --------------------------------------------------------
 
+
 def test_determinism_by_seed():
     a = from_spec("datacenter:gpus=16384,days=54,seed=7")
     b = from_spec("datacenter:gpus=16384,days=54,seed=7")
@@ -268,13 +296,16 @@ def test_determinism_by_seed():
     # seed= in the spec wins over the rng argument; without it the rng drives the trace
     assert from_spec("datacenter:days=5,seed=7", rng=np.random.default_rng(1)) == from_spec("datacenter:days=5,seed=7")
     assert tuples(from_spec("datacenter:days=5", rng=np.random.default_rng(1))) == tuples(
-        datacenter_failures(16384, 5, rng=np.random.default_rng(1)).trace)
+        datacenter_failures(16384, 5, rng=np.random.default_rng(1)).trace
+    )
 
 
 def test_spec_keys_reach_the_generator():
     assert parse_spec("datacenter:gpus=64,days=2,seed=1") == ("datacenter", {"gpus": "64", "days": "2", "seed": "1"})
-    trace = from_spec("datacenter:gpus=256,days=10,seed=2,gpu_mtbf=2d,gpu_repair=1h,repair_sigma=0,"
-                      "host_mtbf=off,cable_mtbf=off,switch_mtbf=off,software_mtbf=off")
+    trace = from_spec(
+        "datacenter:gpus=256,days=10,seed=2,gpu_mtbf=2d,gpu_repair=1h,repair_sigma=0,"
+        "host_mtbf=off,cable_mtbf=off,switch_mtbf=off,software_mtbf=off"
+    )
     events = tuples(trace)
     removed: dict[str, float] = {}
     delays = []
@@ -292,28 +323,33 @@ def test_spec_keys_reach_the_generator():
     racks = from_spec("datacenter:gpus=1024,days=54,seed=2,hosts_per_rack=4,switch_mtbf=20d")
     assert max(len(v) for v in burst_table(tuples(racks)).values()) == 4
     assert from_spec("datacenter:gpus=64,gpus_per_host=4,days=1").initial_nodes[-1] == "node16"
-    quiet = from_spec("datacenter:gpus=64,days=9,seed=1," + ",".join(f"{c}_mtbf=off" for c in
-                                                               ("gpu", "host", "cable", "switch", "software")))
+    quiet = from_spec(
+        "datacenter:gpus=64,days=9,seed=1,"
+        + ",".join(f"{c}_mtbf=off" for c in ("gpu", "host", "cable", "switch", "software"))
+    )
     assert [(t, k) for t, k, _ in tuples(quiet)] == [(0.0, "add")] * 8
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("datacenter:gpus=16384,color=red", "unknown key 'color' for the datacenter generator"),
-    ("datacenter:gpus=100", "gpus=100 is not a multiple of gpus_per_host=8"),
-    ("datacenter:gpus=0", "gpus must be a whole number >= 1"),
-    ("datacenter:gpus=1.5", "gpus='1.5' is not a whole number"),
-    ("datacenter:days=0", "days must be > 0"),
-    ("datacenter:days=inf", "days='inf' must be finite"),
-    ("datacenter:spares=-1", "spares must be a whole number >= 0"),
-    ("datacenter:gpu_mtbf=3301", "duration '3301' must be a number and a unit"),
-    ("datacenter:gpu_repair=0h", "gpu_repair must be > 0"),
-    ("datacenter:profile=llama2", "unknown datacenter profile 'llama2'"),
-    ("datacenter:profile=llama3-hardware,software_repair=1h", "profile llama3-hardware has no software component"),
-    ("datacenter:hosts_per_rack=0", "hosts_per_rack must be >= 1"),
-    ("datacenter:repair_sigma=-1", "repair_sigma must be >= 0"),
-    ("datacenter:spare_delay=soon", "duration 'soon' must be a number and a unit"),
-    ("datacenter:gpu_mtbf=0d", "gpu_mtbf must be > 0"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("datacenter:gpus=16384,color=red", "unknown key 'color' for the datacenter generator"),
+        ("datacenter:gpus=100", "gpus=100 is not a multiple of gpus_per_host=8"),
+        ("datacenter:gpus=0", "gpus must be a whole number >= 1"),
+        ("datacenter:gpus=1.5", "gpus='1.5' is not a whole number"),
+        ("datacenter:days=0", "days must be > 0"),
+        ("datacenter:days=inf", "days='inf' must be finite"),
+        ("datacenter:spares=-1", "spares must be a whole number >= 0"),
+        ("datacenter:gpu_mtbf=3301", "duration '3301' must be a number and a unit"),
+        ("datacenter:gpu_repair=0h", "gpu_repair must be > 0"),
+        ("datacenter:profile=llama2", "unknown datacenter profile 'llama2'"),
+        ("datacenter:profile=llama3-hardware,software_repair=1h", "profile llama3-hardware has no software component"),
+        ("datacenter:hosts_per_rack=0", "hosts_per_rack must be >= 1"),
+        ("datacenter:repair_sigma=-1", "repair_sigma must be >= 0"),
+        ("datacenter:spare_delay=soon", "duration 'soon' must be a number and a unit"),
+        ("datacenter:gpu_mtbf=0d", "gpu_mtbf must be > 0"),
+    ],
+)
 def test_spec_errors(spec, message):
     with pytest.raises(TraceError, match=message) as caught:
         from_spec(spec)

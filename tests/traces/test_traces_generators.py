@@ -92,6 +92,7 @@ def test_spot_market_is_seeded_and_needs_a_generator() -> None:
 
 def test_spot_capacity_scaling_keeps_the_per_node_hazard():
     """Half the nodes, half the bursts: removals per live node-hour stay about the same."""
+
     def hazard(nodes):
         rates = []
         for seed in range(12):
@@ -110,7 +111,10 @@ def test_from_spec_syntax_and_defaults(tmp_path):
     assert spot.stats().max_nodes == SPOT_PROFILES["g4dn"].capacity_nodes
     assert spot.end_s <= SPOT_PROFILES["g4dn"].duration_h * 3600
     assert from_spec("spot").events == from_spec("spot:seed=0").events
-    assert from_spec("spot:nodes=8,hours=5", rng=np.random.default_rng(9)).events == from_spec("spot:nodes=8,hours=5,seed=9").events
+    assert (
+        from_spec("spot:nodes=8,hours=5", rng=np.random.default_rng(9)).events
+        == from_spec("spot:nodes=8,hours=5,seed=9").events
+    )
     path = tmp_path / "t.csv"
     path.write_text("0,add,a\n1000,remove,a\n")
     assert from_spec(str(path)).end_s == 1.0

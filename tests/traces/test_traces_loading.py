@@ -119,7 +119,12 @@ def test_seconds_and_hours_counts_and_inference(tmp_path):
     trace, report = traces.load_with_report(secs)
     assert report.fmt == "counts" and any("so seconds" in n for n in report.notes)
     assert [(e.time_s, e.kind) for e in trace.events] == [
-        (0.0, "add"), (0.0, "add"), (60.0, "add"), (60.0, "remove"), (60.0, "remove")]
+        (0.0, "add"),
+        (0.0, "add"),
+        (60.0, "add"),
+        (60.0, "remove"),
+        (60.0, "remove"),
+    ]
     trace_h, report_h = traces.load_with_report(hours)
     assert any("so hours" in n for n in report_h.notes)
     assert trace_h.live_counts().time_s.tolist() == [0.0, 1800.0]

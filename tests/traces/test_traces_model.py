@@ -19,9 +19,13 @@ def make(*rows, name="t"):
 
 
 EXAMPLE = make(
-    (0, "add", "a"), (0, "add", "b"), (0, "add", "c"),
-    (10, "remove", "a"), (10, "add", "d"),
-    (30, "remove", "b"), (30, "remove", "c"),
+    (0, "add", "a"),
+    (0, "add", "b"),
+    (0, "add", "c"),
+    (10, "remove", "a"),
+    (10, "add", "d"),
+    (30, "remove", "b"),
+    (30, "remove", "c"),
     (40, "add", "e"),
 )
 

@@ -67,8 +67,10 @@ def test_generated_traces_match_the_real_one(shared_dir, name):
     reals = [figures(load(path, rng=np.random.default_rng(s))) for s in seeds]
     real = {key: median_of(reals, key) for key in reals[0] if key != "sizes"}
     hours = load(path).duration_s / 3600
-    gens = [figures(spot_market(profile.capacity_nodes, hours, rng=np.random.default_rng(s), profile=profile))
-            for s in SEEDS]
+    gens = [
+        figures(spot_market(profile.capacity_nodes, hours, rng=np.random.default_rng(s), profile=profile))
+        for s in SEEDS
+    ]
     gen = {key: median_of(gens, key) for key in gens[0] if key != "sizes"}
     cap = profile.capacity_nodes
     assert real["max_nodes"] == cap and all(g["max_nodes"] == cap for g in gens)

@@ -113,10 +113,20 @@ def test_cap_by_hand():
     )
     waited = cap(trace, 2)
     assert [(e.time_s, e.kind, e.node) for e in waited.events] == [
-        (0, "add", "a"), (0, "add", "b"), (5, "remove", "a"), (5, "add", "c"), (7, "remove", "c"), (9, "add", "d")]
+        (0, "add", "a"),
+        (0, "add", "b"),
+        (5, "remove", "a"),
+        (5, "add", "c"),
+        (7, "remove", "c"),
+        (9, "add", "d"),
+    ]
     refused = cap(trace, 2, backfill=False)
     assert [(e.time_s, e.kind, e.node) for e in refused.events] == [
-        (0, "add", "a"), (0, "add", "b"), (5, "remove", "a"), (9, "add", "d")]
+        (0, "add", "a"),
+        (0, "add", "b"),
+        (5, "remove", "a"),
+        (9, "add", "d"),
+    ]
 
 
 @settings(max_examples=80, deadline=None)

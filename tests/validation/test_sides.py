@@ -21,7 +21,9 @@ def model(tmp_path):
     return PreparedModel({"model": str(directory)}, directory, "synthetic")
 
 
-OVERHEADS = Overheads(reconfigure_overhead_s=0.6, restart_overhead_s=5.0, checkpoint_fixed_s=0.01, node_startup_s=2.0, details={})
+OVERHEADS = Overheads(
+    reconfigure_overhead_s=0.6, restart_overhead_s=5.0, checkpoint_fixed_s=0.01, node_startup_s=2.0, details={}
+)
 
 
 def row(t, n, state="running"):
@@ -34,7 +36,15 @@ def test_iteration_ends_take_the_last_time_each_count_was_reached():
 
 
 def test_a_removal_while_paused_or_of_an_idle_node_is_no_recovery():
-    rows = [row(0, 0), row(1, 1), row(2, 1, "checkpointing"), row(2.5, 1, "checkpointing"), row(3, 2), row(4, 2), row(5, 3)]
+    rows = [
+        row(0, 0),
+        row(1, 1),
+        row(2, 1, "checkpointing"),
+        row(2.5, 1, "checkpointing"),
+        row(3, 2),
+        row(4, 2),
+        row(5, 3),
+    ]
     assert sim_recoveries(rows, [2.5]) == []  # paused already
     assert sim_recoveries(rows, [4.0]) == []  # the job kept running
 
@@ -84,7 +94,10 @@ def test_a_simulation_that_starts_late_is_refused(model):
 
 def test_real_timeline_counts_from_training_start():
     summary = {
-        "startup_s": 5.0, "iteration_times_s": [1.0, 1.0, 3.0, 1.0], "committed_samples": 32, "num_iterations": 4,
+        "startup_s": 5.0,
+        "iteration_times_s": [1.0, 1.0, 3.0, 1.0],
+        "committed_samples": 32,
+        "num_iterations": 4,
         "recoveries": [{"t_fail_s": 7.5, "t_done_s": 10.0}],
     }
     side = real_timeline(summary, "oobleck")
@@ -103,7 +116,10 @@ def test_calibration_arithmetic():
     extra, extras = checkpoint_extra_s(times, 2, 6)
     assert extras == pytest.approx([0.1, 0.1]) and extra == pytest.approx(0.1)
     summary = {
-        "startup_s": 0.0, "iteration_times_s": [1.0, 1.0, 1.0, 3.0, 1.5, 1.5, 1.5], "steady_iteration_s": 1.0, "lost_iterations": 0,
+        "startup_s": 0.0,
+        "iteration_times_s": [1.0, 1.0, 1.0, 3.0, 1.5, 1.5, 1.5],
+        "steady_iteration_s": 1.0,
+        "lost_iterations": 0,
         "recoveries": [{"t_fail_s": 2.5, "t_done_s": 6.0, "total_s": 3.5}],
     }
     overhead, rec = redone_overhead_s(summary)
@@ -117,6 +133,11 @@ def test_overlapping_measured_recoveries_merge_like_the_simulator_counts_them():
     from experiments.validation.timelines import merge_overlapping
 
     assert merge_overlapping([(12.0, 30.0), (7.0, 25.0), (40.0, 41.0)]) == ((7.0, 30.0), (40.0, 41.0))
-    summary = {"startup_s": 0.0, "iteration_times_s": [1.0] * 40, "committed_samples": 40, "num_iterations": 40,
-               "recoveries": [{"t_fail_s": 7.0, "t_done_s": 25.0}, {"t_fail_s": 12.0, "t_done_s": 30.0}]}
+    summary = {
+        "startup_s": 0.0,
+        "iteration_times_s": [1.0] * 40,
+        "committed_samples": 40,
+        "num_iterations": 40,
+        "recoveries": [{"t_fail_s": 7.0, "t_done_s": 25.0}, {"t_fail_s": 12.0, "t_done_s": 30.0}],
+    }
     assert real_timeline(summary, "varuna").recoveries == ((7.0, 30.0),)

@@ -27,7 +27,9 @@ def test_bad_settings_name_the_setting(changes, message):
 
 
 def test_trace_is_rescaled_onto_the_node_count_and_compressed_to_the_target():
-    prepared = prepare_trace(ValidationSpec(trace="fixed:interval=1h,nodes=10,removals=4", nodes=5, target_duration_s=60.0))
+    prepared = prepare_trace(
+        ValidationSpec(trace="fixed:interval=1h,nodes=10,removals=4", nodes=5, target_duration_s=60.0)
+    )
     counts = prepared.trace.live_counts()["live_nodes"]
     assert counts.max() == 5 and counts.min() == 3  # 6-10 nodes onto 3-5
     assert prepared.time_scale == pytest.approx(4 * 3600 / 60.0)

@@ -22,7 +22,10 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(tmp_path):
     out = tmp_path / "v"
     proc = subprocess.run(
         [sys.executable, "-m", "ooblab.cli", "validate", "--quick", "--json", "--out", str(out)],
-        capture_output=True, text=True, timeout=560, start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=560,
+        start_new_session=True,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -50,7 +53,10 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(tmp_path):
     assert live and restart and max(live) < min(restart)
     # the calibration measured every overhead, and nothing came from the validated runs
     overheads = json.loads((out / "calibration" / "overheads.json").read_text())
-    assert overheads["reconfigure_overhead_s"] > 0 and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
+    assert (
+        overheads["reconfigure_overhead_s"] > 0
+        and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
+    )
     assert (out / "validation.png").stat().st_size > 10_000
     for policy in ("oobleck", "varuna"):
         assert (out / policy / "timeline_real.csv").exists() and (out / policy / "sim" / "summary.json").exists()
