@@ -101,13 +101,17 @@ class MixSearch:
         first_stage_allreduce_s: Mapping[int, Sequence[float]],
         total_microbatches: int,
         solve: Callable[[tuple[tuple[int, int], ...]], float],
+        later_stage_floor_s: Mapping[int, Sequence[float]] | None = None,
     ):
         """`lines[n] = (c, beta)`; `first_stage_allreduce_s[n][K]`: the first stage of the
         n-node template all-reducing across K pipelines, for K = 0 .. at least
         num_nodes // min size; `solve(counts)`: the exact iteration seconds of a mix given
-        as ((size, count), ...) in increasing size."""
+        as ((size, count), ...) in increasing size. `later_stage_floor_s[n][K]` (optional,
+        same K range): max over the template's later stages s of its all-reduce across K
+        minus the backward time before s minus beta_n (see "Later stages" above)."""
         self.lines = dict(lines)
         self.first_stage_allreduce_s = first_stage_allreduce_s
+        self.later_stage_floor_s = later_stage_floor_s or {}
         self.total = total_microbatches
         self.solve = solve
 
@@ -127,12 +131,22 @@ class _Run:
         self.solve = search.solve
         self.total, self.need, self.num_nodes = search.total, need, num_nodes
         self.kmax = kmax = num_nodes // min(sizes)
-        floors = {}
+        floors, first_floors = {}, {}
         for n in sizes:
             values = np.asarray(search.first_stage_allreduce_s[n][: kmax + 1], dtype=float)
             if len(values) < kmax + 1:
                 raise ValueError(f"internal error: all-reduce times for {n} nodes stop at {len(values) - 1} pipelines, {kmax} needed")
-            floors[n] = np.minimum.accumulate(values[::-1])[::-1]  # min over K' >= K
+            first_floors[n] = np.minimum.accumulate(values[::-1])[::-1]  # min over K' >= K
+            later = search.later_stage_floor_s.get(n)
+            if later is not None:
+                later = np.asarray(later[: kmax + 1], dtype=float)
+                if len(later) < kmax + 1:
+                    raise ValueError(f"internal error: later-stage floors for {n} nodes stop at {len(later) - 1} pipelines, {kmax} needed")
+                values = np.maximum(values, later)
+            floors[n] = np.minimum.accumulate(values[::-1])[::-1]
+        # the later-stage floors hold only when the makespan exceeds every forced first
+        # microbatch (c_n + beta_n of every size); below that only the first stage's does
+        self.forced_s = max(search.lines[n][0] + search.lines[n][1] for n in sizes)
         # any mix has K >= k and K >= N / largest size: the knapsack's floor A is taken there
         self.k_any = min(kmax, max(need, -(-num_nodes // max(sizes)), 0))
 
@@ -146,7 +160,9 @@ class _Run:
         self.beta = np.array([search.lines[n][1] for n in order])
         self.alone = np.array([alone(n) for n in order])
         self.floor = np.array([floors[n] for n in order])  # [level, K]
+        self.floor_first = np.array([first_floors[n] for n in order])
         self.any_floor = self.floor[:, self.k_any]
+        self.any_floor_first = self.floor_first[:, self.k_any]
         self.key = None
         self.counts = None
         self.solved = self.expanded = 0
@@ -157,6 +173,11 @@ class _Run:
         (-inf: not even one)."""
         value = np.floor((deadline_s - self.c[levels]) / self.beta[levels] + _CAP_SLACK)
         return np.where(value >= 1, value, -np.inf)
+
+    def deadline(self, value_s, floor_s, first_floor_s):
+        """Latest end of every pipeline of a mix of value <= value_s whose exposure floors
+        are floor_s (makespan above `forced_s`) and first_floor_s (always)."""
+        return np.maximum(value_s - floor_s, np.minimum(value_s - first_floor_s, self.forced_s))
 
     def record(self, counts: tuple[tuple[int, int], ...]) -> None:
         pipelines = sum(x for _, x in counts)
@@ -174,7 +195,9 @@ class _Run:
         classes = []
         for position, h in enumerate(rank):
             allowed = rank[: position + 1]
-            bound = float(self.any_floor[h] + self.alone[allowed].min())  # (1) + (3), every K
+            fastest = float(self.alone[allowed].min())
+            floor = self.any_floor[h] if fastest > self.forced_s else self.any_floor_first[h]
+            bound = float(floor + fastest)  # (1) + (3), every K
             classes.append((bound, h, allowed))
         lowest = min((b for b, _, _ in classes), default=np.inf)
         for bound, h, allowed in sorted(classes, key=lambda item: (item[0], item[1])):
@@ -207,7 +230,8 @@ class _Class:
         if run.key is None or run.key[0] == self.value_s:
             return
         self.value_s = run.key[0]
-        deadline = self.value_s / _SLACK - run.any_floor[self.ids[0]]
+        h = self.ids[0]
+        deadline = run.deadline(self.value_s / _SLACK, run.any_floor[h], run.any_floor_first[h])
         caps = run.caps(deadline, self.ids)
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
 
@@ -239,8 +263,8 @@ class _Class:
         ok = (later > -np.inf) & (pipes + many >= run.need) & (pipes + few <= total)
         if run.key is not None:
             k_floor = np.minimum(pipes + few, run.kmax)
-            theta = run.floor[self.ids[0], k_floor]
-            deadline = run.key[0] / _SLACK - theta
+            h = self.ids[0]
+            deadline = run.deadline(run.key[0] / _SLACK, run.floor[h, k_floor], run.floor_first[h, k_floor])
             have = later + x * run.caps(deadline, self.ids[level])
             for j, count_j in picks:
                 have = have + count_j * run.caps(deadline, self.ids[j])

@@ -203,11 +203,22 @@ class Planner:
         max_replicas = num_nodes // min(sizes) if sizes else 0
         table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
         prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        lines = {n: linear_cost(self._templates[n]) for n in sizes}
+        later = {}
+        for n in sizes:
+            template = self._templates[n]
+            if template.num_stages > 1:
+                # stage s starts its all-reduce no earlier than T - beta_n - (backward before s)
+                starts = template.stage_starts[1:]
+                ends = np.array([stage.end_layer for stage in template.stages[1:]])
+                spans = prefix[:, ends] - prefix[:, starts] - template.backward_before_s[starts][None, :]
+                later[n] = spans.max(axis=1) - lines[n][1]
         return MixSearch(
-            {n: linear_cost(self._templates[n]) for n in sizes},
+            lines,
             {n: prefix[:, self._templates[n].stages[0].end_layer] for n in sizes},
             self.job.num_microbatches,
             self.mix_seconds,
+            later,
         )
 
     def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:

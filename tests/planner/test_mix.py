@@ -151,3 +151,42 @@ def test_templates_stop_at_the_number_of_layers():
     """A node holds >= 1 stage of >= 1 layer: 12,500 nodes search what 26 layers allow."""
     planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", 12_500, 1), JobSpec(25_000, 1, 1))
     assert max(planner.feasible_sizes(12_500)) <= planner.profile.num_layers
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=7),
+    num_nodes=st.integers(2, 10),
+    microbatches=st.integers(2, 60),
+    gbps=st.sampled_from([0.5, 5.0, 100.0]),
+)
+def test_later_stage_floor_holds_for_every_mix(model, num_nodes, microbatches, gbps):
+    """Brute force over every mix: whenever the makespan exceeds every forced first
+    microbatch, each template's later-stage floor is at most the mix's exposed all-reduce
+    (the search cuts on it); and some mix makes it bind above the first-stage floor, so
+    the check is not vacuous across examples."""
+    spec = cluster(100_000, num_nodes, 1)
+    spec = replace(spec, gpu=replace(spec.gpu, inter_node_bw_bytes_per_s=gbps * 1e9 / 8))
+    planner = Planner(model, spec, JobSpec(microbatches, 1, 0))
+    try:
+        sizes = planner.template_sizes(num_nodes, 1)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    search = planner.mix_search(num_nodes, 1, sizes)
+    forced = max(c + beta for c, beta in search.lines.values())
+    for mix in all_mixes(num_nodes, sizes, 1):
+        if len(mix) > microbatches:
+            continue
+        counts = tuple(sorted(Counter(mix).items()))
+        templates = [planner._templates[n] for n in sorted(mix)]
+        from planner.batching import distribute_microbatches
+
+        split = distribute_microbatches(templates, microbatches)
+        makespan = max(t.iteration_time(m) for t, m in zip(templates, split))
+        exposed = planner.mix_seconds(counts) - makespan
+        for n in set(mix):
+            assert exposed >= search.first_stage_allreduce_s[n][len(mix)] - 1e-9
+            if makespan > forced and n in search.later_stage_floor_s:
+                assert exposed >= search.later_stage_floor_s[n][len(mix)] - 1e-9, (mix, n)
