@@ -92,6 +92,11 @@ def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: 
     return table
 
 
+def _expand(counts: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """One entry per pipeline, increasing (the tie-break after seconds and pipelines)."""
+    return tuple(n for n, x in counts for _ in range(x))
+
+
 class MixSearch:
     """The search of the module docstring, for one set of template lines."""
 
@@ -102,16 +107,21 @@ class MixSearch:
         total_microbatches: int,
         solve: Callable[[tuple[tuple[int, int], ...]], float],
         later_stage_floor_s: Mapping[int, Sequence[float]] | None = None,
+        stage_times: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
     ):
         """`lines[n] = (c, beta)`; `first_stage_allreduce_s[n][K]`: the first stage of the
         n-node template all-reducing across K pipelines, for K = 0 .. at least
         num_nodes // min size; `solve(counts)`: the exact iteration seconds of a mix given
         as ((size, count), ...) in increasing size. `later_stage_floor_s[n][K]` (optional,
         same K range): max over the template's later stages s of its all-reduce across K
-        minus the backward time before s minus beta_n (see "Later stages" above)."""
+        minus the backward time before s minus beta_n (see "Later stages" above).
+        `stage_times[n]` (optional, for every size or none): (first layer of each stage,
+        [K, stage] all-reduce seconds, per layer the backward seconds before its stage),
+        for the class floor of "Whichever template ends last" above."""
         self.lines = dict(lines)
         self.first_stage_allreduce_s = first_stage_allreduce_s
         self.later_stage_floor_s = later_stage_floor_s or {}
+        self.stage_times = stage_times or {}
         self.total = total_microbatches
         self.solve = solve
 
@@ -161,6 +171,8 @@ class _Run:
         self.alone = np.array([alone(n) for n in order])
         self.floor = np.array([floors[n] for n in order])  # [level, K]
         self.floor_first = np.array([first_floors[n] for n in order])
+        stage_times = search.stage_times
+        self.stage_times = [stage_times[n] for n in order] if all(n in stage_times for n in order) else None
         self.any_floor = self.floor[:, self.k_any]
         self.any_floor_first = self.floor_first[:, self.k_any]
         self.key = None
@@ -185,9 +197,9 @@ class _Run:
             return
         seconds = self.solve(counts)
         self.solved += 1
-        key = (seconds, -pipelines, tuple(n for n, x in counts for _ in range(x)))
-        if self.key is None or key < self.key:
-            self.key, self.counts = key, counts
+        key = (seconds, -pipelines)
+        if self.key is None or key < self.key or (key == self.key and _expand(counts) < _expand(self.counts)):
+            self.key, self.counts = key, counts  # the sizes tuple is built only on a tie
 
     def result(self) -> MixResult | None:
         # class h: the mixes whose largest floor A (ties: later in `order`) is level h's
@@ -222,6 +234,16 @@ class _Class:
         self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
         self.value_s = None  # the incumbent value the tables were built for
         self.tables = np.array(knapsack_suffixes(list(size), [0.0] * len(size), run.num_nodes))
+        # [K] floors of the class: `always` holds for every mix in it, `above` when the
+        # makespan exceeds every forced first microbatch
+        self.always, self.above = run.floor_first[h], run.floor[h]
+        if run.stage_times is not None:
+            starts, stage_s, _ = run.stage_times[h]
+            latest_before = np.max([run.stage_times[j][2] for j in allowed], axis=0)  # per layer
+            cross = (stage_s[: run.kmax + 1] - latest_before[starts][None, :]).max(axis=1)
+            cross = np.minimum.accumulate(cross[::-1])[::-1]
+            self.always = np.maximum(self.always, cross)
+            self.above = np.maximum(self.above, cross)
 
     def refresh(self) -> None:
         """Rebuild the capacity tables when the incumbent improved: every pipeline of a
@@ -230,8 +252,7 @@ class _Class:
         if run.key is None or run.key[0] == self.value_s:
             return
         self.value_s = run.key[0]
-        h = self.ids[0]
-        deadline = run.deadline(self.value_s / _SLACK, run.any_floor[h], run.any_floor_first[h])
+        deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
         caps = run.caps(deadline, self.ids)
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
 
@@ -263,8 +284,7 @@ class _Class:
         ok = (later > -np.inf) & (pipes + many >= run.need) & (pipes + few <= total)
         if run.key is not None:
             k_floor = np.minimum(pipes + few, run.kmax)
-            h = self.ids[0]
-            deadline = run.deadline(run.key[0] / _SLACK, run.floor[h, k_floor], run.floor_first[h, k_floor])
+            deadline = run.deadline(run.key[0] / _SLACK, self.above[k_floor], self.always[k_floor])
             have = later + x * run.caps(deadline, self.ids[level])
             for j, count_j in picks:
                 have = have + count_j * run.caps(deadline, self.ids[j])

@@ -207,9 +207,12 @@ class Planner:
         table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
         prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
         lines = {n: linear_cost(self._templates[n]) for n in sizes}
-        later = {}
+        later, stage_times = {}, {}
         for n in sizes:
             template = self._templates[n]
+            starts = template.stage_starts
+            ends = np.array([stage.end_layer for stage in template.stages])
+            stage_times[n] = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
             if template.num_stages > 1:
                 # stage s starts its all-reduce no earlier than T - beta_n - (backward before s)
                 starts = template.stage_starts[1:]
@@ -222,6 +225,7 @@ class Planner:
             self.job.num_microbatches,
             self.mix_seconds,
             later,
+            stage_times,
         )
 
     def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:
