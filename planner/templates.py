@@ -225,27 +225,28 @@ class TemplateSearch:
             self._weight_offsets[key] = sum(len(part) for part in weights)
             weights.append(w)
         self._all_weights = np.concatenate(weights) if weights else np.zeros(0)
-        self._memory_masks: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray] | None] = {}
+        self._memory_masks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._floor_cache: tuple[int, dict[int, float]] = (0, {})
 
     def _memory_masks_for(self, b: int, d: int, nodes: int) -> tuple[np.ndarray, np.ndarray] | None:
         """inf where a stage [a, b) on d GPUs cannot hold 1 + u' in-flight microbatches (u'
         the GPUs after it), 0 elsewhere, for the two transition blocks of `_run`; None when
         every start holds every u' the search can reach."""
-        lo, _, kmax = self._columns[(b, d)]
         if self._least_inflight[(b, d)] > self.g * nodes:
             return None
-        key = (b, d, nodes)
-        if key not in self._memory_masks:
-            g = self.g
-            column = np.arange(1, nodes + 1)
+        key = (b, d)
+        if key not in self._memory_masks or self._memory_masks[key][1].shape[-1] < nodes:
+            g, widest = self.g, max(self.num_layers, nodes)  # built for the most nodes a template has, sliced
+            _, _, kmax = self._columns[key]
+            column = np.arange(1, widest + 1)
             within = g * (column[None, :] - 1) + np.arange(g - d)[:, None] + 1  # u' of block 1
             across = g * (column - 1)  # u' of block 2
             self._memory_masks[key] = (
                 np.where(within[None] < kmax[:, None, None], 0.0, INF),
                 np.where(across[None, :] < kmax[:, None], 0.0, INF),
             )
-        return self._memory_masks[key]
+        within, across = self._memory_masks[key]
+        return within[..., :nodes], across[..., :nodes]
 
     # -- the dynamic programme ----------------------------------------------------------
     def _run(self, betas: np.ndarray | None, max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
