@@ -59,8 +59,9 @@ def split_groups(
     (default: consecutive, groups in order). Returns per group (base, extra): its j-th pipeline runs base + extra[j]
     microbatches (extra shorter than the group: 0 for the rest). The chosen units are every
     pipeline's first plus the total - K smallest of the later units c + beta m (m >= 2) in
-    the order (cost, pipeline index): the threshold cost is found per group by bisection on
-    its level, and the units at exactly that cost go to the lowest indices."""
+    the order (cost, pipeline index): the threshold cost is found by moving whole levels
+    across the fractional optimum, and the units at exactly that cost go to the lowest
+    indices."""
     pipelines = sum(x for _, x in groups)
     need = total - pipelines
     if need < 0:
@@ -79,28 +80,24 @@ def split_groups(
             m += 1
         return m - 1
 
-    def units(theta: float) -> int:
-        return sum(x * levels(line, theta, False) for line, x in groups)
-
-    # the smallest unit cost theta with `need` units at or below it: per group, the lowest
-    # level whose cost reaches it (bisection over levels 2 .. need + 1), then the least
+    # theta: the smallest unit cost with `need` units at or below it. Start from the
+    # fractional optimum and move whole levels (a group's pipelines share each cost) across it.
     inverse = sum(x / beta for (_, beta), x in groups)
     estimate = (total + sum(x * c / beta for (c, beta), x in groups)) / inverse
-    theta = math.inf
-    for (c, beta), _ in groups:
-        guess = max(2, min(need + 1, math.floor((estimate - c) / beta)))
-        lo, hi, step = guess - 1, guess, 1  # invariant once found: units(lo) < need <= units(hi)
-        while hi < need + 1 and units(c + beta * hi) < need:
-            lo, hi, step = hi, min(need + 1, hi + 2 * step), 2 * step
-        while lo >= 2 and units(c + beta * lo) >= need:
-            hi, lo, step = lo, max(1, lo - 2 * step), 2 * step
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if units(c + beta * mid) >= need:
-                hi = mid
-            else:
-                lo = mid
-        theta = min(theta, c + beta * hi)
+    held = [levels(line, estimate, False) for line, _ in groups]
+    count = sum(x * n for (_, x), n in zip(groups, held))
+    if count >= need:
+        while True:  # drop the dearest level until fewer than `need` remain: its cost is theta
+            theta, g = max((c + beta * (1 + n), g) for g, (((c, beta), _), n) in enumerate(zip(groups, held)) if n)
+            if count - groups[g][1] < need:
+                break
+            count -= groups[g][1]
+            held[g] -= 1
+    else:
+        while count < need:  # take the cheapest next level until `need` are held
+            theta, g = min((c + beta * (2 + n), g) for g, (((c, beta), _), n) in enumerate(zip(groups, held)))
+            count += groups[g][1]
+            held[g] += 1
     below = [levels(line, theta, True) for line, _ in groups]
     left = need - sum(x * n for (_, x), n in zip(groups, below))
     tied = [levels(line, theta, False) - n for (line, _), n in zip(groups, below)]  # levels at exactly theta
