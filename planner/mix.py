@@ -251,7 +251,7 @@ class _Class:
         self.smallest_after = pad(np.minimum.accumulate(size[::-1])[::-1], run.num_nodes + 1)
         self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
         self.value_s = None  # the incumbent value the tables were built for
-        self.tables = np.array(knapsack_suffixes(list(size), [0.0] * len(size), run.num_nodes))
+        self.tables = None  # built by `refresh`
         # [K] floors of the class: `always` holds for every mix in it, `above` when the
         # makespan exceeds every forced first microbatch
         self.always, self.above = run.floor_first[h], run.floor[h]
@@ -267,7 +267,11 @@ class _Class:
         """Rebuild the capacity tables when the incumbent improved: every pipeline of a
         mix in this class ends by U - floor A_h."""
         run = self.run
-        if run.key is None or run.key[0] == self.value_s:
+        if run.key is None:
+            if self.tables is None:  # no incumbent yet: only which node counts are reachable
+                self.tables = np.array(knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes))
+            return
+        if run.key[0] == self.value_s:
             return
         self.value_s = run.key[0]
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
@@ -275,6 +279,12 @@ class _Class:
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
 
     def search(self) -> None:
+        run = self.run
+        if run.key is not None:  # the class's own floors may already rule it out
+            fastest = float(run.alone[self.ids].min())
+            floor = self.above[run.k_any] if fastest > run.forced_s else self.always[run.k_any]
+            if (fastest + floor) * _SLACK > run.key[0]:
+                return
         self.refresh()
         if self.tables[0, self.run.num_nodes] > -np.inf:
             self.visit(0, 0, self.run.num_nodes, [])
