@@ -220,10 +220,11 @@ class TemplateSearch:
                         self._from[a].append((end, d, float(w_col[a - lo]), float(k_col[a - lo])))
         self._least_inflight = {key: float(column[2].min()) for key, column in self._columns.items()}
         self._weight_offsets: dict[tuple[int, int], int] = {}
-        weights = []
-        for key, (lo, w, _) in self._columns.items():  # every stage weight, one flat vector
-            self._weight_offsets[key] = sum(len(part) for part in weights)
+        weights, offset = [], 0
+        for key, (_, w, _) in self._columns.items():  # every stage weight, one flat vector
+            self._weight_offsets[key] = offset
             weights.append(w)
+            offset += len(w)
         self._all_weights = np.concatenate(weights) if weights else np.zeros(0)
         self._memory_masks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._floor_cache: tuple[int, dict[int, float]] = (0, {})

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
 from planner.analytic import analytic_profile
+from planner.batching import distribute_microbatches
 from planner.costmodel import pipeline_time_s
 from planner.errors import InfeasibleError
 from planner.hardware import make_cluster
-from planner.batching import distribute_microbatches
 from planner.mix import knapsack_suffixes
 from planner.plan import JobSpec
 from planner.planner import Planner
