@@ -251,7 +251,8 @@ class _Class:
         self.smallest_after = pad(np.minimum.accumulate(size[::-1])[::-1], run.num_nodes + 1)
         self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
         self.value_s = None  # the incumbent value the tables were built for
-        self.tables = None  # built by `refresh`
+        self.tables = np.empty((0, 0))  # built by `refresh`
+        self.built = False
         # [K] floors of the class: `always` holds for every mix in it, `above` when the
         # makespan exceeds every forced first microbatch
         self.always, self.above = run.floor_first[h], run.floor[h]
@@ -268,8 +269,9 @@ class _Class:
         mix in this class ends by U - floor A_h."""
         run = self.run
         if run.key is None:
-            if self.tables is None:  # no incumbent yet: only which node counts are reachable
+            if not self.built:  # no incumbent yet: only which node counts are reachable
                 self.tables = np.array(knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes))
+                self.built = True
             return
         if run.key[0] == self.value_s:
             return
@@ -277,6 +279,7 @@ class _Class:
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
         caps = run.caps(deadline, self.ids)
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
+        self.built = True
 
     def search(self) -> None:
         run = self.run

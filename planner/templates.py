@@ -257,7 +257,7 @@ class TemplateSearch:
         Returns (after, done), indexed [beta, a, u]: the cost of covering layers [a, L)
         with the last u GPUs, before and after the bottleneck has been placed. With betas
         None there is one row, `after` holds the least achievable largest stage weight of
-        such a cover (a min-max path) and `done` is unused.
+        such a cover (a min-max path) and `done` is empty.
 
         Inside, GPUs are counted from the pipeline's end, u = g (c - 1) + q + 1 stored at
         [q, c] (q the slot in the node, c - 1 the node; u = 0 at [g - 1, 0]). A stage on d
@@ -318,7 +318,7 @@ class TemplateSearch:
                         cost = neck[:, offset + first : offset + last].reshape((count, last - first) + extra)
                         np.minimum(target, part + cost, out=target)
         if minmax:
-            return _by_gpus(states[:, 0]), None
+            return _by_gpus(states[:, 0]), np.empty(0)
         return _by_gpus(states[:, 0]), _by_gpus(states[:, 1])
 
     def min_bottlenecks(self, max_nodes: int) -> dict[int, float]:
@@ -364,7 +364,7 @@ class TemplateSearch:
         while position < len(candidates) and active:
             # A batch of betas, each with the node counts still open at the batch's start;
             # later results can only close more, so running a few extra betas changes nothing.
-            batch = []
+            batch: list[tuple[float, list[int]]] = []
             while position < len(candidates) and len(batch) < _BATCH:
                 beta = candidates[position]
                 position += 1
