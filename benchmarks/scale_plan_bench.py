@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import re
 import subprocess
 import sys
@@ -61,15 +62,16 @@ def reference_seconds(num_nodes: int, limit_s: float):
 
 def in_process(num_nodes: int, reference_limit_s: float) -> None:
     planner = make_planner(num_nodes)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sizes = planner.template_sizes(num_nodes, 4)
-    templates_s = time.perf_counter() - start
-    start = time.perf_counter()
+    templates_s, templates_cpu = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
     result = planner.mix_search(num_nodes, 4, sizes).best(num_nodes, 4)
-    new_s = time.perf_counter() - start
+    new_s, new_cpu = time.perf_counter() - start, time.process_time() - cpu
     assert result is not None, f"no mix fits {num_nodes} nodes"
-    print(f"== {num_nodes} nodes, global batch {24 * num_nodes}: {len(sizes)} templates in {templates_s:.2f} s", flush=True)
-    print(f"  new search        {new_s:8.3f} s  -> {dict(result.counts)} {result.seconds:.4f} s/iteration "
+    print(f"== {num_nodes} nodes, global batch {24 * num_nodes}: {len(sizes)} templates in {templates_s:.2f} s "
+          f"({templates_cpu:.2f} s CPU), load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"  new search        {new_s:8.3f} s ({new_cpu:.3f} s CPU) -> {dict(result.counts)} {result.seconds:.4f} s/iteration "
           f"({result.mixes_solved} mixes solved, {result.nodes_expanded} nodes, lower bound {result.lower_bound_s:.4f} s)")
     if reference_limit_s > 0:
         old = reference_seconds(num_nodes, reference_limit_s)
@@ -94,9 +96,10 @@ def whole_process(num_nodes: int, limit_s: float) -> None:
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     assert wall is not None and rss is not None, "GNU time -v prints both lines"
+    cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
-    print(f"  ooblab plan       {seconds:8.2f} s  {int(rss.group(1)) / 2**20:.2f} GB peak RSS, exit {done.returncode}, "
-          f"{len(done.stdout.splitlines())} lines of output")
+    print(f"  ooblab plan       {seconds:8.2f} s wall, {cpu:.2f} s CPU, {int(rss.group(1)) / 2**20:.2f} GB peak RSS, "
+          f"exit {done.returncode}, {len(done.stdout.splitlines())} lines of output, load {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:

@@ -2,7 +2,9 @@
 
 Each part owns its sub-commands in `<part>/cli.py`, which exposes `register(subparsers)`.
 Modules are imported here only to register their parsers; heavy dependencies (torch,
-simpy) are imported inside the handlers so that `ooblab plan` stays light.
+simpy) are imported inside the handlers. When the command line names a sub-command, only
+the part that owns it is imported (`ooblab plan` then loads neither pandas, simpy nor
+torch); `ooblab --help` and unknown commands import every part.
 """
 
 from __future__ import annotations
@@ -13,16 +15,32 @@ import sys
 
 # Parts that contribute sub-commands, in the order `ooblab --help` lists them.
 _PARTS = ("planner.cli", "traces.cli", "sim.cli", "real.launch.cli", "experiments.cli", "experiments.validation.cli")
+# Which part registers each sub-command (tests/planner/test_cli.py checks it against the parts).
+COMMANDS = {
+    "plan": "planner.cli",
+    "traces": "traces.cli",
+    "simulate": "sim.cli",
+    "run": "real.launch.cli",
+    "coordinator": "real.launch.cli",
+    "node": "real.launch.cli",
+    "worker": "real.launch.cli",
+    "profile": "real.launch.cli",
+    "reproduce": "experiments.cli",
+    "validate": "experiments.validation.cli",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv` naming a known sub-command first, only its part's."""
+    command = argv[0] if argv else None
+    parts = (COMMANDS[command],) if command in COMMANDS else _PARTS
     parser = argparse.ArgumentParser(
         prog="ooblab",
         description="Testbed for resilient distributed training on preemptible GPUs.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in _PARTS:
+    for name in parts:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -34,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)

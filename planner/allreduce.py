@@ -50,14 +50,22 @@ def exposed_allreduce_s(
         key = id(template)
         distinct[key] = template
         latest[key] = max(latest.get(key, -np.inf), finish)
+    return grouped_exposed_allreduce_s(list(distinct.values()), list(latest.values()), layer_times_s)
+
+
+def grouped_exposed_allreduce_s(
+    templates: Sequence[PipelineTemplate], latest_s: Sequence[float], layer_times_s: np.ndarray
+) -> float:
+    """`exposed_allreduce_s` from each distinct template and its latest pipeline's finish
+    (of two or more pipelines in all; layer_times_s for their total count)."""
     ready = np.full(len(layer_times_s), -np.inf)
-    for key, template in distinct.items():
-        np.maximum(ready, latest[key] - template.backward_before_s, out=ready)
+    for template, finish in zip(templates, latest_s):
+        np.maximum(ready, finish - template.backward_before_s, out=ready)
     end = -np.inf
-    for template in distinct.values():
+    for template in templates:
         starts = template.stage_starts
         end = max(end, float((np.maximum.reduceat(ready, starts) + np.add.reduceat(layer_times_s, starts)).max()))
-    return max(0.0, end - max(pipeline_times_s))
+    return max(0.0, end - max(latest_s))
 
 
 def layer_allreduce_table_s(profile: ModelProfile, cluster: ClusterSpec, max_replicas: int) -> np.ndarray:

@@ -6,12 +6,13 @@ max_i T_i(m_i). Giving microbatches one at a time to whichever pipeline would fi
 next one earliest is optimal (the chosen values are the M smallest of the sequences
 T_i(1), T_i(2), ... with every first term forced), so the answer is computed from a
 fractional estimate and corrected to that set with a few heap steps: O(K log K) instead of
-O(M log K). Ties go to the lower pipeline index.
+O(M log K). Ties go to the lower pipeline index. Identical pipelines are handled as one
+group (`split_groups`), so the cost grows with the number of distinct templates, not the
+thousands of pipelines of a 12,500-node plan.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 
@@ -35,36 +36,95 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
         raise InfeasibleError("no pipelines to give microbatches to")
     if total < k:
         raise InfeasibleError(f"{total} microbatches cannot feed {k} pipelines (each needs at least one)")
-    unique = {id(t): t for t in templates}  # thousands of pipelines, few templates
-    distinct = {key: linear_cost(t) for key, t in unique.items()}
-    lines = [distinct[id(t)] for t in templates]
-    inverse = sum(1.0 / beta for _, beta in lines)
-    tau = (total + sum(c / beta for c, beta in lines)) / inverse
-    counts = [max(1, math.floor((tau - c) / beta)) for c, beta in lines]
-    excess = sum(counts) - total
-    if excess > 0:
-        # Drop the most expensive chosen units (never a pipeline's first).
-        heap = [(-(c + beta * m), -i) for i, ((c, beta), m) in enumerate(zip(lines, counts)) if m > 1]
-        heapq.heapify(heap)
-        while excess > 0:
-            _, neg_i = heapq.heappop(heap)
-            i = -neg_i
-            counts[i] -= 1
-            excess -= 1
-            if counts[i] > 1:
-                c, beta = lines[i]
-                heapq.heappush(heap, (-(c + beta * counts[i]), -i))
-    elif excess < 0:
-        # Add the cheapest next units.
-        heap = [(c + beta * (m + 1), i) for i, ((c, beta), m) in enumerate(zip(lines, counts))]
-        heapq.heapify(heap)
-        while excess < 0:
-            _, i = heapq.heappop(heap)
-            counts[i] += 1
-            excess += 1
-            c, beta = lines[i]
-            heapq.heappush(heap, (c + beta * (counts[i] + 1), i))
+    members: dict[int, list[int]] = {}  # thousands of pipelines, few templates
+    first: dict[int, PipelineTemplate] = {}
+    for index, template in enumerate(templates):
+        members.setdefault(id(template), []).append(index)
+        first.setdefault(id(template), template)
+    groups = [(linear_cost(first[key]), indices) for key, indices in members.items()]
+    counts = [0] * k
+    split = split_groups([(line, len(ix)) for line, ix in groups], total, [ix for _, ix in groups])
+    for (_, indices), (base, extra) in zip(groups, split):
+        for position, index in enumerate(indices):
+            counts[index] = base + extra[position] if position < len(extra) else base
     return tuple(counts)
+
+
+def split_groups(
+    groups: Sequence[tuple[tuple[float, float], int]], total: int, indices: Sequence[Sequence[int]] | None = None
+) -> list[tuple[int, list[int]]]:
+    """The optimal split for groups of identical pipelines, O(groups^2 log) whatever their size.
+
+    `groups`: ((c, beta), pipelines); `indices`: each group's pipeline indices, increasing
+    (default: consecutive, groups in order). Returns per group (base, extra): its j-th pipeline runs base + extra[j]
+    microbatches (extra shorter than the group: 0 for the rest). The chosen units are every
+    pipeline's first plus the total - K smallest of the later units c + beta m (m >= 2) in
+    the order (cost, pipeline index): the threshold cost is found by moving whole levels
+    across the fractional optimum, and the units at exactly that cost go to the lowest
+    indices."""
+    pipelines = sum(x for _, x in groups)
+    need = total - pipelines
+    if need < 0:
+        raise InfeasibleError(f"{total} microbatches cannot feed {pipelines} pipelines (each needs at least one)")
+    if need == 0:
+        return [(1, []) for _ in groups]
+
+    def levels(line: tuple[float, float], theta: float, strict: bool) -> int:
+        """How many m >= 2 have c + beta m <= theta (< theta when strict), exactly."""
+        c, beta = line
+        m = max(1, min(total, math.floor((theta - c) / beta)))
+        below = (lambda v: v < theta) if strict else (lambda v: v <= theta)
+        while m >= 2 and not below(c + beta * m):
+            m -= 1
+        while m < total and below(c + beta * (m + 1)):
+            m += 1
+        return m - 1
+
+    # theta: the smallest unit cost with `need` units at or below it. Start from the
+    # fractional optimum and move whole levels (a group's pipelines share each cost) across it.
+    inverse = sum(x / beta for (_, beta), x in groups)
+    estimate = (total + sum(x * c / beta for (c, beta), x in groups)) / inverse
+    held = [levels(line, estimate, False) for line, _ in groups]
+    count = sum(x * n for (_, x), n in zip(groups, held))
+    if count >= need:
+        while True:  # drop the dearest level until fewer than `need` remain: its cost is theta
+            theta, g = max((c + beta * (1 + n), g) for g, (((c, beta), _), n) in enumerate(zip(groups, held)) if n)
+            if count - groups[g][1] < need:
+                break
+            count -= groups[g][1]
+            held[g] -= 1
+    else:
+        while count < need:  # take the cheapest next level until `need` are held
+            theta, g = min((c + beta * (2 + n), g) for g, (((c, beta), _), n) in enumerate(zip(groups, held)))
+            count += groups[g][1]
+            held[g] += 1
+    below = [levels(line, theta, True) for line, _ in groups]
+    left = need - sum(x * n for (_, x), n in zip(groups, below))
+    tied = [levels(line, theta, False) - n for (line, _), n in zip(groups, below)]  # levels at exactly theta
+    # the tied units go to the lowest indices; a pipeline takes its tied levels in order
+    extras: list[list[int]] = [[] for _ in groups]
+    if indices is None:  # consecutive indices: group order is index order
+        for g, (_, x) in enumerate(groups):
+            if left and tied[g]:
+                full = min(x, left // tied[g])
+                extras[g] = [tied[g]] * full
+                left -= full * tied[g]
+                if left and full < x:
+                    extras[g].append(left)
+                    left = 0
+    else:
+        tied_pipes = sorted((ix, g, position) for g in range(len(groups)) if tied[g] for position, ix in enumerate(indices[g]))
+        for _, g, position in tied_pipes:
+            if left == 0:
+                break
+            give = min(tied[g], left)
+            extras[g].extend([0] * (position - len(extras[g])))
+            extras[g].append(give)
+            left -= give
+    result = [(1 + n, extra) for n, extra in zip(below, extras)]
+    if left != 0:  # pragma: no cover - would mean the bisection and the counts disagree
+        raise InfeasibleError(f"internal error: microbatch split left {left} of {total} unassigned")
+    return result
 
 
 def makespan_s(templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> float:

@@ -14,8 +14,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from .allreduce import exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
-from .batching import distribute_microbatches, linear_cost
+from .allreduce import exposed_allreduce_s, grouped_exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
+from .batching import distribute_microbatches, linear_cost, split_groups
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
@@ -191,11 +191,14 @@ class Planner:
 
     def mix_seconds(self, counts: Sequence[tuple[int, int]]) -> float:
         """The exact iteration time of the mix ((size, pipelines), ...) in increasing size."""
-        templates = [self._templates[n] for n, x in counts for _ in range(x)]
-        distribution = distribute_microbatches(templates, self.job.num_microbatches)
-        times = [t.iteration_time(m) for t, m in zip(templates, distribution)]
-        exposed = exposed_allreduce_s(templates, times, self.layer_allreduce_s(len(templates)))
-        return max(times) + exposed
+        # one group per size (pipelines of a size are consecutive): O(distinct sizes), the
+        # same numbers as the plan's per-pipeline split and exposure
+        templates = [self._templates[n] for n, _ in counts]
+        split = split_groups([(linear_cost(t), x) for t, (_, x) in zip(templates, counts)], self.job.num_microbatches)
+        latest = [t.iteration_time(base + max(extra, default=0)) for t, (base, extra) in zip(templates, split)]
+        pipelines = sum(x for _, x in counts)
+        exposed = grouped_exposed_allreduce_s(templates, latest, self.layer_allreduce_s(pipelines)) if pipelines > 1 else 0.0
+        return max(latest) + exposed
 
     def mix_search(self, num_nodes: int, k: int, sizes: Sequence[int] | None = None) -> MixSearch:
         """The instantiation search over `sizes` (default: the templates `num_nodes` allow)."""
@@ -203,11 +206,26 @@ class Planner:
         max_replicas = num_nodes // min(sizes) if sizes else 0
         table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
         prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        lines = {n: linear_cost(self._templates[n]) for n in sizes}
+        later, stage_times = {}, {}
+        for n in sizes:
+            template = self._templates[n]
+            starts = template.stage_starts
+            ends = np.array([stage.end_layer for stage in template.stages])
+            stage_times[n] = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
+            if template.num_stages > 1:
+                # stage s starts its all-reduce no earlier than T - beta_n - (backward before s)
+                starts = template.stage_starts[1:]
+                ends = np.array([stage.end_layer for stage in template.stages[1:]])
+                spans = prefix[:, ends] - prefix[:, starts] - template.backward_before_s[starts][None, :]
+                later[n] = spans.max(axis=1) - lines[n][1]
         return MixSearch(
-            {n: linear_cost(self._templates[n]) for n in sizes},
+            lines,
             {n: prefix[:, self._templates[n].stages[0].end_layer] for n in sizes},
             self.job.num_microbatches,
             self.mix_seconds,
+            later,
+            stage_times,
         )
 
     def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:

@@ -12,8 +12,9 @@ must be strictly faster, k* being the rightmost maximum). For a fixed beta the b
 is therefore a shortest path over states (first uncovered layer, GPUs left), built from the
 last layer backwards so that one pass serves every node count at once (the answer for n
 nodes is the state (layer 0, n g GPUs)). Every candidate beta is a stage weight; they are
-tried in increasing order, and a node count stops once the lower bound
-T >= sum of cheapest layer weights + 3 n beta exceeds its best T. The Oobleck paper's
+tried in increasing order (a few at once, vectorised), and a node count stops once a lower
+bound on T at that beta (`_lower_bound_s`, from the sum of cheapest layer weights and
+S >= n stages) exceeds its best T. The Oobleck paper's
 divide-and-conquer keeps one best sub-plan per sub-problem and is not always optimal; this
 search is checked against brute force in tests/planner.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,10 @@ from .errors import InfeasibleError, PlannerError
 # Relative slack on pruning bounds: they are proven for exact arithmetic; the slack keeps a
 # rounding error in the last bits from pruning an optimal beta.
 _BOUND_SLACK = 1e-9
+# Betas per vectorised DP pass: numpy's per-call cost is shared by the betas of a batch,
+# and a batch stays small enough that betas its first ones would have pruned cost little
+# (GPT-3 175B on 8 GPUs per node: 56 betas needed, 54 with perfect pruning).
+_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,25 @@ class TemplateSet:
         return max(t.num_nodes for t in self.templates)
 
 
+def _by_gpus(states: np.ndarray) -> np.ndarray:
+    """[beta, a, q, c] as `_run` stores states -> [beta, a, u], u = g (c - 1) + q + 1."""
+    count, rows, g, columns = states.shape
+    flat = np.empty((count, rows, g * (columns - 1) + 1))
+    flat[:, :, 0] = states[:, :, g - 1, 0]
+    flat[:, :, 1:] = states[:, :, :, 1:].transpose(0, 1, 3, 2).reshape(count, rows, -1)
+    return flat
+
+
+def _lower_bound_s(w_min_s: float, num_nodes: int, beta: float) -> float:
+    """No n-node layout with bottleneck weight beta has T below this (exact arithmetic).
+
+    T = sum_{i<k} w_i + 2 sum_{i>k} w_i + (3S + k + 1) beta (k the 0-based bottleneck,
+    N_b = 4S) with S >= n stages and sum w >= w_min. Bounding sum_{i<k} w_i by k beta
+    (each w_i <= beta) gives T >= 2 sum w + (3S - 1) beta; dropping the sums, T >=
+    (3S + 1) beta; keeping them as they are, T >= sum w + 3S beta."""
+    return max(2 * w_min_s + (3 * num_nodes - 1) * beta, w_min_s + 3 * num_nodes * beta, (3 * num_nodes + 1) * beta)
+
+
 def template_node_range(n0: int, num_nodes: int, fault_tolerance: int) -> range:
     """DESIGN 3.3: [n0, max(2 n0 - 1, N - f n0)], capped at N."""
     upper = min(num_nodes, max(2 * n0 - 1, num_nodes - fault_tolerance * n0))
@@ -184,63 +209,120 @@ class TemplateSearch:
                 if fits.size:
                     lo = int(fits[0])
                     self._columns[(b, d)] = (lo, w[lo:b, b].copy(), k[lo:b, b].copy())
-        self._penalties: dict[tuple[int, int], np.ndarray] = {}
-        self._penalty_width = 0
+        # For every stage start a: the stages that may begin there, as (end, d, weight,
+        # in-flight capacity) in the order the trace-back tries them.
+        self._from: list[list[tuple[int, int, float, float]]] = [[] for _ in range(self.num_layers)]
+        for end in range(1, self.num_layers + 1):
+            for d in self.widths:
+                column = self._columns.get((end, d))
+                if column is not None:
+                    lo, w_col, k_col = column
+                    for a in range(lo, end):
+                        self._from[a].append((end, d, float(w_col[a - lo]), float(k_col[a - lo])))
+        self._least_inflight = {key: float(column[2].min()) for key, column in self._columns.items()}
+        self._weight_offsets: dict[tuple[int, int], int] = {}
+        weights, offset = [], 0
+        for key, (_, w, _) in self._columns.items():  # every stage weight, one flat vector
+            self._weight_offsets[key] = offset
+            weights.append(w)
+            offset += len(w)
+        self._all_weights = np.concatenate(weights) if weights else np.zeros(0)
+        self._memory_masks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._floor_cache: tuple[int, dict[int, float]] = (0, {})
 
-    def _penalty(self, b: int, d: int, size: int) -> np.ndarray:
-        """0 where a stage ending at b on d GPUs may sit with u GPUs after it (same node,
-        memory for 1 + u in-flight microbatches), inf elsewhere; rows are its starts."""
-        if size > self._penalty_width:
-            self._penalties.clear()
-            self._penalty_width = size
+    def _memory_masks_for(self, b: int, d: int, nodes: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """inf where a stage [a, b) on d GPUs cannot hold 1 + u' in-flight microbatches (u'
+        the GPUs after it), 0 elsewhere, for the two transition blocks of `_run`; None when
+        every start holds every u' the search can reach."""
+        if self._least_inflight[(b, d)] > self.g * nodes:
+            return None
         key = (b, d)
-        if key not in self._penalties:
+        if key not in self._memory_masks or self._memory_masks[key][1].shape[-1] < nodes:
+            g, widest = self.g, max(self.num_layers, nodes)  # built for the most nodes a template has, sliced
             _, _, kmax = self._columns[key]
-            u = np.arange(self._penalty_width)
-            ok = (((u % self.g) + d) <= self.g)[None, :] & (u[None, :] < kmax[:, None])
-            self._penalties[key] = np.where(ok, 0.0, INF)
-        return self._penalties[key][:, :size]
+            column = np.arange(1, widest + 1)
+            within = g * (column[None, :] - 1) + np.arange(g - d)[:, None] + 1  # u' of block 1
+            across = g * (column - 1)  # u' of block 2
+            self._memory_masks[key] = (
+                np.where(within[None] < kmax[:, None, None], 0.0, INF),
+                np.where(across[None, :] < kmax[:, None], 0.0, INF),
+            )
+        within, across = self._memory_masks[key]
+        return within[..., :nodes], across[..., :nodes]
 
     # -- the dynamic programme ----------------------------------------------------------
-    def _run(self, beta: float | None, max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
-        """Shortest paths for one beta (None: the smallest possible bottleneck instead).
+    def _run(self, betas: np.ndarray | None, max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+        """Shortest paths for each beta in `betas` at once (None: the smallest possible
+        bottleneck instead).
 
-        Returns (after, done): cost of covering layers [a, L) with the last u GPUs, before
-        and after the bottleneck has been placed. With beta None, `after` holds the least
-        achievable largest stage weight of such a cover (a min-max path) and `done` is unused.
+        Returns (after, done), indexed [beta, a, u]: the cost of covering layers [a, L)
+        with the last u GPUs, before and after the bottleneck has been placed. With betas
+        None there is one row, `after` holds the least achievable largest stage weight of
+        such a cover (a min-max path) and `done` is empty.
+
+        Inside, GPUs are counted from the pipeline's end, u = g (c - 1) + q + 1 stored at
+        [q, c] (q the slot in the node, c - 1 the node; u = 0 at [g - 1, 0]). A stage on d
+        GPUs stays in one node exactly when it ends on a slot q >= d - 1; it leaves slot
+        q - d of the same node (q >= d) or the previous node's last slot (q = d - 1). Both
+        are plain slices with the nodes innermost, so no transition straddles a node and
+        numpy runs long contiguous loops. Both phases sit in one array, [beta, phase, a,
+        q, c] with phase 0 "after" and 1 "done", so the two phase-keeping transitions are
+        one operation; the bottleneck's own transition (w = beta exactly) is rare.
         """
-        n_layers, width = self.num_layers, max_gpus + 1
-        after = np.full((n_layers + 1, width), INF)
-        done = np.full((n_layers + 1, width), INF)
-        after[n_layers, 0] = 0.0  # stage weights are > 0, so max(0, w) = w in min-max mode
+        g, n_layers = self.g, self.num_layers
+        nodes = -(-max_gpus // g)
+        minmax = betas is None
+        count = 1 if betas is None else len(betas)
+        states = np.full((count, 1 if minmax else 2, n_layers + 1, g, nodes + 1), INF)
+        states[:, 0, n_layers, g - 1, 0] = 0.0  # u = 0; stage weights are > 0, so max(0, w) = w in min-max mode
+        if not minmax:
+            beta = np.asarray(betas, dtype=float)[:, None]
+            w_all = self._all_weights[None, :]
+            keep = np.stack(  # [beta, phase, stage]: after -> after, done -> done
+                [np.where(w_all < beta, 2 * w_all + 3 * beta, INF), np.where(w_all <= beta, w_all + 4 * beta, INF)], axis=1
+            )
+            neck = np.where(w_all == beta, 4 * beta, INF)
+            has_neck = np.asarray(np.isfinite(neck).any(axis=0))
         for b in range(n_layers, 0, -1):
-            src_after, src_done = after[b], done[b]
-            has_after = np.isfinite(src_after).any()
-            has_done = np.isfinite(src_done).any()
-            if not (has_after or has_done):
+            if not np.isfinite(states[:, :, b]).any():
                 continue
             for d in self.widths:
                 column = self._columns.get((b, d))
-                if column is None or d > max_gpus:
+                if column is None:
                     continue
                 lo, w, _ = column
-                size = width - d
-                penalty = self._penalty(b, d, size)
-                rows = slice(lo, b)
-                if beta is None:
-                    worst = np.maximum(src_after[None, :size], w[:, None]) + penalty
-                    np.minimum(after[rows, d:], worst, out=after[rows, d:])
-                    continue
-                if has_after:
-                    base = src_after[None, :size] + penalty
-                    cost_after = np.where(w < beta, 2 * w + 3 * beta, INF)
-                    np.minimum(after[rows, d:], base + cost_after[:, None], out=after[rows, d:])
-                    cost_neck = np.where(w == beta, 4 * beta, INF)
-                    np.minimum(done[rows, d:], base + cost_neck[:, None], out=done[rows, d:])
-                if has_done:
-                    cost_before = np.where(w <= beta, w + 4 * beta, INF)
-                    np.minimum(done[rows, d:], (src_done[None, :size] + penalty) + cost_before[:, None], out=done[rows, d:])
-        return after, done
+                rows = b - lo
+                offset = self._weight_offsets[(b, d)]
+                masks = self._memory_masks_for(b, d, nodes)
+                # block 1: slots q >= d from slot q - d of the same node; block 2: slot d - 1
+                # from the previous node's last slot
+                transitions: tuple[tuple[Any, Any, Any], ...] = (
+                    (np.s_[d:g], np.s_[0 : g - d], np.s_[1:]),
+                    (d - 1, g - 1, np.s_[:nodes]),
+                )
+                for index, (to_slot, from_slot, from_node) in enumerate(transitions):
+                    if index == 0 and d == g:
+                        continue
+                    source = states[:, :, b, from_slot, from_node][:, :, None]  # [beta, phase, 1, (slot,) node]
+                    if masks is not None:
+                        source = source + masks[index]
+                    extra = (1,) * (source.ndim - 3)
+                    target = states[:, :, lo:b, to_slot, 1:]
+                    if minmax:
+                        np.minimum(target, np.maximum(source, w.reshape((1, 1, rows) + extra)), out=target)
+                        continue
+                    cost = keep[:, :, offset : offset + rows].reshape((count, 2, rows) + extra)
+                    np.minimum(target, source + cost, out=target)
+                    hit = np.nonzero(has_neck[offset : offset + rows])[0]
+                    if hit.size:
+                        first, last = int(hit[0]), int(hit[-1]) + 1
+                        target = states[:, 1, lo + first : lo + last, to_slot, 1:]
+                        part = source[:, 0] if masks is None else source[:, 0, first:last]
+                        cost = neck[:, offset + first : offset + last].reshape((count, last - first) + extra)
+                        np.minimum(target, part + cost, out=target)
+        if minmax:
+            return _by_gpus(states[:, 0]), np.empty(0)
+        return _by_gpus(states[:, 0]), _by_gpus(states[:, 1])
 
     def min_bottlenecks(self, max_nodes: int) -> dict[int, float]:
         """For each feasible n <= max_nodes (a layout uses every GPU and fits memory): the
@@ -251,9 +333,12 @@ class TemplateSearch:
         layout has more nodes than the model has layers: the search stops there, whatever
         `max_nodes` (12,500 nodes cost what 96 do)."""
         max_nodes = min(max_nodes, self.num_layers)
-        after, _ = self._run(None, max_nodes * self.g)
-        values = {n: float(after[0, n * self.g]) for n in range(1, max_nodes + 1)}
-        return {n: v for n, v in values.items() if v < INF}
+        computed, values = self._floor_cache  # a state with u GPUs depends only on fewer GPUs
+        if max_nodes > computed:
+            after, _ = self._run(None, max_nodes * self.g)
+            values = {n: float(after[0, 0, n * self.g]) for n in range(1, max_nodes + 1)}
+            self._floor_cache = (max_nodes, values)
+        return {n: v for n, v in values.items() if n <= max_nodes and v < INF}
 
     def feasible_node_counts(self, max_nodes: int) -> list[int]:
         """Node counts n <= max_nodes for which some layout uses every GPU and fits memory."""
@@ -275,34 +360,43 @@ class TemplateSearch:
         floor = self.min_bottlenecks(max(counts))
         best_t = {n: INF for n in counts}
         best_beta: dict[int, float] = {}
+        kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # the DP of every beta some n still uses
         active = [n for n in counts if n in floor]
-        for beta in self._candidates():
-            lower = {n: max(w_min + 3 * n * beta, (3 * n + 1) * beta) * (1 - _BOUND_SLACK) for n in active}
-            if prune:
-                active = [n for n in active if lower[n] < best_t[n]]
-            if not active:
-                break
-            useful = [n for n in active if beta >= floor[n] or not prune]
-            if not useful:
+        candidates = [float(beta) for beta in self._candidates()]
+        position = 0
+        while position < len(candidates) and active:
+            # A batch of betas, each with the node counts still open at the batch's start;
+            # later results can only close more, so running a few extra betas changes nothing.
+            batch: list[tuple[float, list[int]]] = []
+            while position < len(candidates) and len(batch) < _BATCH:
+                beta = candidates[position]
+                position += 1
+                if prune:
+                    active = [n for n in active if _lower_bound_s(w_min, n, beta) * (1 - _BOUND_SLACK) < best_t[n]]
+                if not active:
+                    break
+                useful = [n for n in active if beta >= floor[n] or not prune]
+                if useful:
+                    batch.append((beta, useful))
+            if not batch:
                 continue
-            _, done = self._run(float(beta), max(useful) * self.g)
-            for n in useful:
-                value = done[0, n * self.g]
-                if value < best_t[n]:
-                    best_t[n] = float(value)
-                    best_beta[n] = float(beta)
+            after, done = self._run(np.array([beta for beta, _ in batch]), max(max(u) for _, u in batch) * self.g)
+            for row, (beta, useful) in enumerate(batch):
+                improved = False
+                for n in useful:
+                    value = done[row, 0, n * self.g]
+                    if value < best_t[n]:
+                        best_t[n] = float(value)
+                        best_beta[n] = beta
+                        improved = True
+                if improved:
+                    kept[beta] = (after[row].copy(), done[row].copy())
+            in_use = set(best_beta.values())
+            kept = {beta: tables for beta, tables in kept.items() if beta in in_use}
         missing = [n for n in counts if n not in best_beta]
         if missing:
             raise InfeasibleError(f"no feasible pipeline on {missing} nodes")
-        templates = {}
-        by_beta: dict[float, list[int]] = {}
-        for n in counts:
-            by_beta.setdefault(best_beta[n], []).append(n)
-        for beta, ns in by_beta.items():
-            after, done = self._run(beta, max(ns) * self.g)
-            for n in ns:
-                templates[n] = self._trace_back(beta, after, done, n)
-        return templates
+        return {n: self._trace_back(best_beta[n], *kept[best_beta[n]], n) for n in counts}
 
     def _trace_back(self, beta: float, after: np.ndarray, done: np.ndarray, num_nodes: int) -> PipelineTemplate:
         """Follow exact-cost transitions from (layer 0, all GPUs) back to the end."""
@@ -312,30 +406,17 @@ class TemplateSearch:
         while layer < self.num_layers:
             here = (done if phase == "done" else after)[layer, gpus]
             step = None
-            for end in range(layer + 1, self.num_layers + 1):
-                for d in self.widths:
-                    column = self._columns.get((end, d))
-                    if column is None or d > gpus or layer < column[0]:
-                        continue
-                    lo, w_col, k_col = column
-                    w, kmax = w_col[layer - lo], k_col[layer - lo]
-                    rest = gpus - d
-                    if (rest % g) + d > g or not rest < kmax:
-                        continue
-                    options = []
-                    if phase == "done":
-                        if w <= beta:
-                            options.append(("done", done[end, rest] + (w + 4 * beta)))
-                        if w == beta:
-                            options.append(("after", after[end, rest] + 4 * beta))
-                    elif w < beta:
-                        options.append(("after", after[end, rest] + (2 * w + 3 * beta)))
-                    for previous, value in options:
-                        if value == here:
-                            step = (end, d, previous, rest)
-                            break
-                    if step:
-                        break
+            for end, d, w, kmax in self._from[layer]:
+                rest = gpus - d
+                if d > gpus or (rest % g) + d > g or not rest < kmax:
+                    continue
+                if phase == "done":
+                    if w <= beta and done[end, rest] + (w + 4 * beta) == here:
+                        step = (end, d, "done", rest)
+                    elif w == beta and after[end, rest] + 4 * beta == here:
+                        step = (end, d, "after", rest)
+                elif w < beta and after[end, rest] + (2 * w + 3 * beta) == here:
+                    step = (end, d, "after", rest)
                 if step:
                     break
             if step is None:  # pragma: no cover - would mean the DP and this walk disagree

@@ -55,3 +55,38 @@ def test_large_batches_are_balanced(templates, total):
                 trial[slowest] -= 1
                 trial[j] += 1
                 assert makespan_s(templates, trial) >= worst - 1e-9 * worst
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    templates=pipeline_sets(),
+    picks=st.lists(st.integers(0, 3), min_size=1, max_size=9),
+    extra=st.integers(0, 30),
+)
+def test_split_is_the_smallest_units_in_cost_then_index_order(templates, picks, extra):
+    """Brute force over units: every pipeline's first microbatch plus the M - K cheapest
+    later ones, ties to the lower pipeline index, with the same template repeated and
+    interleaved (the grouped split must not depend on how pipelines are grouped)."""
+    from planner.batching import linear_cost
+
+    pipes = [templates[i % len(templates)] for i in picks]
+    total = len(pipes) + extra
+    units = []
+    for index, template in enumerate(pipes):
+        c, beta = linear_cost(template)
+        units += [(c + beta * m, index) for m in range(2, extra + 2)]
+    expected = [1] * len(pipes)
+    for _, index in sorted(units)[:extra]:
+        expected[index] += 1
+    assert list(distribute_microbatches(pipes, total)) == expected
+    # the consecutive-groups path (what instantiation's mix_seconds uses) agrees as well
+    from planner.batching import split_groups
+
+    ordered = sorted(picks, key=lambda i: i % len(templates))
+    pipes = [templates[i % len(templates)] for i in ordered]
+    sizes = [sum(1 for i in ordered if i % len(templates) == j) for j in range(len(templates))]
+    groups = [(linear_cost(templates[j]), x) for j, x in enumerate(sizes) if x]
+    expanded = []
+    for (_, x), (base, extra) in zip(groups, split_groups(groups, total)):
+        expanded += [base + (extra[j] if j < len(extra) else 0) for j in range(x)]
+    assert expanded == list(distribute_microbatches(pipes, total))

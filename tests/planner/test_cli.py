@@ -115,3 +115,33 @@ def test_bad_reconfiguration_requests_are_one_line_errors(args, reason):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and reason in lines[0] and "Traceback" not in result.stderr
+
+
+def test_command_table_names_the_part_that_registers_each_command():
+    """`ooblab <command>` imports only COMMANDS[command]: the table must match what the
+    parts register (a stale entry would hide a command or load the wrong part)."""
+    import argparse
+    import importlib
+
+    from ooblab import cli
+
+    owners = {}
+    for name in cli._PARTS:
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        try:
+            importlib.import_module(name).register(sub)
+        except ModuleNotFoundError:
+            continue
+        owners.update({command: name for command in sub.choices})
+    assert owners == cli.COMMANDS
+
+
+def test_plan_loads_no_pandas_simpy_or_torch():
+    code = (
+        "import sys, ooblab.cli; ooblab.cli.main(['plan', '--nodes', '4']); "
+        "print(sorted(m for m in ('pandas', 'simpy', 'torch') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
 from planner.analytic import analytic_profile
+from planner.batching import distribute_microbatches
 from planner.costmodel import pipeline_time_s
 from planner.errors import InfeasibleError
 from planner.hardware import make_cluster
@@ -151,3 +152,137 @@ def test_templates_stop_at_the_number_of_layers():
     """A node holds >= 1 stage of >= 1 layer: 12,500 nodes search what 26 layers allow."""
     planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", 12_500, 1), JobSpec(25_000, 1, 1))
     assert max(planner.feasible_sizes(12_500)) <= planner.profile.num_layers
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=7),
+    num_nodes=st.integers(2, 10),
+    microbatches=st.integers(2, 60),
+    gbps=st.sampled_from([0.5, 5.0, 100.0]),
+)
+def test_later_stage_floor_holds_for_every_mix(model, num_nodes, microbatches, gbps):
+    """Brute force over every mix: the first-stage floor always, and whenever the makespan
+    exceeds every forced first microbatch each template's later-stage floor, is at most the
+    mix's exposed all-reduce (the search cuts on both)."""
+    spec = cluster(100_000, num_nodes, 1)
+    spec = replace(spec, gpu=replace(spec.gpu, inter_node_bw_bytes_per_s=gbps * 1e9 / 8))
+    planner = Planner(model, spec, JobSpec(microbatches, 1, 0))
+    try:
+        sizes = planner.template_sizes(num_nodes, 1)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    search = planner.mix_search(num_nodes, 1, sizes)
+    forced = max(c + beta for c, beta in search.lines.values())
+    for mix in all_mixes(num_nodes, sizes, 1):
+        if len(mix) > microbatches:
+            continue
+        counts = tuple(sorted(Counter(mix).items()))
+        templates = [planner._templates[n] for n in sorted(mix)]
+        split = distribute_microbatches(templates, microbatches)
+        makespan = max(t.iteration_time(m) for t, m in zip(templates, split))
+        exposed = planner.mix_seconds(counts) - makespan
+        for n in set(mix):
+            assert exposed >= search.first_stage_allreduce_s[n][len(mix)] - 1e-9
+            if makespan > forced and n in search.later_stage_floor_s:
+                assert exposed >= search.later_stage_floor_s[n][len(mix)] - 1e-9, (mix, n)
+
+
+def _cross_floor(search, present, h, pipelines):
+    """Class floor of mix.py for template h when the class holds exactly `present`."""
+    starts, stage_s, _ = search.stage_times[h]
+    latest_before = np.max([search.stage_times[q][2] for q in present], axis=0)
+    return float((stage_s[pipelines] - latest_before[starts]).max())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=7),
+    num_nodes=st.integers(2, 10),
+    microbatches=st.integers(2, 60),
+    gbps=st.sampled_from([0.5, 5.0, 100.0]),
+)
+def test_last_template_floor_holds_for_every_mix(model, num_nodes, microbatches, gbps):
+    """Brute force over every mix: for each template h in it, the exposed all-reduce is at
+    least max over h's stages of (its all-reduce - the largest backward-before of any
+    template present), at any makespan (no forced-microbatch condition)."""
+    spec = cluster(100_000, num_nodes, 1)
+    spec = replace(spec, gpu=replace(spec.gpu, inter_node_bw_bytes_per_s=gbps * 1e9 / 8))
+    planner = Planner(model, spec, JobSpec(microbatches, 1, 0))
+    try:
+        sizes = planner.template_sizes(num_nodes, 1)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    search = planner.mix_search(num_nodes, 1, sizes)
+    for mix in all_mixes(num_nodes, sizes, 1):
+        if len(mix) > microbatches:
+            continue
+        counts = tuple(sorted(Counter(mix).items()))
+        templates = [planner._templates[n] for n in sorted(mix)]
+        split = distribute_microbatches(templates, microbatches)
+        exposed = planner.mix_seconds(counts) - max(t.iteration_time(m) for t, m in zip(templates, split))
+        for h in set(mix):
+            assert exposed >= _cross_floor(search, set(mix), h, len(mix)) - 1e-9, (mix, h)
+
+
+def test_last_template_floor_is_nearly_tight_on_gpt3_175b():
+    """The floor has teeth: on the issue's 12,500-node setting, for its optimum (127 x 98 +
+    1 x 54 nodes) it is within 1e-3 s of the exposure and well above the first-stage floor
+    (which let 41,293 mixes through)."""
+    planner = Planner(analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", 12500, 8), JobSpec(300_000, 1, 3))
+    counts = ((54, 1), (98, 127))
+    search = planner.mix_search(12500, 4)
+    templates = [planner._templates[n] for n, x in counts for _ in range(x)]
+    split = distribute_microbatches(templates, 300_000)
+    exposed = planner.mix_seconds(counts) - max(t.iteration_time(m) for t, m in zip(templates, split))
+    best = max(_cross_floor(search, {54, 98}, h, 128) for h in (54, 98))
+    first = max(search.first_stage_allreduce_s[h][128] for h in (54, 98))
+    assert best <= exposed + 1e-9
+    assert exposed - best < 1e-3
+    assert best > first + 0.05
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=7),
+    num_nodes=st.integers(2, 10),
+    microbatches=st.integers(2, 60),
+    gbps=st.sampled_from([0.5, 5.0, 100.0]),
+)
+def test_the_search_classes_floors_hold_for_every_mix_of_the_class(model, num_nodes, microbatches, gbps):
+    """The floors the search actually cuts with (per class, per pipeline count) are at most
+    the exposed all-reduce of every mix in the class: `always` at any makespan, `above`
+    when the makespan exceeds every forced first microbatch (brute force over mixes)."""
+    from planner import mix as mix_module
+
+    spec = cluster(100_000, num_nodes, 1)
+    spec = replace(spec, gpu=replace(spec.gpu, inter_node_bw_bytes_per_s=gbps * 1e9 / 8))
+    planner = Planner(model, spec, JobSpec(microbatches, 1, 0))
+    try:
+        sizes = planner.template_sizes(num_nodes, 1)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    run = mix_module._Run(planner.mix_search(num_nodes, 1, sizes), num_nodes, 1, sizes)
+    rank = sorted(range(len(run.order)), key=lambda j: (run.any_floor[j], j))
+    mixes = [m for m in all_mixes(num_nodes, sizes, 1) if len(m) <= microbatches]
+    for position, h in enumerate(rank):
+        allowed = rank[: position + 1]
+        group = mix_module._Class(run, h, sorted(allowed))
+        allowed_sizes = {run.order[j] for j in allowed}
+        for mix in mixes:
+            if run.order[h] not in mix or not set(mix) <= allowed_sizes:
+                continue
+            counts = tuple(sorted(Counter(mix).items()))
+            templates = [planner._templates[n] for n in sorted(mix)]
+            split = distribute_microbatches(templates, microbatches)
+            makespan = max(t.iteration_time(m) for t, m in zip(templates, split))
+            exposed = planner.mix_seconds(counts) - makespan
+            assert exposed >= group.always[len(mix)] - 1e-9, (mix, run.order[h])
+            if makespan > run.forced_s:
+                assert exposed >= group.above[len(mix)] - 1e-9, (mix, run.order[h])

@@ -113,3 +113,51 @@ def test_a_stage_never_spans_two_nodes():
     for stage in found.stages:
         assert stage.gpu_offset + stage.num_gpus <= 2
     assert found.bottleneck_s > 100
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=7),
+    gpus_per_node=st.sampled_from([1, 2, 4]),
+    memory_mib=st.sampled_from([96, 100_000]),
+)
+def test_pruning_bound_holds_for_every_layout(model, gpus_per_node, memory_mib):
+    """The sweep's lower bound on T at a bottleneck weight is below every real layout with
+    that bottleneck (brute force over all layouts), and tight for one-stage layouts."""
+    from planner.templates import _lower_bound_s
+
+    tables = CostTables(model, cluster(memory_mib, 3, gpus_per_node))
+    w_min = tables.min_total_weight_s()
+    for n in range(1, 4):
+        for layout in all_layouts(tables, n):
+            weights = [tables.weight_s(a, b, d) for a, b, d in layout]
+            t = pipeline_time_s(weights, 4 * len(weights))
+            assert _lower_bound_s(w_min, n, max(weights)) <= t * (1 + 1e-9), (layout, t)
+            if len(layout) == 1:
+                assert math.isclose(_lower_bound_s(w_min, n, max(weights)), t, rel_tol=1e-9)
+
+
+def test_batched_search_equals_one_beta_at_a_time():
+    """Several betas per DP pass give the same templates as one per pass (GPT-3 6.7B, 2 GPUs
+    per node, memory binding on some stages)."""
+    import planner.templates as templates_module
+    from planner.analytic import analytic_profile
+    from planner.hardware import make_cluster
+
+    def layouts(batch):
+        old = templates_module._BATCH
+        templates_module._BATCH = batch
+        try:
+            tables = CostTables(analytic_profile("gpt3-6.7b", "a100-40gb", 1), make_cluster("a100-40gb", 40, 2))
+            search = TemplateSearch(tables)
+            found = search.best(search.feasible_node_counts(40))
+        finally:
+            templates_module._BATCH = old
+        return {n: (t.iteration_time_s, [(s.first_layer, s.end_layer, s.num_gpus) for s in t.stages]) for n, t in found.items()}
+
+    one, many = layouts(1), layouts(16)
+    assert len(one) > 10
+    assert one == many
+    unpruned = TemplateSearch(CostTables(analytic_profile("gpt3-6.7b", "a100-40gb", 1), make_cluster("a100-40gb", 40, 2)))
+    full = unpruned.best(sorted(one), prune=False)
+    assert {n: t.iteration_time_s for n, t in full.items()} == {n: v[0] for n, v in one.items()}
