@@ -33,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_planner(num_nodes: int) -> Planner:
-    return Planner(analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", num_nodes, 8), JobSpec(24 * num_nodes, 1, 3))
+    return Planner(
+        analytic_profile("gpt3-175b", "a100-80gb", 1),
+        make_cluster("a100-80gb", num_nodes, 8),
+        JobSpec(24 * num_nodes, 1, 3),
+    )
 
 
 def _reference(num_nodes: int, queue) -> None:
@@ -69,10 +73,15 @@ def in_process(num_nodes: int, reference_limit_s: float) -> None:
     result = planner.mix_search(num_nodes, 4, sizes).best(num_nodes, 4)
     new_s, new_cpu = time.perf_counter() - start, time.process_time() - cpu
     assert result is not None, f"no mix fits {num_nodes} nodes"
-    print(f"== {num_nodes} nodes, global batch {24 * num_nodes}: {len(sizes)} templates in {templates_s:.2f} s "
-          f"({templates_cpu:.2f} s CPU), load {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"  new search        {new_s:8.3f} s ({new_cpu:.3f} s CPU) -> {dict(result.counts)} {result.seconds:.4f} s/iteration "
-          f"({result.mixes_solved} mixes solved, {result.nodes_expanded} nodes, lower bound {result.lower_bound_s:.4f} s)")
+    print(
+        f"== {num_nodes} nodes, global batch {24 * num_nodes}: {len(sizes)} templates in {templates_s:.2f} s "
+        f"({templates_cpu:.2f} s CPU), load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    print(
+        f"  new search        {new_s:8.3f} s ({new_cpu:.3f} s CPU) -> {dict(result.counts)} {result.seconds:.4f} s/iteration "
+        f"({result.mixes_solved} mixes solved, {result.nodes_expanded} nodes, lower bound {result.lower_bound_s:.4f} s)"
+    )
     if reference_limit_s > 0:
         old = reference_seconds(num_nodes, reference_limit_s)
         if old is None:
@@ -85,8 +94,24 @@ def in_process(num_nodes: int, reference_limit_s: float) -> None:
 
 def whole_process(num_nodes: int, limit_s: float) -> None:
     command = [
-        "/usr/bin/time", "-v", sys.executable, "-m", "ooblab.cli", "plan", "--model", "gpt3-175b", "--gpu", "a100-80gb",
-        "--gpus-per-node", "8", "--f", "3", "--nodes", str(num_nodes), "--global-batch", str(24 * num_nodes),
+        "/usr/bin/time",
+        "-v",
+        sys.executable,
+        "-m",
+        "ooblab.cli",
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--gpu",
+        "a100-80gb",
+        "--gpus-per-node",
+        "8",
+        "--f",
+        "3",
+        "--nodes",
+        str(num_nodes),
+        "--global-batch",
+        str(24 * num_nodes),
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, cwd=ROOT)
@@ -98,8 +123,10 @@ def whole_process(num_nodes: int, limit_s: float) -> None:
     assert wall is not None and rss is not None, "GNU time -v prints both lines"
     cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
-    print(f"  ooblab plan       {seconds:8.2f} s wall, {cpu:.2f} s CPU, {int(rss.group(1)) / 2**20:.2f} GB peak RSS, "
-          f"exit {done.returncode}, {len(done.stdout.splitlines())} lines of output, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"  ooblab plan       {seconds:8.2f} s wall, {cpu:.2f} s CPU, {int(rss.group(1)) / 2**20:.2f} GB peak RSS, "
+        f"exit {done.returncode}, {len(done.stdout.splitlines())} lines of output, load {os.getloadavg()[0]:.1f}"
+    )
 
 
 def main() -> None:

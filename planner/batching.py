@@ -113,7 +113,9 @@ def split_groups(
                     extras[g].append(left)
                     left = 0
     else:
-        tied_pipes = sorted((ix, g, position) for g in range(len(groups)) if tied[g] for position, ix in enumerate(indices[g]))
+        tied_pipes = sorted(
+            (ix, g, position) for g in range(len(groups)) if tied[g] for position, ix in enumerate(indices[g])
+        )
         for _, g, position in tied_pipes:
             if left == 0:
                 break
@@ -129,4 +131,3 @@ def split_groups(
 
 def makespan_s(templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> float:
     return max(t.iteration_time(m) for t, m in zip(templates, counts))
-

@@ -163,13 +163,17 @@ class _Run:
         for n in sizes:
             values = np.asarray(search.first_stage_allreduce_s[n][: kmax + 1], dtype=float)
             if len(values) < kmax + 1:
-                raise ValueError(f"internal error: all-reduce times for {n} nodes stop at {len(values) - 1} pipelines, {kmax} needed")
+                raise ValueError(
+                    f"internal error: all-reduce times for {n} nodes stop at {len(values) - 1} pipelines, {kmax} needed"
+                )
             first_floors[n] = np.minimum.accumulate(values[::-1])[::-1]  # min over K' >= K
             given = search.later_stage_floor_s.get(n)
             if given is not None:
                 later = np.asarray(given[: kmax + 1], dtype=float)
                 if len(later) < kmax + 1:
-                    raise ValueError(f"internal error: later-stage floors for {n} nodes stop at {len(later) - 1} pipelines, {kmax} needed")
+                    raise ValueError(
+                        f"internal error: later-stage floors for {n} nodes stop at {len(later) - 1} pipelines, {kmax} needed"
+                    )
                 values = np.maximum(values, later)
             floors[n] = np.minimum.accumulate(values[::-1])[::-1]
         # the later-stage floors hold only when the makespan exceeds every forced first
@@ -216,7 +220,11 @@ class _Run:
         seconds = self.solve(counts)
         self.solved += 1
         key = (seconds, -pipelines)
-        if self.key is None or key < self.key or (key == self.key and self.counts is not None and _expand(counts) < _expand(self.counts)):
+        if (
+            self.key is None
+            or key < self.key
+            or (key == self.key and self.counts is not None and _expand(counts) < _expand(self.counts))
+        ):
             self.key, self.counts = key, counts  # the sizes tuple is built only on a tie
 
     def result(self) -> MixResult | None:

@@ -170,7 +170,9 @@ class Planner:
         sizes, counts = shape
         return self._plan([self._templates[n] for n in sizes], counts, _split(nodes, sizes))
 
-    def _best_shape(self, num_nodes: int, k: int, *, reference: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def _best_shape(
+        self, num_nodes: int, k: int, *, reference: bool = False
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The winning template sizes and microbatch counts for `num_nodes` nodes (the exact
         search over counts per size of `planner.mix`; `reference=True`: the part-by-part
         search it replaced, `planner.mix_reference`, for tests and benchmarks)."""
@@ -197,7 +199,9 @@ class Planner:
         split = split_groups([(linear_cost(t), x) for t, (_, x) in zip(templates, counts)], self.job.num_microbatches)
         latest = [t.iteration_time(base + max(extra, default=0)) for t, (base, extra) in zip(templates, split)]
         pipelines = sum(x for _, x in counts)
-        exposed = grouped_exposed_allreduce_s(templates, latest, self.layer_allreduce_s(pipelines)) if pipelines > 1 else 0.0
+        exposed = (
+            grouped_exposed_allreduce_s(templates, latest, self.layer_allreduce_s(pipelines)) if pipelines > 1 else 0.0
+        )
         return max(latest) + exposed
 
     def mix_search(self, num_nodes: int, k: int, sizes: Sequence[int] | None = None) -> MixSearch:

@@ -117,9 +117,7 @@ class PipelineTemplate:
 
     def node_layers(self, node_index: int) -> tuple[int, ...]:
         """The layers node `node_index` of the pipeline holds (a shard of each when d > 1)."""
-        return tuple(
-            layer for stage in self.stages if stage.node_index == node_index for layer in stage.layers
-        )
+        return tuple(layer for stage in self.stages if stage.node_index == node_index for layer in stage.layers)
 
     def to_dict(self) -> dict:
         return {
@@ -279,7 +277,8 @@ class TemplateSearch:
             beta = np.asarray(betas, dtype=float)[:, None]
             w_all = self._all_weights[None, :]
             keep = np.stack(  # [beta, phase, stage]: after -> after, done -> done
-                [np.where(w_all < beta, 2 * w_all + 3 * beta, INF), np.where(w_all <= beta, w_all + 4 * beta, INF)], axis=1
+                [np.where(w_all < beta, 2 * w_all + 3 * beta, INF), np.where(w_all <= beta, w_all + 4 * beta, INF)],
+                axis=1,
             )
             neck = np.where(w_all == beta, 4 * beta, INF)
             has_neck = np.asarray(np.isfinite(neck).any(axis=0))

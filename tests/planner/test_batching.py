@@ -23,7 +23,9 @@ def pipeline_sets(draw):
     templates = []
     for _ in range(draw(st.integers(1, 4))):
         n = draw(st.integers(1, model.num_layers))
-        cuts = sorted(draw(st.sets(st.integers(1, model.num_layers - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
+        cuts = (
+            sorted(draw(st.sets(st.integers(1, model.num_layers - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
+        )
         bounds = [0, *cuts, model.num_layers]
         templates.append(build_template(tables, n, [(a, b, 1) for a, b in zip(bounds, bounds[1:])]))
     return templates

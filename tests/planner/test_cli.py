@@ -106,8 +106,10 @@ def test_remove_readable_output(capsys):
         (SMALL + ["--remove", "1", "--throughput-tolerance", "1.5"], "fraction in [0, 1)"),
         (SMALL + ["--throughput-tolerance", "0.1"], "applies to --remove only"),
         (SMALL + ["--add", "0"], "positive number"),
-        (["plan", "--model", "gpt3-2.7b", "--nodes", "8", "--global-batch", "32", "--remove", "6"],
-         "leaves 2, fewer than n0 = 4 for one replica: the job would wait for nodes"),
+        (
+            ["plan", "--model", "gpt3-2.7b", "--nodes", "8", "--global-batch", "32", "--remove", "6"],
+            "leaves 2, fewer than n0 = 4 for one replica: the job would wait for nodes",
+        ),
     ],
 )
 def test_bad_reconfiguration_requests_are_one_line_errors(args, reason):

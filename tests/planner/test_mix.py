@@ -78,7 +78,11 @@ def test_search_matches_enumerating_every_mix(model, num_nodes, k, microbatches,
 @pytest.mark.parametrize("num_nodes, f, batch", [(14, 1, 96), (16, 0, 96), (13, 3, 96), (24, 1, 500), (40, 2, 4000)])
 def test_equal_to_the_reference_with_many_mixes(num_nodes, f, batch):
     """n0 = 1: thousands of mixes, many near-ties."""
-    planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", num_nodes, 1, inter_node_gbps=5), JobSpec(batch, 1, f))
+    planner = Planner(
+        analytic_profile("gpt3-350m", "a100-40gb", 1),
+        make_cluster("a100-40gb", num_nodes, 1, inter_node_gbps=5),
+        JobSpec(batch, 1, f),
+    )
     assert planner.min_nodes == 1
     assert planner._best_shape(num_nodes, f + 1) == planner._best_shape(num_nodes, f + 1, reference=True)
 
@@ -87,7 +91,11 @@ def test_equal_to_the_reference_with_many_mixes(num_nodes, f, batch):
 def test_equal_to_the_reference_on_gpt3_175b(num_nodes):
     """The issue's setting (8 x A100 80 GB, f = 3, 24 samples per node) where the
     reference still finishes in about a second."""
-    planner = Planner(analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", num_nodes, 8), JobSpec(24 * num_nodes, 1, 3))
+    planner = Planner(
+        analytic_profile("gpt3-175b", "a100-80gb", 1),
+        make_cluster("a100-80gb", num_nodes, 8),
+        JobSpec(24 * num_nodes, 1, 3),
+    )
     new = planner._best_shape(num_nodes, 4)
     assert new == planner._best_shape(num_nodes, 4, reference=True)
     assert len(set(new[0])) <= 3  # the optimum uses few distinct templates
@@ -128,14 +136,24 @@ def per_pipeline_exposed(templates, times, layer_times):
     for template, finish in zip(templates, times):
         before = 0.0
         for stage in template.stages:
-            ready[stage.first_layer : stage.end_layer] = np.maximum(ready[stage.first_layer : stage.end_layer], finish - before)
+            ready[stage.first_layer : stage.end_layer] = np.maximum(
+                ready[stage.first_layer : stage.end_layer], finish - before
+            )
             before += stage.backward_s
-    end = max(ready[s.first_layer : s.end_layer].max() + layer_times[s.first_layer : s.end_layer].sum() for t in templates for s in t.stages)
+    end = max(
+        ready[s.first_layer : s.end_layer].max() + layer_times[s.first_layer : s.end_layer].sum()
+        for t in templates
+        for s in t.stages
+    )
     return max(0.0, end - max(times))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(model=models(max_layers=8), picks=st.lists(st.integers(1, 4), min_size=2, max_size=6), extra=st.lists(st.integers(1, 9), min_size=6, max_size=6))
+@given(
+    model=models(max_layers=8),
+    picks=st.lists(st.integers(1, 4), min_size=2, max_size=6),
+    extra=st.lists(st.integers(1, 9), min_size=6, max_size=6),
+)
 def test_grouped_exposure_and_cached_times_match_the_plain_model(model, picks, extra):
     planner = Planner(model, cluster(100_000, 8, 1), JobSpec(64, 1, 0))
     templates = [planner.template(n) for n in picks if planner.template(n) is not None]
@@ -145,12 +163,16 @@ def test_grouped_exposure_and_cached_times_match_the_plain_model(model, picks, e
     times = [t.iteration_time(m) for t, m in zip(templates, counts)]
     assert times == [pipeline_time_s(t.weights, m) for t, m in zip(templates, counts)]
     layer_times = layer_allreduce_s(model, planner.cluster, len(templates))
-    assert exposed_allreduce_s(templates, times, layer_times) == pytest.approx(per_pipeline_exposed(templates, times, layer_times), rel=1e-12, abs=1e-12)
+    assert exposed_allreduce_s(templates, times, layer_times) == pytest.approx(
+        per_pipeline_exposed(templates, times, layer_times), rel=1e-12, abs=1e-12
+    )
 
 
 def test_templates_stop_at_the_number_of_layers():
     """A node holds >= 1 stage of >= 1 layer: 12,500 nodes search what 26 layers allow."""
-    planner = Planner(analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", 12_500, 1), JobSpec(25_000, 1, 1))
+    planner = Planner(
+        analytic_profile("gpt3-350m", "a100-40gb", 1), make_cluster("a100-40gb", 12_500, 1), JobSpec(25_000, 1, 1)
+    )
     assert max(planner.feasible_sizes(12_500)) <= planner.profile.num_layers
 
 
@@ -233,7 +255,9 @@ def test_last_template_floor_is_nearly_tight_on_gpt3_175b():
     """The floor has teeth: on the issue's 12,500-node setting, for its optimum (127 x 98 +
     1 x 54 nodes) it is within 1e-3 s of the exposure and well above the first-stage floor
     (which let 41,293 mixes through)."""
-    planner = Planner(analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", 12500, 8), JobSpec(300_000, 1, 3))
+    planner = Planner(
+        analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", 12500, 8), JobSpec(300_000, 1, 3)
+    )
     counts = ((54, 1), (98, 127))
     search = planner.mix_search(12500, 4)
     templates = [planner._templates[n] for n, x in counts for _ in range(x)]

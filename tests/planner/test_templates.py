@@ -153,11 +153,16 @@ def test_batched_search_equals_one_beta_at_a_time():
             found = search.best(search.feasible_node_counts(40))
         finally:
             templates_module._BATCH = old
-        return {n: (t.iteration_time_s, [(s.first_layer, s.end_layer, s.num_gpus) for s in t.stages]) for n, t in found.items()}
+        return {
+            n: (t.iteration_time_s, [(s.first_layer, s.end_layer, s.num_gpus) for s in t.stages])
+            for n, t in found.items()
+        }
 
     one, many = layouts(1), layouts(16)
     assert len(one) > 10
     assert one == many
-    unpruned = TemplateSearch(CostTables(analytic_profile("gpt3-6.7b", "a100-40gb", 1), make_cluster("a100-40gb", 40, 2)))
+    unpruned = TemplateSearch(
+        CostTables(analytic_profile("gpt3-6.7b", "a100-40gb", 1), make_cluster("a100-40gb", 40, 2))
+    )
     full = unpruned.best(sorted(one), prune=False)
     assert {n: t.iteration_time_s for n, t in full.items()} == {n: v[0] for n, v in one.items()}
