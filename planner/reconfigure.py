@@ -171,15 +171,25 @@ class _HeldView:
             pipe = self._where.get(node)
             if pipe is None:
                 return default
-            if pipe.nodes not in self._index:
+            if node not in self._index:  # index the node's pipeline once
                 for k, name in enumerate(pipe.nodes):
                     self._index[name] = k
             self._cache[node] = frozenset(positions_of(pipe.template)[self._index[node]])
         return self._cache[node]
 
 
+_VIEWS: dict[int, tuple[ExecutionPlan, _HeldView]] = {}  # the last few plans' views, by identity
+
+
 def _held_by(plan: ExecutionPlan) -> _HeldView:
-    return _HeldView(plan)
+    """The plan's view, shared by every reconfiguration from it (building one is O(nodes),
+    and a run replans from the same base plan at event after event)."""
+    hit = _VIEWS.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        if len(_VIEWS) >= 4:
+            del _VIEWS[next(iter(_VIEWS))]
+        hit = _VIEWS[id(plan)] = (plan, _HeldView(plan))
+    return hit[1]
 
 
 def layer_bytes_of(planner: Planner) -> np.ndarray:
