@@ -92,8 +92,9 @@ class ExecutionPlan:
         total = self.num_microbatches
         return tuple(p.num_microbatches / total for p in self.pipelines)
 
-    @property
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
+        """Every node, pipeline by pipeline (kept: simulators ask at every event)."""
         return tuple(node for p in self.pipelines for node in p.nodes)
 
     @property

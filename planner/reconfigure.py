@@ -223,14 +223,14 @@ def with_orders(plan: ExecutionPlan, groups: Sequence[Sequence[str]]) -> Executi
 
 def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequence[str] = ()) -> Reconfiguration:
     """`new` with its pipelines ordered for the fewest copies from `old`, its copy plan and
-    figures."""
-    groups = [list(p.nodes) for p in new.pipelines]
-    changed = set(changed_pipelines(old, new))
-    todo = [groups[i] for i in sorted(changed)]
-    arranged, keep, bound = arrange_groups(planner, old, todo)
-    for i, group in zip(sorted(changed), arranged):
-        groups[i] = group
-    plan = with_orders(new, groups)
+    figures. Only the changed pipelines are visited (the cost follows the change)."""
+    changed = changed_pipelines(old, new)
+    arranged, keep, bound = arrange_groups(planner, old, [new.pipelines[i].nodes for i in changed])
+    pipelines = list(new.pipelines)
+    for i, group in zip(changed, arranged):
+        if tuple(group) != pipelines[i].nodes:
+            pipelines[i] = replace(pipelines[i], nodes=tuple(group))
+    plan = replace(new, pipelines=tuple(pipelines))
     return Reconfiguration(plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 

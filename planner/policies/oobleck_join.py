@@ -35,8 +35,11 @@ EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afr
 def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
     groups = [list(g) for g in groups]
     used = 0
+    has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
     for node in spares:
-        growable = [i for i, g in enumerate(groups) if len(g) < largest and planner.template(len(g) + 1) is not None]
+        for size in {len(g) + 1 for g in groups if len(g) < largest} - has.keys():
+            has[size] = planner.template(size) is not None
+        growable = [i for i, g in enumerate(groups) if len(g) < largest and has[len(g) + 1]]
         if not growable:
             break
         target = min(growable, key=lambda i: (len(groups[i]), -i))
