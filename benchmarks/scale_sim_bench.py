@@ -3,17 +3,17 @@ baseline checkout (today's code) run on the same inputs in the same invocation.
 
     python benchmarks/scale_sim_bench.py                          # the 1,024-node spot cases
     python benchmarks/scale_sim_bench.py --case dc                # 12,500 nodes x 30 days
-    python benchmarks/scale_sim_bench.py --dc-trace 'datacenter:gpus=100000,days=30'
+    python benchmarks/scale_sim_bench.py --dc-trace 'poisson:nodes=12500,days=30'
     python benchmarks/scale_sim_bench.py --baseline /work/main --baseline-timeout-s 120
 
 Every run is a subprocess (fresh interpreter, its own peak RSS) timing `sim.simulate` only
 (the trace is built first and not counted). Model GPT-3 175B on a100-80gb, 8 GPUs per node,
-global batch 24 x nodes, Oobleck f = 3. Until the datacenter generator lands, the 12,500-node
-case uses a stand-in built here with the traces package's public API: `poisson:nodes=N,
-days=D,per_node_per_day=R,repair_h=H`, every node failing as a Poisson process at R per day
-(default 0.004: about Llama 3's 419 unexpected interruptions on 2,048 nodes in 54 days) and
-coming back after an exponential repair of mean H hours. Any `traces.from_spec` spec works
-in its place. A baseline that runs past its timeout is reported as such, not extrapolated.
+global batch 24 x nodes, Oobleck f = 3. The 12,500-node case replays the traces package's
+datacenter generator (`datacenter:gpus=100000,days=30`, 8-GPU hosts, Llama 3's failure
+rates); the stand-in used before it landed is still here: `poisson:nodes=N,days=D,
+per_node_per_day=R,repair_h=H`, every node failing as a Poisson process at R per day
+(default 0.004) and coming back after an exponential repair of mean H hours. Any
+`traces.from_spec` spec works in their place. A baseline that runs past its timeout is reported as such, not extrapolated.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", choices=sorted(CASES), action="append", help="default: spot")
     parser.add_argument("--policy", action="append", choices=["oobleck", "varuna", "bamboo"])
-    parser.add_argument("--dc-trace", default="poisson:nodes=12500,days=30", help="trace spec of the 12,500-node case")
+    parser.add_argument(
+        "--dc-trace", default="datacenter:gpus=100000,days=30", help="trace spec of the 12,500-node case"
+    )
     parser.add_argument("--baseline", type=Path, help="a checkout of today's code to compare with (e.g. /work/main)")
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--baseline-timeout-s", type=float, default=120.0)

@@ -92,8 +92,9 @@ class ExecutionPlan:
         total = self.num_microbatches
         return tuple(p.num_microbatches / total for p in self.pipelines)
 
-    @property
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
+        """Every node, pipeline by pipeline (kept: simulators ask at every event)."""
         return tuple(node for p in self.pipelines for node in p.nodes)
 
     @property
@@ -119,7 +120,12 @@ class ExecutionPlan:
                     "microbatches": p.num_microbatches,
                     "iteration_time_s": p.iteration_time_s,
                     "stages": [
-                        {"layers": [s.first_layer, s.end_layer], "num_gpus": s.num_gpus, "node": p.nodes[s.node_index], "gpu_offset": s.gpu_offset}
+                        {
+                            "layers": [s.first_layer, s.end_layer],
+                            "num_gpus": s.num_gpus,
+                            "node": p.nodes[s.node_index],
+                            "gpu_offset": s.gpu_offset,
+                        }
                         for s in p.template.stages
                     ],
                 }

@@ -94,7 +94,7 @@ class Reconfiguration:
         return max(load.values()) / bw_bytes_per_s
 
 
-def lost_layers(plan: ExecutionPlan, survivors: set[str]) -> tuple[int, ...]:
+def lost_layers(plan: ExecutionPlan, survivors: Collection[str]) -> tuple[int, ...]:
     """Layers with no replica on a surviving node (a pipeline with no losses holds all)."""
     lost: set[int] | None = None
     for pipe in plan.pipelines:
@@ -178,22 +178,34 @@ class _HeldView:
             pipe = self._where.get(node)
             if pipe is None:
                 return default
-            if pipe.nodes not in self._index:
+            if node not in self._index:  # index the node's pipeline once
                 for k, name in enumerate(pipe.nodes):
                     self._index[name] = k
             self._cache[node] = frozenset(positions_of(pipe.template)[self._index[node]])
         return self._cache[node]
 
 
+_VIEWS: dict[int, tuple[ExecutionPlan, _HeldView]] = {}  # the last few plans' views, by identity
+
+
 def _held_by(plan: ExecutionPlan) -> _HeldView:
-    return _HeldView(plan)
+    """The plan's view, shared by every reconfiguration from it (building one is O(nodes),
+    and a run replans from the same base plan at event after event)."""
+    hit = _VIEWS.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        if len(_VIEWS) >= 4:
+            del _VIEWS[next(iter(_VIEWS))]
+        hit = _VIEWS[id(plan)] = (plan, _HeldView(plan))
+    return hit[1]
 
 
 def layer_bytes_of(planner: Planner) -> np.ndarray:
     return np.array([layer.copy_bytes for layer in planner.profile.layers], np.int64)
 
 
-def arrange_groups(planner: Planner, old: ExecutionPlan, groups: Sequence[Sequence[str]]) -> tuple[list[list[str]], int, int]:
+def arrange_groups(
+    planner: Planner, old: ExecutionPlan, groups: Sequence[Sequence[str]]
+) -> tuple[list[list[str]], int, int]:
     """Each group's nodes in the order that copies the fewest bytes onto its template
     (`assignment.arrange`); groups that are an old pipeline as it was stay as they are.
     Returns (groups, keep-order bytes, lower bound bytes)."""
@@ -220,15 +232,17 @@ def with_orders(plan: ExecutionPlan, groups: Sequence[Sequence[str]]) -> Executi
 
 def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequence[str] = ()) -> Reconfiguration:
     """`new` with its pipelines ordered for the fewest copies from `old`, its copy plan and
-    figures."""
-    groups = [list(p.nodes) for p in new.pipelines]
-    changed = set(changed_pipelines(old, new))
-    todo = [groups[i] for i in sorted(changed)]
-    arranged, keep, bound = arrange_groups(planner, old, todo)
-    for i, group in zip(sorted(changed), arranged):
-        groups[i] = group
-    plan = with_orders(new, groups)
-    return Reconfiguration(plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
+    figures. Only the changed pipelines are visited (the cost follows the change)."""
+    changed = changed_pipelines(old, new)
+    arranged, keep, bound = arrange_groups(planner, old, [new.pipelines[i].nodes for i in changed])
+    pipelines = list(new.pipelines)
+    for i, group in zip(changed, arranged):
+        if tuple(group) != pipelines[i].nodes:
+            pipelines[i] = replace(pipelines[i], nodes=tuple(group))
+    plan = replace(new, pipelines=tuple(pipelines))
+    return Reconfiguration(
+        plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep
+    )
 
 
 def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[str]], list[str]]:
@@ -305,21 +319,31 @@ def on_removal(
     notes = list(notes)
     if any(planner.template(size) is None for size in {len(g) for g in groups}):
         sizes = sorted(len(g) for g in groups)
-        notes.append(f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes")
-        new_plan = planner.instantiate(survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0)))
+        notes.append(
+            f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes"
+        )
+        new_plan = planner.instantiate(
+            survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0))
+        )
     else:
         new_plan = planner.build_plan(groups)
     if new_plan.num_pipelines <= planner.job.fault_tolerance:
-        notes.append(f"only {new_plan.num_pipelines} pipeline(s) left: tolerates {new_plan.num_pipelines - 1} failure(s), not f = {planner.job.fault_tolerance}")
+        notes.append(
+            f"only {new_plan.num_pipelines} pipeline(s) left: tolerates {new_plan.num_pipelines - 1} failure(s), not f = {planner.job.fault_tolerance}"
+        )
     chosen = finish(planner, plan, new_plan, notes)
     if throughput_tolerance is None:
         return chosen
     return _cheapest_within(planner, plan, removed_set, chosen, throughput_tolerance)
 
 
-def _cheapest_within(planner: Planner, old: ExecutionPlan, removed: set[str], rules: Reconfiguration, tolerance: float) -> Reconfiguration:
+def _cheapest_within(
+    planner: Planner, old: ExecutionPlan, removed: set[str], rules: Reconfiguration, tolerance: float
+) -> Reconfiguration:
     """Oobleck's plan against the refills: the fewest bytes within the tolerance."""
-    proposals = refill_proposals(old, removed, planner.min_nodes, planner.template, _held_by(old), layer_bytes_of(planner))
+    proposals = refill_proposals(
+        old, removed, planner.min_nodes, planner.template, _held_by(old), layer_bytes_of(planner)
+    )
     options = [("Oobleck's rules", rules)]
     for proposal in proposals:
         options.append((proposal.label, finish(planner, old, planner.build_plan(proposal.groups))))
@@ -328,7 +352,8 @@ def _cheapest_within(planner: Planner, old: ExecutionPlan, removed: set[str], ru
     eligible = [(label, option) for label, option in options if option.planned.samples_per_s >= floor]
     label, best = min(eligible, key=lambda item: (item[1].copy_bytes, -item[1].planned.samples_per_s))
     compared = "; ".join(
-        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.planned.samples_per_s:.4g} samples/s" for name, option in options
+        f"{name}: {option.copy_bytes / 2**30:.1f} GiB, {option.planned.samples_per_s:.4g} samples/s"
+        for name, option in options
     )
     note = f"chose {label} (tolerance {tolerance:g} of the fastest option's {fastest:.4g} samples/s) among {compared}"
     return replace(best, notes=(*best.notes, note))

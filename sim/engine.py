@@ -118,6 +118,8 @@ class Simulation:
         self.starting: dict[str, None] = {}  # present, not yet usable (arrival order)
         self._nodes_of: dict[int, tuple[Any, frozenset[str]]] = {}  # id -> (plan, its nodes): recent plans
         self._born = 0
+        self._described: tuple[Any, dict] = (None, {})
+        self._ready_tuple: tuple[str, ...] | None = None  # tuple(self.ready), reset when it changes
         self.ledger = Ledger()
         self.mark_t = self.start_s
         self.timeline: list[TimelineRow] = []
@@ -182,7 +184,8 @@ class Simulation:
                     added.append((event.node, self._born))
                 else:
                     del self.present[event.node]
-                    self.ready.pop(event.node, None)
+                    if self.ready.pop(event.node, 0) is None:
+                        self._ready_tuple = None
                     self.starting.pop(event.node, None)
                     removed.append(event.node)
                 self.events.append(EventRecord(time_s, event.kind, {"node": event.node}))
@@ -199,6 +202,7 @@ class Simulation:
         self._advance()
         nodes = tuple(n for n, born in added if self.present.get(n) == born)
         if nodes:
+            self._ready_tuple = None
             for node in nodes:
                 self.ready[node] = None
                 del self.starting[node]
@@ -370,10 +374,23 @@ class Simulation:
             hit = self._nodes_of[id(plan)] = (plan, frozenset(plan.nodes))
         return hit[1]
 
+    def _describe(self, plan) -> dict:
+        """`describe_plan`, once per plan (the event log repeats the plan at every decision
+        that keeps it; describing a 12,500-node plan walks every node)."""
+        if self._described[0] is not plan or plan is None:
+            self._described = (plan, describe_plan(plan))
+        return self._described[1]
+
+    def _ready_nodes(self) -> tuple[str, ...]:
+        """The usable nodes in order, rebuilt only after they changed."""
+        if self._ready_tuple is None:
+            self._ready_tuple = tuple(self.ready)
+        return self._ready_tuple
+
     def _view(self, job_state: str | None = None) -> ClusterView:
         return ClusterView(
             time_s=self.env.now,
-            ready=tuple(self.ready),
+            ready=self._ready_nodes(),
             starting=tuple(self.starting),
             job_state=job_state or self.state(),
             iterations_done=self.iterations,
@@ -403,7 +420,7 @@ class Simulation:
                 {
                     **describe_event(event),
                     "actions": [describe_action(a) for a in decision.actions],
-                    "plan": describe_plan(plan),
+                    "plan": self._describe(plan),
                     **({"notes": list(decision.notes)} if decision.notes else {}),
                 },
             )

@@ -77,6 +77,7 @@ class OobleckPolicy:
         self.exact_join_max_nodes = exact_join_max_nodes  # above: grow the plan (oobleck_join), no instantiation
         self._declined: tuple = (None, 0, ())  # (plan, spare count, notes) of the last join declined
         self._bound = JoinBound(planner)  # most joins are declined on it, without an instantiation
+        self._node_sets: dict[int, tuple[ExecutionPlan, frozenset[str]]] = {}
 
     def infeasible_reason(self) -> str | None:
         try:
@@ -106,19 +107,30 @@ class OobleckPolicy:
         return self._offer_spares(view, plan, memory)
 
     # -- removals ----------------------------------------------------------------------
+    def _nodes_of(self, plan: ExecutionPlan | None) -> frozenset[str]:
+        """A plan's nodes as a set, kept for the last few plans (O(nodes) to build, asked at
+        every event: at 12,500 nodes a per-event rebuild costs more than the decision)."""
+        if plan is None:
+            return frozenset()
+        hit = self._node_sets.get(id(plan))
+        if hit is None or hit[0] is not plan:
+            if len(self._node_sets) >= 4:
+                del self._node_sets[next(iter(self._node_sets))]
+            hit = self._node_sets[id(plan)] = (plan, frozenset(plan.nodes))
+        return hit[1]
+
     def _on_removal(self, view: ClusterView, event: NodesRemoved, plan, memory: OobleckMemory) -> Decision:
-        ready = set(view.ready)
-        involved = set(plan.nodes if plan is not None else ()) | set(memory.base.nodes if memory.base else ())
-        if not involved & set(event.nodes):
+        in_plan, in_base = self._nodes_of(plan), self._nodes_of(memory.base)
+        if not any(n in in_plan or n in in_base for n in event.nodes):
             return Decision(plan, (Continue(),), memory)  # a spare or a starting node left
         if memory.base is None:
             # nobody holds live state (a start or restart was in progress): launch again
             return self._launch(view, memory, restart=memory.started)
         base = memory.base
         n0 = self.min_nodes
-        gone = [n for n in base.nodes if n not in ready]
-        survivors = [n for n in base.nodes if n in ready]
-        lost = lost_layers(base, set(survivors))
+        survivors = in_base.intersection(view.ready)
+        gone = sorted(in_base - survivors)  # order is immaterial to on_removal: it is a set there
+        lost = lost_layers(base, survivors)
         if lost:
             return self._launch(view, memory, restart=True, note=f"no surviving replica of layers {list(lost)}")
         if len(survivors) < n0:
@@ -131,13 +143,14 @@ class OobleckPolicy:
             return self._resume(view, memory)
         if result.plan is None:
             return Decision(None, (WaitForNodes(n0, "; ".join(result.notes)),), memory)
-        actions = (Reinstantiate(f"lost {sorted(set(gone))}"), CopyLayers(result.copies))
+        actions = (Reinstantiate(f"lost {gone}"), CopyLayers(result.copies))
         return Decision(result.plan, actions, memory, notes=result.notes)
 
     # -- arrivals, pause ends ------------------------------------------------------------
     def _offer_spares(self, view: ClusterView, plan: ExecutionPlan, memory: OobleckMemory) -> Decision:
-        in_plan = set(plan.nodes)
-        spares = [n for n in view.ready if n not in in_plan]
+        in_plan = self._nodes_of(plan)
+        # the set test runs in C; the ordered list is built only when there are spares
+        spares = [] if in_plan.issuperset(view.ready) else [n for n in view.ready if n not in in_plan]
         if not spares:
             return Decision(plan, (Continue(),), memory)
         if self._declined[0] is plan and self._declined[1] == len(spares):

@@ -35,8 +35,11 @@ EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afr
 def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
     groups = [list(g) for g in groups]
     used = 0
+    has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
     for node in spares:
-        growable = [i for i, g in enumerate(groups) if len(g) < largest and planner.template(len(g) + 1) is not None]
+        for size in {len(g) + 1 for g in groups if len(g) < largest} - has.keys():
+            has[size] = planner.template(size) is not None
+        growable = [i for i, g in enumerate(groups) if len(g) < largest and has[len(g) + 1]]
         if not growable:
             break
         target = min(growable, key=lambda i: (len(groups[i]), -i))
@@ -45,7 +48,9 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
     return groups if used else None
 
 
-def _new_pipelines(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
+def _new_pipelines(
+    planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int
+) -> list[list[str]] | None:
     s = len(spares)
     if s < planner.min_nodes:
         return None
@@ -61,13 +66,18 @@ def _new_pipelines(planner: Planner, groups: list[list[str]], spares: Sequence[s
     return out
 
 
-def grow(planner: Planner, plan: ExecutionPlan, spares: Sequence[str], *, horizon_s: float, pause_s: float) -> Reconfiguration:
+def grow(
+    planner: Planner, plan: ExecutionPlan, spares: Sequence[str], *, horizon_s: float, pause_s: float
+) -> Reconfiguration:
     """The faster growth of `plan` by `spares` if it pays within `horizon_s` (the gain
     test of `on_addition`), else `plan` kept (with a note)."""
     largest = max(planner.feasible_sizes(len(plan.nodes) + len(spares)))
     groups = [list(p.nodes) for p in plan.pipelines]
     best = None
-    for label, grouped in (("spread", _spread(planner, groups, spares, largest)), ("new pipelines", _new_pipelines(planner, groups, spares, largest))):
+    for label, grouped in (
+        ("spread", _spread(planner, groups, spares, largest)),
+        ("new pipelines", _new_pipelines(planner, groups, spares, largest)),
+    ):
         if grouped is None:
             continue
         try:
@@ -77,7 +87,9 @@ def grow(planner: Planner, plan: ExecutionPlan, spares: Sequence[str], *, horizo
         if best is None or candidate.samples_per_s > best[1].samples_per_s:
             best = (label, candidate)
     if best is None:
-        return Reconfiguration(plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",))
+        return Reconfiguration(
+            plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",)
+        )
     label, grown = best
     joined = len(grown.nodes) - len(plan.nodes)
     change = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))

@@ -68,14 +68,18 @@ def reorder_cases(draw):
         elif kind == "arbitrary":
             held[name] = tuple(sorted(draw(st.sets(st.integers(0, num_layers - 1), max_size=num_layers))))
         nodes.append(name)
-    layer_bytes = np.array(draw(st.lists(st.sampled_from([1, 2, 3, 7, 1000]), min_size=num_layers, max_size=num_layers)), np.int64)
+    layer_bytes = np.array(
+        draw(st.lists(st.sampled_from([1, 2, 3, 7, 1000]), min_size=num_layers, max_size=num_layers)), np.int64
+    )
     return needs, nodes, held, layer_bytes
 
 
 def objective(needs, order, nodes, held, layer_bytes):
     """(bytes copied, moved nodes, displacement) of putting order[j] on position j."""
     index = {node: i for i, node in enumerate(nodes)}
-    copied = sum(int(layer_bytes[l]) for j, node in enumerate(order) for l in needs[j] if l not in set(held.get(node, ())))
+    copied = sum(
+        int(layer_bytes[l]) for j, node in enumerate(order) for l in needs[j] if l not in set(held.get(node, ()))
+    )
     moved = sum(1 for j, node in enumerate(order) if index[node] != j)
     shift = sum(abs(index[node] - j) for j, node in enumerate(order))
     return copied, moved, shift
@@ -113,3 +117,70 @@ def test_an_order_already_at_the_bound_is_kept():
     held = {"a": (0,), "b": (1,)}
     result = arrange(needs, ["a", "b", "c"], held, np.array([5, 6, 7], np.int64))
     assert result.nodes == ("a", "b", "c") and result.copied_bytes == 7 == result.lower_bound_bytes
+
+
+def lexicographic(costs, column):
+    """(bytes, moved, displacement) of matching row i to column[i]."""
+    return (
+        sum(int(costs[i, j]) for i, j in enumerate(column)),
+        sum(1 for i, j in enumerate(column) if i != j),
+        sum(abs(i - j) for i, j in enumerate(column)),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(costs=square_costs())
+def test_one_round_and_two_rounds_both_reach_the_brute_force_optimum(costs):
+    from planner.assignment import _one_round, _two_rounds
+
+    n = len(costs)
+    best = min(lexicographic(costs, p) for p in itertools.permutations(range(n)))
+    assert lexicographic(costs, _two_rounds(costs, n)) == best
+    one = _one_round(costs, n)
+    if one is not None:  # it declines only costs doubles cannot hold exactly
+        assert lexicographic(costs, one) == best
+    else:
+        assert int(costs.max()) >= 10**12 // 2
+
+
+def test_one_round_declines_costs_beyond_doubles_and_two_rounds_take_them():
+    from planner.assignment import _one_round
+
+    costs = np.array([[10**15 + 1, 3], [2, 10**15 + 7]], np.int64)  # gcd 1: no scaling helps
+    assert _one_round(costs, 2) is None
+    needs = [(0,), (1,)]
+    held = {"a": (1,), "b": (0,)}
+    result = arrange(needs, ["a", "b"], held, np.array([10**15 + 1, 10**15 + 3], np.int64))
+    assert result.nodes == ("b", "a") and result.copied_bytes == 0
+
+
+def test_remembered_orderings_follow_the_holdings_not_the_names():
+    from planner.assignment import clear_memo, memo_stats
+
+    clear_memo()
+    needs = [(0, 1, 2), (3, 4, 5)]
+    bytes_ = np.ones(6, np.int64)
+    first = arrange(needs, ["b", "a"], {"a": (0, 1), "b": (2, 3)}, bytes_)
+    renamed = arrange(needs, ["y", "x"], {"x": (0, 1), "y": (2, 3)}, bytes_)
+    assert memo_stats()["hits"] == 1
+    assert first.nodes == ("a", "b") and renamed.nodes == ("x", "y")
+    assert (renamed.copied_bytes, renamed.moved, renamed.displacement) == (
+        first.copied_bytes,
+        first.moved,
+        first.displacement,
+    )
+    # same names, other holdings: a different ordering, not the remembered one
+    other = arrange(needs, ["b", "a"], {"b": (0, 1), "a": (2, 3)}, bytes_)
+    assert other.nodes == ("b", "a") and other.copied_bytes == 3 and memo_stats()["misses"] == 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=reorder_cases())
+def test_a_remembered_ordering_equals_a_fresh_solve(case):
+    from planner.assignment import clear_memo
+
+    needs, nodes, held, layer_bytes = case
+    fresh = [arrange(needs, nodes, held, layer_bytes) for _ in range(2)]  # the second one is a hit
+    clear_memo()
+    again = arrange(needs, nodes, held, layer_bytes)
+    assert fresh[0] == fresh[1] == again
