@@ -540,12 +540,15 @@ def handle_profile(args) -> int:
             max_participants=args.max_participants,
             threads=args.threads,
         )
+    except (ConfigError, ValueError) as exc:  # the model's shape and the profiler's settings: the user's
+        return _error("profile", exc)
+    try:  # past here any error, a ValueError included, is the profiler's or the format writer's own
         profile = profile_tiny_gpt(spec, settings)
         from planner.oobleck_format import write_oobleck_profile
 
         directory = write_oobleck_profile(profile, args.out)
-    except (ConfigError, ValueError) as exc:  # the profiler's settings and the planner's format
-        return _error("profile", exc)
+    except Exception:
+        return _internal_error("profile", None)
     if args.json:
         print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))
     else:
