@@ -29,9 +29,9 @@ same inputs to the same deterministic solver).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -128,18 +128,16 @@ def _bound(needs: Sequence[Sequence[int]], holdings: Sequence[Iterable[int]], la
 
 
 _MEMO_MAX_ENTRIES = 4096  # orderings kept (least recently used dropped): a few MB at most
-_memo: OrderedDict[tuple, tuple[tuple[int, ...], int, int, int, int, int]] = OrderedDict()
-_memo_stats = {"hits": 0, "misses": 0}
 
 
 def memo_stats() -> dict[str, int]:
     """Hits and misses of `arrange`'s memo since the last `clear_memo` (for benchmarks)."""
-    return {**_memo_stats, "entries": len(_memo)}
+    info = _solve_shape.cache_info()
+    return {"hits": info.hits, "misses": info.misses, "entries": info.currsize}
 
 
 def clear_memo() -> None:
-    _memo.clear()
-    _memo_stats.update(hits=0, misses=0)
+    _solve_shape.cache_clear()
 
 
 def arrange(
@@ -150,19 +148,19 @@ def arrange(
     if len(needs) != n:
         raise PlannerError(f"internal error: {n} nodes for {len(needs)} positions")
     holdings = tuple(frozenset(held.get(node, ())) for node in nodes)
-    key = (tuple(map(tuple, needs)), holdings, np.asarray(layer_bytes, np.int64).tobytes())
-    hit = _memo.get(key)
-    if hit is None:
-        _memo_stats["misses"] += 1
-        hit = _solve(key[0], holdings, layer_bytes)
-        _memo[key] = hit
-        if len(_memo) > _MEMO_MAX_ENTRIES:
-            _memo.popitem(last=False)
-    else:
-        _memo_stats["hits"] += 1
-        _memo.move_to_end(key)
-    order, copied, keep, bound, moved, displacement = hit
+    order, copied, keep, bound, moved, displacement = _solve_shape(
+        tuple(map(tuple, needs)), holdings, np.asarray(layer_bytes, np.int64).tobytes()
+    )
     return Arrangement(tuple(nodes[i] for i in order), copied, keep, bound, moved, displacement)
+
+
+@lru_cache(maxsize=_MEMO_MAX_ENTRIES)
+def _solve_shape(
+    needs: tuple[tuple[int, ...], ...], holdings: tuple[frozenset[int], ...], layer_bytes: bytes
+) -> tuple[tuple[int, ...], int, int, int, int, int]:
+    """`_solve` remembered by its exact inputs (the solver sees nothing else, so a repeat
+    is the same answer): spot and datacenter traces repeat a few shapes thousands of times."""
+    return _solve(needs, holdings, np.frombuffer(layer_bytes, np.int64))
 
 
 def _solve(
