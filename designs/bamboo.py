@@ -66,11 +66,13 @@ def build(ctx: BuildContext, options: BambooOptions) -> PolicyBuild:
     return PolicyBuild(policy, options, layout=layout)
 
 
-def pause_s(costs: ActionCosts, action: Action, plan: Any, alive: Container[str] | None = None) -> float:
+def pause_s(
+    costs: ActionCosts, options: BambooOptions, action: Action, plan: Any, alive: Container[str] | None = None
+) -> float:
     """A reconfiguration relaunches Bamboo's workers (their state kept): the restart overhead."""
     if isinstance(action, Reinstantiate):
         return costs.restart_overhead_s
-    return standard_pause_s(costs, action, plan, alive)
+    return standard_pause_s(costs, options, action, plan, alive)
 
 
 def artifact_policy(ctx: ArtifactContext, options: BambooOptions) -> PolicyBuild:
@@ -87,7 +89,7 @@ def artifact_policy(ctx: ArtifactContext, options: BambooOptions) -> PolicyBuild
     return PolicyBuild(policy, options)
 
 
-def artifact_pause_s(ctx: ArtifactContext, action: Action, plan: Any) -> float | None:
+def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: Any) -> float | None:
     if isinstance(action, (Start, Restart, RestartFromCheckpoint)):
         return float(ctx.constants["BAMBOO_RESTART_S"])
     if isinstance(action, Reinstantiate):

@@ -7,9 +7,9 @@ made of:
 - `build(ctx, options) -> PolicyBuild`: its policy on a `BuildContext`, the job's profile,
   cluster, batch, checkpoint schedule and (cached) planner, the same for the simulator's
   planner calibration and the real backend;
-- `pause_s(costs, action, plan, alive)`: what each of its actions costs in the planner
-  calibration, from the `ActionCosts` the calibration derives from profile, cluster and
-  storage (`standard_pause_s` unless the design's actions cost something else);
+- `pause_s(costs, options, action, plan, alive)`: what each of its actions costs in the
+  planner calibration, from the `ActionCosts` the calibration derives from profile, cluster
+  and storage, and its options (`standard_pause_s` unless its actions cost something else);
 - `default_checkpoints`: its checkpoint schedule when the run sets no interval;
 - `artifact`: `ArtifactHooks` for the paper artifact's calibration (its table, policy and
   pauses), or None where the artifact has no data for it;
@@ -101,7 +101,9 @@ class ActionCosts(Protocol):
     def copy_s(self, action: CopyLayers) -> float: ...
 
 
-def standard_pause_s(costs: ActionCosts, action: Action, plan: Any, alive: Container[str] | None = None) -> float:
+def standard_pause_s(
+    costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Container[str] | None = None
+) -> float:
     """What an action costs unless a design says otherwise: a start relaunches; a restart
     relaunches and loads the checkpoint; a checkpoint writes from the plan's nodes; a
     re-instantiation rebuilds groups; layer copies move the busiest node's bytes."""
@@ -139,12 +141,12 @@ class ArtifactContext:
 @dataclass(frozen=True)
 class ArtifactHooks:
     """A design in the artifact calibration: `system`, its name in the artifact's tables;
-    `policy(ctx, options)`; `pause_s(ctx, action, plan)`, seconds of a timed action, None
+    `policy(ctx, options)`; `pause_s(ctx, options, action, plan)`, seconds of an action, None
     where the artifact has no time for it (free, except a checkpoint: an error)."""
 
     system: str
     policy: Callable[[ArtifactContext, Any], PolicyBuild]
-    pause_s: Callable[[ArtifactContext, Action, Any], float | None]
+    pause_s: Callable[[ArtifactContext, Any, Action, Any], float | None]
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ class Design:
     options: type
     build: Callable[[BuildContext, Any], PolicyBuild]
     runs_on: tuple[str, ...] = (SIMULATOR,)
-    pause_s: Callable[[ActionCosts, Action, Any, Container[str] | None], float] = standard_pause_s
+    pause_s: Callable[[ActionCosts, Any, Action, Any, Container[str] | None], float] = standard_pause_s
     default_checkpoints: CheckpointSchedule = field(default_factory=CheckpointSchedule)
     artifact: ArtifactHooks | None = None
     real: RealHooks = field(default_factory=RealHooks)

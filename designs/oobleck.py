@@ -77,7 +77,7 @@ def artifact_policy(ctx: ArtifactContext, options: OobleckOptions) -> PolicyBuil
     return PolicyBuild(ArtifactOobleckPolicy(used.min_nodes), used)
 
 
-def artifact_pause_s(ctx: ArtifactContext, action: Action, plan: Any) -> float | None:
+def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: Any) -> float | None:
     """Every start, restart and reconfiguration: the model's reconfiguration time."""
     if isinstance(action, (Start, Reinstantiate, Restart, RestartFromCheckpoint)):
         return float(ctx.model.oobleck_reconfigure_s)

@@ -74,7 +74,7 @@ def artifact_policy(ctx: ArtifactContext, options: VarunaOptions) -> PolicyBuild
     return PolicyBuild(policy, used, checkpoints=CheckpointSchedule(every_iterations=every))
 
 
-def artifact_pause_s(ctx: ArtifactContext, action: Action, plan: Any) -> float | None:
+def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: Any) -> float | None:
     """Checkpoints at the model's checkpoint time; every start, restart and
     reconfiguration at its restart time less the checkpoint that includes."""
     m = ctx.model

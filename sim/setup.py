@@ -148,12 +148,13 @@ def _artifact(config: SimConfig, design: Design, options: object, resolved: dict
             f"design {design.name} has no artifact calibration (use --calibration planner); designs with one: {', '.join(able)}"
         )
     model = art.get_model(config.model)
-    timing = ArtifactTiming(design, model.name, config.calibration)
+    timing = ArtifactTiming(design, model.name, config.calibration, options)
     ctx = replace(timing.context, checkpoint_every_iterations=config.checkpoint_every_iterations)
     try:
         built = hooks.policy(ctx, options)
     except DesignError as exc:
         raise SimError(str(exc)) from None
+    timing.options = built.options
     _record_options(design, built.options, ARTIFACT, resolved)
     if built.checkpoints is not None:
         resolved.update(checkpoint_every_iterations=built.checkpoints.every_iterations)
@@ -275,6 +276,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         costs=costs,
         storage=storage,
         bamboo_layout=built.layout,
+        options=built.options,
     )
     resolved.update(
         planner_model=name,

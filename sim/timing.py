@@ -94,8 +94,9 @@ class ArtifactTiming:
     calibration = "artifact"
     gpus_per_node = 1
 
-    def __init__(self, design: str | Design, model: str, calibration: str = "artifact"):
+    def __init__(self, design: str | Design, model: str, calibration: str = "artifact", options: Any = None):
         self.design = _design(design)
+        self.options = self.design.options() if options is None else options
         hooks = self.design.artifact
         if hooks is None:
             raise SimError(f"design {self.design.name} has no artifact calibration")
@@ -135,7 +136,7 @@ class ArtifactTiming:
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         try:
-            seconds = self.hooks.pause_s(self.context, action, plan)
+            seconds = self.hooks.pause_s(self.context, self.options, action, plan)
         except DesignError as exc:
             raise SimError(str(exc)) from None
         if seconds is None:
@@ -182,8 +183,10 @@ class PlannerTiming:
         costs: PlannerCosts = PlannerCosts(),
         storage: StorageSpec = StorageSpec(),
         bamboo_layout: BambooLayout | None = None,
+        options: Any = None,
     ):
         self.design = _design(design)
+        self.options = self.design.options() if options is None else options  # the design's, for its prices
         self.samples_per_iteration = global_batch
         self.layer_bytes = tuple(layer_bytes)
         self.bandwidth = inter_node_bw_bytes_per_s
@@ -242,7 +245,7 @@ class PlannerTiming:
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
         state; `alive`: for a checkpoint, the nodes still there to write it (None: all)."""
-        return self.design.pause_s(self, action, plan, alive)
+        return self.design.pause_s(self, self.options, action, plan, alive)
 
     # the prices a design's `pause_s` reads (`designs.ActionCosts`)
     @property
