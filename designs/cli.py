@@ -64,18 +64,24 @@ def parse_settings(items: Iterable[str]) -> dict[str, Any]:
 def split_settings(
     design: str, settings: Mapping[str, Any], config_fields: Collection[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`settings` split into (config fields, design options): a key that is a field of the
-    engine's config goes there, as does an option of `design` whose legacy field the config
-    has (Bamboo's `depth` -> `bamboo_depth`); every other key is a design option, checked
-    when the design is resolved (unknown option, option of another design)."""
-    legacy = {s.name: s.legacy for s in registry.get(design).option_specs if s.legacy in config_fields}
+    """`settings` split into (config fields, design options): an option of `design` goes
+    to the config field that carries it where the config has one (Bamboo's `depth` ->
+    `bamboo_depth`), else to the design options; any other key that is a config field goes
+    there; the rest are design options, checked when the design is resolved (unknown
+    option, option of another design)."""
+    mine = registry.get(design).option_specs
+    by_name = {s.name: s for s in mine} | {s.legacy: s for s in mine if s.legacy}
     into_fields: dict[str, Any] = {}
     into_options: dict[str, Any] = {}
     for key, value in settings.items():
-        if key in config_fields:
+        spec = by_name.get(key)
+        if spec is not None:
+            if spec.legacy in config_fields:
+                into_fields[str(spec.legacy)] = value
+            else:
+                into_options[spec.name] = value
+        elif key in config_fields:
             into_fields[key] = value
-        elif key in legacy:
-            into_fields[str(legacy[key])] = value
         else:
             into_options[key] = value
     return into_fields, into_options
