@@ -63,7 +63,7 @@ def context(**changes) -> BuildContext:
         planner_for=lambda f: ("planner", f),
         cached=lambda key, make: make(),
     )
-    return BuildContext(**{**values, **changes})  # type: ignore[arg-type]
+    return BuildContext(**{**values, **changes})
 
 
 def test_options_and_the_context_reach_the_oobleck_policy():
