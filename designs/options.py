@@ -17,6 +17,7 @@ values, each failure one line (`DesignError`) that names the option and what is 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from collections.abc import Mapping
@@ -74,8 +75,9 @@ class NoOptions:
     """The options of a design that has none."""
 
 
+@functools.lru_cache(maxsize=256)
 def specs(options: type) -> tuple[OptionSpec, ...]:
-    """The options of a design's dataclass, in declaration order."""
+    """The options of a design's dataclass, in declaration order (read once per class)."""
     if not (isinstance(options, type) and dataclasses.is_dataclass(options)):
         raise DesignError(f"a design's options must be a dataclass, got {options!r}")
     if not options.__dataclass_params__.frozen:  # type: ignore[attr-defined]

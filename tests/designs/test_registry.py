@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from designs import BuildContext, Design, DesignError, PolicyBuild, option, registry
@@ -81,6 +81,7 @@ def test_the_simulator_and_the_real_backend_share_the_join_horizon_default():
     assert RunConfig().join_horizon_s == oobleck.join_horizon_s == DEFAULT_JOIN_HORIZON_S
 
 
+@settings(max_examples=60, deadline=None)
 @given(depth=st.integers(-5, 40), text=st.booleans())
 def test_integer_options_are_checked_against_their_minimum(depth, text):
     bamboo = registry.get("bamboo")
