@@ -14,7 +14,9 @@ eval_gcp_ec2.py. Function names below are the artifact's.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from . import artifact_data as art
 from .errors import SimError
 
 
@@ -131,3 +133,37 @@ class ArtifactQuirks:
 
 STATED = ArtifactQuirks(eval_spot_no_rollback=True)  # `artifact`: the stated model, the paper's settings
 AS_RUN = ArtifactQuirks.all_on()
+
+
+# the spot traces of the paper's Figures 10, 14, 15 (eval_gcp_ec2.py), by the artifact's file names
+PAPER_SPOT_TRACES = ("scale_gcp-trace", "scale_p3-trace")
+REPLAY_UNSUPPORTED = (
+    "min_nodes",
+    "checkpoint_every_iterations",
+    "bamboo_depth",
+    "reconfigure_cost_factor",
+    "restart_cost_factor",
+    "checkpoint_cost_factor",
+)
+
+
+def is_paper_spot_trace(trace_name: str) -> bool:
+    """True for the artifact's two rescaled spot traces (file stem or path)."""
+    stem = trace_name.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".csv")
+    return stem in PAPER_SPOT_TRACES
+
+
+def resolve(config: Any, trace_name: str) -> tuple[ArtifactQuirks, bool, str]:
+    """The quirks of an artifact-calibration run, Varuna's rollback and why it is so."""
+    default = AS_RUN if config.calibration == "artifact-as-run" else STATED
+    quirks = ArtifactQuirks.parse(config.artifact_quirks, default)
+    if quirks.needs_replay():
+        stray = [name for name in REPLAY_UNSUPPORTED if getattr(config, name) is not None]
+        if stray:
+            raise SimError(f"{', '.join(stray)} cannot be set when the artifact's code is replayed (artifact_quirks)")
+    small = art.ARTIFACT_MODELS[config.model].spot_no_rollback if config.model in art.ARTIFACT_MODELS else False
+    if config.varuna_rollback is not None:
+        return quirks, config.varuna_rollback, "given"
+    if quirks.eval_spot_no_rollback and small and is_paper_spot_trace(trace_name):
+        return quirks, False, "the paper's spot-trace setting for the three smaller models (eval_gcp_ec2.py)"
+    return quirks, True, "the artifact's default"
