@@ -282,7 +282,9 @@ class Replay:
     def _rdv_timer(self, t: int) -> None:
         if not self.q.stale_timeouts:
             self.gen += 1  # the pending timeout, if any, no longer counts
-        self._push(t + self._timeout_ms(self.rdv_local, t), TIMEOUT_LOCAL if self.rdv_local else TIMEOUT_GLOBAL, self.gen)
+        self._push(
+            t + self._timeout_ms(self.rdv_local, t), TIMEOUT_LOCAL if self.rdv_local else TIMEOUT_GLOBAL, self.gen
+        )
 
     def _rdv_start(self, t: int, local: bool = False) -> None:
         self.counts["rendezvous"] += 1

@@ -78,7 +78,9 @@ def test_the_replay_with_every_switch_off_is_the_stated_model(artifact_traces):
         path, trace = artifact_traces[r["trace"]]
         stated = simulate(SimConfig(policy=r["system"], model=r["model"], trace=path), trace=trace)
         rollback = stated.config.get("effective_varuna_rollback", stated.config.get("varuna_rollback", True))
-        replay = Replay(trace, r["system"], r["model"], STATED, rollback=rollback, node_startup_s=45, price_per_node_hour=0.91)
+        replay = Replay(
+            trace, r["system"], r["model"], STATED, rollback=rollback, node_startup_s=45, price_per_node_hour=0.91
+        )
         got, want = replay.run().avg_samples_per_s(), stated.summary.avg_samples_per_s
         worst = max(worst, abs(got - want) / want if want else abs(got))
     assert worst < 0.0035
@@ -114,7 +116,9 @@ def test_the_run_records_its_quirks_and_rollback(artifact_traces):
     freq = simulate(SimConfig(policy="varuna", model="BERT-large", trace=path), trace=trace)
     assert freq.config["effective_varuna_rollback"] is True
     given = simulate(
-        SimConfig(policy="varuna", model="BERT-large", trace=path, calibration="artifact-as-run", varuna_rollback=False),
+        SimConfig(
+            policy="varuna", model="BERT-large", trace=path, calibration="artifact-as-run", varuna_rollback=False
+        ),
         trace=trace,
     )
     assert given.config["effective_varuna_rollback"] is False
