@@ -46,7 +46,8 @@ from planner.profile import ModelProfile
 from traces.model import Trace
 
 from . import artifact_data as art
-from .config import SimConfig
+from .artifact_quirks import ArtifactQuirks, resolve
+from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .errors import SimError
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
@@ -79,6 +80,7 @@ class Setup:
     node_startup_s: float
     price_per_node_hour: float
     resolved: dict[str, Any]  # config.json: the inputs, then effective_<field> for defaults filled in
+    quirks: ArtifactQuirks | None = None  # artifact calibrations: replayed by sim.artifact_replay when any is on
 
     @staticmethod
     def record(config: SimConfig, derived: dict[str, Any]) -> dict[str, Any]:
@@ -112,8 +114,13 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         "node_startup_s": startup,
         "price_per_node_hour": price,
     }
-    if config.calibration == "artifact":
-        policy, timing = _artifact(config, derived)
+    quirks = None
+    if config.calibration in ARTIFACT_CALIBRATIONS:
+        quirks, rollback, why = resolve(config, trace.name)
+        derived.update(artifact_quirks=",".join(quirks.on()) or "none")
+        if config.policy == "varuna":
+            derived.update(varuna_rollback_why=why)
+        policy, timing = _artifact(config, derived, rollback)
     else:
         policy, timing = _planner(config, trace, derived)
     factors = {
@@ -122,11 +129,11 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     if any(value != 1.0 for value in factors.values()):
         timing = ScaledPauses(timing, **factors)
         derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
-    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived))
+    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks)
 
 
 # -- artifact calibration ------------------------------------------------------------------
-def _artifact(config: SimConfig, resolved: dict[str, Any]):
+def _artifact(config: SimConfig, resolved: dict[str, Any], rollback: bool = True):
     model = art.get_model(config.model)
     timing = ArtifactTiming(config.policy, model.name)
     min_nodes = art.MIN_NODES if config.min_nodes is None else config.min_nodes
@@ -139,7 +146,6 @@ def _artifact(config: SimConfig, resolved: dict[str, Any]):
         policy = ArtifactOobleckPolicy(min_nodes)
         resolved.update(min_nodes=min_nodes)
     elif config.policy == "varuna":
-        rollback = True if config.varuna_rollback is None else config.varuna_rollback
         every = art.VARUNA_CHECKPOINT_EVERY if every is None else every
         policy = ArtifactVarunaPolicy(min_nodes, rollback=rollback, checkpoint_every=every)
         resolved.update(min_nodes=min_nodes, varuna_rollback=rollback, checkpoint_every_iterations=every)
