@@ -86,6 +86,7 @@ class PolicyBuild:
     options: Any
     checkpoints: CheckpointSchedule | None = None
     layout: BambooLayout | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)  # extra entries for the run's config.json
 
 
 class ActionCosts(Protocol):
@@ -127,7 +128,10 @@ class ArtifactContext:
     artifact's global constants by name), `row(n)` (the design's table row at n live
     nodes), the fewest nodes at which the table gives it throughput, and the run's
     `checkpoint_every_iterations` (None: not set). `calibration` names the artifact
-    calibration asked for, so a second one can plug into the same hooks."""
+    calibration asked for, so a second one can plug into the same hooks. `given` names the
+    options the run set itself; `paper_rollback` says whether the paper's own run of this
+    model on this trace rolled back on a restart (its eval script turned that off for three
+    small models on the spot traces), with the reason for config.json."""
 
     calibration: str
     model: Any
@@ -136,6 +140,9 @@ class ArtifactContext:
     min_runnable_nodes: int | None
     runnable: bool
     checkpoint_every_iterations: int | None
+    given: frozenset[str] = frozenset()  # the options the run set itself (others are defaults)
+    paper_rollback: bool = True  # whether the paper's run of this model on this trace rolled back
+    paper_rollback_why: str = "the artifact's default"
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,14 @@ def build(ctx: BuildContext, options: VarunaOptions) -> PolicyBuild:
 def artifact_policy(ctx: ArtifactContext, options: VarunaOptions) -> PolicyBuild:
     every = ctx.checkpoint_every_iterations
     every = ARTIFACT_VARUNA_CHECKPOINT_EVERY if every is None else every
-    used = replace(options, min_nodes=max(options.min_nodes, ctx.min_runnable_nodes or 0))
+    given = "rollback" in ctx.given
+    rollback = options.rollback if given else ctx.paper_rollback
+    used = replace(options, min_nodes=max(options.min_nodes, ctx.min_runnable_nodes or 0), rollback=rollback)
     policy = ArtifactVarunaPolicy(used.min_nodes, rollback=used.rollback, checkpoint_every=every)
-    return PolicyBuild(policy, used, checkpoints=CheckpointSchedule(every_iterations=every))
+    why = "given" if given else ctx.paper_rollback_why
+    return PolicyBuild(
+        policy, used, checkpoints=CheckpointSchedule(every_iterations=every), notes={"varuna_rollback_why": why}
+    )
 
 
 def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: Any) -> float | None:

@@ -23,6 +23,7 @@ MODULES = (
     "real_traces",
     "rates",
     "scale",
+    "as_run",
     "validation.experiment",
 )
 

@@ -9,12 +9,21 @@ a few dozen entries and the cost below is O(layers + entries), independent of no
   data-parallel group sharding its optimizer state does) and all nodes write at the same
   time, each at `node_write_bytes_per_s`; the whole state also passes through the storage
   system's `aggregate_bytes_per_s` when one is set. Seconds: fixed_s + max(busiest node's
-  bytes / node bandwidth, total bytes / aggregate). The real backend's rule (the owner in
-  pipeline l mod P writes all of layer l) is the same total with a coarser split.
+  bytes / node bandwidth, total bytes / aggregate).
 - Load: each layer is read once, split equally among its new holders in the same way
   (read bandwidth per node, same aggregate cap), then the holders of a layer all-gather it
   over the network: a node receives what it holds minus what it read, at the inter-node
   bandwidth. Seconds: read + exchange (the caller adds its relaunch overhead).
+
+The real backend splits more coarsely, and `split` prices its rules on the same terms:
+- `write_cost(..., split="assigned")`: each entry is what its nodes write *in full*, and
+  every layer is written by exactly one node. The real rule (in a plan of P pipelines,
+  layer l is written whole by its holder in pipeline l mod P) gives those entries via
+  `owner_writes`; Varuna's save after a failure (one surviving holder per layer) gives
+  them directly. Same total as the even split; the busiest node may carry more.
+- `load_cost(..., split="each")`: every holder reads everything it holds from storage
+  itself (a real restart: each rank loads its layers' files), no exchange; the storage
+  system then serves each layer once per holder.
 
 Defaults per GPU type (`storage_for`): the paper's p3.2xlarge (v100-16gb) keeps the fits of
 the artifact's Varuna checkpoint and restart times (0.8 GB/s write, 0.16 GB/s read; its EBS
@@ -29,11 +38,14 @@ from collections import Counter
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Literal
 
 from .errors import PlannerError
 
 Ranges = tuple[tuple[int, int], ...]  # disjoint [first, end) layer ranges, ascending
 Holdings = Mapping[Ranges, int]  # what one node holds -> number of such nodes
+WriteSplit = Literal["shared", "assigned"]
+LoadSplit = Literal["shared", "each"]
 
 
 @dataclass(frozen=True)
@@ -140,10 +152,27 @@ def _storage_s(busiest: float, total: float, per_node: float, storage: StorageSp
     return seconds
 
 
-def write_cost(holdings: Holdings, layer_bytes: Sequence[int], storage: StorageSpec) -> TransferCost:
-    """A checkpoint written by `holdings`' nodes, each layer split over its holders."""
-    share, whole = _shares(holdings, layer_bytes, "checkpoint")
-    busiest = max((_span(share, r) for r in holdings), default=0.0)
+def _check_assigned(holdings: Holdings, layer_bytes: Sequence[int]) -> None:
+    holders = _holders_per_layer(holdings, len(layer_bytes))
+    bad = next((l for l, c in enumerate(holders) if c != 1 and (c > 1 or layer_bytes[l] > 0)), None)
+    if bad is not None:
+        raise PlannerError(f"internal: layer {bad} has {holders[bad]} assigned writers, expected exactly one")
+
+
+def write_cost(
+    holdings: Holdings, layer_bytes: Sequence[int], storage: StorageSpec, *, split: WriteSplit = "shared"
+) -> TransferCost:
+    """A checkpoint written by `holdings`' nodes: each layer split over its holders
+    ("shared"), or each entry writing its ranges whole, one writer per layer ("assigned")."""
+    if split == "assigned":
+        _check_assigned(holdings, layer_bytes)
+        whole = [0, *accumulate(layer_bytes)]
+        busiest = float(max((_span(whole, r) for r in holdings), default=0))
+    elif split == "shared":
+        share, whole = _shares(holdings, layer_bytes, "checkpoint")
+        busiest = max((_span(share, r) for r in holdings), default=0.0)
+    else:
+        raise PlannerError(f"internal: unknown write split {split!r}")
     total = float(whole[-1])
     return TransferCost(
         storage.fixed_s + _storage_s(busiest, total, storage.node_write_bytes_per_s, storage), busiest, total
@@ -151,15 +180,39 @@ def write_cost(holdings: Holdings, layer_bytes: Sequence[int], storage: StorageS
 
 
 def load_cost(
-    holdings: Holdings, layer_bytes: Sequence[int], storage: StorageSpec, network_bytes_per_s: float
+    holdings: Holdings,
+    layer_bytes: Sequence[int],
+    storage: StorageSpec,
+    network_bytes_per_s: float,
+    *,
+    split: LoadSplit = "shared",
 ) -> TransferCost:
-    """A checkpoint loaded onto `holdings`' nodes: split reads, then an all-gather per layer."""
+    """A checkpoint loaded onto `holdings`' nodes: split reads, then an all-gather per layer
+    ("shared"); or every node reading all it holds, with no exchange ("each")."""
     share, whole = _shares(holdings, layer_bytes, "load")
+    if split == "each":
+        busiest = float(max((_span(whole, r) for r in holdings), default=0))
+        total = float(sum(_span(whole, r) * count for r, count in holdings.items()))
+        return TransferCost(_storage_s(busiest, total, storage.node_read_bytes_per_s, storage), busiest, total)
+    if split != "shared":
+        raise PlannerError(f"internal: unknown load split {split!r}")
     busiest = max((_span(share, r) for r in holdings), default=0.0)
     exchange = max((_span(whole, r) - _span(share, r) for r in holdings), default=0.0)
     total = float(whole[-1])
     seconds = _storage_s(busiest, total, storage.node_read_bytes_per_s, storage) + exchange / network_bytes_per_s
     return TransferCost(seconds, busiest, total)
+
+
+def owner_writes(pipelines: Sequence[Sequence[Ranges]]) -> Counter:
+    """The real backend's periodic writers as "assigned" holdings: `pipelines[p]` lists
+    what each node of pipeline p holds, and layer l is written whole by its holder in
+    pipeline l mod P (P = len(pipelines)). Each pipeline must hold every layer once."""
+    num = len(pipelines)
+    out: Counter = Counter()
+    for p, node_ranges in enumerate(pipelines):
+        for ranges in node_ranges:
+            out[as_ranges(l for a, b in ranges for l in range(a + (p - a) % num, b, num))] += 1
+    return out
 
 
 def holdings_from(nodes: Iterable[Ranges]) -> Counter:

@@ -117,6 +117,12 @@ class RunConfig:
       `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how
       long the job waits for nodes when too few are left; `respawn` lets a local launcher
       replace a worker that cannot tear down cleanly (and Varuna restart processes).
+    - Checkpoint storage for the accounting (`real.control.checkpoint_accounting`: each
+      checkpoint's predicted seconds by `planner.checkpoint_cost`, next to the measured
+      ones): `storage_gb_per_s` (write, per node), `restart_load_gb_per_s` (read, per
+      node), `storage_cap_gb_per_s` (the whole storage system), `checkpoint_fixed_s`;
+      None: `planner.checkpoint_cost.storage_for` the planner's GPU type, as the
+      simulator's fields of the same names. They price checkpoints; they slow nothing.
     """
 
     nodes: int = 2
@@ -158,6 +164,10 @@ class RunConfig:
     join_horizon_s: float = DEFAULT_JOIN_HORIZON_S
     wait_for_nodes_s: float = 120.0
     respawn: bool = True
+    storage_gb_per_s: float | None = None
+    restart_load_gb_per_s: float | None = None
+    storage_cap_gb_per_s: float | None = None
+    checkpoint_fixed_s: float | None = None
 
     def __post_init__(self) -> None:
         ints = ("nodes", "gpus_per_node", "steps", "global_batch", "microbatch_size")
@@ -221,6 +231,12 @@ class RunConfig:
         ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        for name in ("storage_gb_per_s", "restart_load_gb_per_s", "storage_cap_gb_per_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name} must be positive (or unset), got {value!r}")
+        if self.checkpoint_fixed_s is not None and not self.checkpoint_fixed_s >= 0:
+            raise ConfigError(f"checkpoint_fixed_s must be >= 0 (or unset), got {self.checkpoint_fixed_s!r}")
         if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
             raise ConfigError("heartbeat_timeout_s must exceed heartbeat_interval_s")
         if self.threads_per_worker is not None and self.threads_per_worker < 1:

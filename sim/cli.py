@@ -1,7 +1,7 @@
 """`ooblab simulate`: replay a trace against one policy and report where the time went.
 
     ooblab simulate [--design NAME] [--design-module FILE.py] [--model NAME]
-                    [--trace FILE_OR_SPEC] [--calibration artifact|planner] [--seed N]
+                    [--trace FILE_OR_SPEC] [--calibration artifact|planner|artifact-as-run] [--seed N]
                     [--set KEY=VALUE ...] [--out DIR | --no-write] [--json]
 
 Defaults: Oobleck, GPT-3-medium, the paper's 1-hour trace (`fixed:interval=1h`: 30 nodes,

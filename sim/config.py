@@ -19,7 +19,8 @@ from designs.options import DesignError
 
 from .errors import SimError
 
-CALIBRATIONS = ("artifact", "planner")
+CALIBRATIONS = ("artifact", "planner", "artifact-as-run")
+ARTIFACT_CALIBRATIONS = ("artifact", "artifact-as-run")  # the artifact's tables and constants
 TIMELINES = ("changes", "iterations")
 
 # options each calibration ignores: setting them is an error
@@ -40,7 +41,7 @@ PLANNER_ONLY = (
     "storage_gb_per_s",
     "storage_cap_gb_per_s",
 )
-ARTIFACT_ONLY = ("varuna_rollback", "min_nodes")
+ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,11 @@ class SimConfig:
     # policy knobs
     checkpoint_every_iterations: int | None = None  # Varuna: default 10
     checkpoint_every_s: float | None = None  # Oobleck and Bamboo (planner): default 3600 s
-    varuna_rollback: bool | None = None  # artifact Varuna: default True
+    varuna_rollback: bool | None = None  # artifact Varuna: default True, False for the 3 small models on spot traces
+    # artifact calibrations: the artifact code's departures from its stated model
+    # (sim.artifact_quirks: "all", "none", names, or -names from all); default: none in
+    # `artifact`, all in `artifact-as-run`
+    artifact_quirks: str | None = None
     min_nodes: int | None = None  # artifact: default 12
     bamboo_depth: int | None = None  # default 12
     join_horizon_s: float | None = None  # Oobleck's gain test for joins, default DEFAULT_JOIN_HORIZON_S
@@ -122,6 +127,7 @@ class SimConfig:
                 "seed",
                 "varuna_rollback",
                 "design_options",
+                "artifact_quirks",
             ):
                 continue
             if f.name in (
@@ -161,7 +167,9 @@ class SimConfig:
                     raise SimError(f"{f.name} must be > 0")
         if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")
-        unused = PLANNER_ONLY if self.calibration == "artifact" else ARTIFACT_ONLY
+        if self.artifact_quirks is not None and not isinstance(self.artifact_quirks, str):
+            raise SimError(f"artifact_quirks must be a comma-separated list of names, got {self.artifact_quirks!r}")
+        unused = PLANNER_ONLY if self.calibration in ARTIFACT_CALIBRATIONS else ARTIFACT_ONLY
         stray = [name for name in unused if getattr(self, name) is not None]
         if stray:
             raise SimError(

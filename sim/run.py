@@ -18,8 +18,12 @@ from typing import Any
 from planner.records import EventRecord, RunSummary, TimelineRow, write_run
 from traces.model import Trace
 
-from .config import SimConfig
+from . import artifact_data as art
+from .artifact_quirks import ArtifactQuirks
+from .artifact_replay import Replay
+from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .engine import Simulation
+from .errors import SimError
 from .setup import Setup, build
 
 DEFAULT_RESULTS = Path("results") / "sim"
@@ -53,6 +57,8 @@ class SimResult:
 def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
     """Run `config` (on `trace` if given, else the one its `trace` field names)."""
     setup = build(config, trace)
+    if setup.quirks is not None and setup.quirks.needs_replay():
+        return _replayed(setup)
     sim = Simulation(
         setup.trace,
         setup.policy,
@@ -89,7 +95,7 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         "decisions": counts["decisions"],
         "unfinished_iteration_s": led.unfinished_s,
         "samples_per_iteration": batch,
-        "on_demand_cost_usd": node_hours * 3.06 if config.calibration == "artifact" else None,
+        "on_demand_cost_usd": node_hours * 3.06 if config.calibration in ARTIFACT_CALIBRATIONS else None,
     }
     return RunSummary(
         policy=config.policy,
@@ -109,3 +115,58 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         breakdown=led.breakdown(),
         extra=extra,
     )
+
+
+def _replayed(setup: Setup) -> SimResult:
+    """The artifact's code replayed (`sim.artifact_replay`), packaged like an engine run."""
+    config = setup.config
+    rollback = setup.resolved.get("effective_varuna_rollback", setup.resolved.get("varuna_rollback", True))
+    system = getattr(setup.timing, "system", None)
+    if not isinstance(system, str):
+        raise SimError(f"internal: the artifact replay needs an artifact timing, got {type(setup.timing).__name__}")
+    rep = Replay(
+        setup.trace,
+        system,
+        config.model,
+        setup.quirks or ArtifactQuirks(),
+        rollback=bool(rollback),
+        node_startup_s=setup.node_startup_s,
+        price_per_node_hour=setup.price_per_node_hour,
+        duration_s=config.duration_s,
+        iteration_rows=config.timeline == "iterations",
+    ).run()
+    node_hours = rep.node_s / 3600.0
+    steps = rep.committed_steps()
+    c = rep.counts
+    summary = RunSummary(
+        policy=config.policy,
+        model=config.model,
+        trace=setup.trace.name,
+        calibration=config.calibration,
+        duration_s=(rep.end_ms - rep.start_ms) / 1000,
+        avg_samples_per_s=rep.avg_samples_per_s(),
+        committed_samples=steps * rep.batch,
+        num_iterations=steps,
+        num_reconfigurations=rep.recoveries()[0],
+        num_restarts=rep.recoveries()[1],
+        num_checkpoints=c["checkpoints"] - c["checkpoints_failed"],
+        failures_survived=0,
+        node_hours=node_hours,
+        cost_usd=node_hours * setup.price_per_node_hour,
+        breakdown=rep.breakdown(),
+        extra={
+            "outcome": "ok" if rep.infeasible is None else "infeasible",
+            "infeasible_reason": rep.infeasible,
+            "first_start_s": None if rep.first_ms is None else rep.first_ms / 1000,
+            "last_iteration_s": None if rep.last_step_t is None else rep.last_step_t / 1000,
+            "removals": c["removals"],
+            "rollbacks": c["rollbacks"],
+            "checkpoints_failed": c["checkpoints_failed"],
+            "stalls": c["stalls"],
+            "artifact_steps_complete": rep.steps,
+            "samples_per_iteration": rep.batch,
+            "on_demand_cost_usd": node_hours * art.ON_DEMAND_PRICE_PER_NODE_HOUR,
+        },
+        num_failed_checkpoints=c["checkpoints_failed"],
+    )
+    return SimResult(setup.resolved, summary, tuple(rep.timeline), tuple(rep.events))

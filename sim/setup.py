@@ -40,7 +40,8 @@ from planner.profile import ModelProfile
 from traces.model import Trace
 
 from . import artifact_data as art
-from .config import SimConfig
+from .artifact_quirks import ArtifactQuirks, resolve
+from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .errors import SimError
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
@@ -65,6 +66,7 @@ class Setup:
     node_startup_s: float
     price_per_node_hour: float
     resolved: dict[str, Any]  # config.json: the inputs, then effective_<field> for defaults filled in
+    quirks: ArtifactQuirks | None = None  # artifact calibrations: replayed by sim.artifact_replay when any is on
 
     @staticmethod
     def record(config: SimConfig, derived: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +98,11 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         "node_startup_s": startup,
         "price_per_node_hour": price,
     }
-    if config.calibration == "artifact":
-        policy, timing = _artifact(config, design, options, derived)
+    quirks = None
+    if config.calibration in ARTIFACT_CALIBRATIONS:
+        quirks, rollback, why = resolve(config, trace.name)
+        derived.update(artifact_quirks=",".join(quirks.on()) or "none")
+        policy, timing = _artifact(config, design, options, derived, (rollback, why))
     else:
         policy, timing = _planner(config, trace, design, options, derived)
     factors = {
@@ -106,7 +111,7 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     if any(value != 1.0 for value in factors.values()):
         timing = ScaledPauses(timing, **factors)
         derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
-    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived))
+    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks)
 
 
 # -- the design and its options -------------------------------------------------------------
@@ -124,7 +129,8 @@ def resolve_design(config: SimConfig) -> tuple[Design, object]:
         settings[key] = value
     settings.update(config.design_options or {})
     try:
-        return designs.resolve(config.policy, settings, config.calibration)
+        where = ARTIFACT if config.calibration in ARTIFACT_CALIBRATIONS else config.calibration
+        return designs.resolve(config.policy, settings, where)
     except DesignError as exc:
         raise SimError(str(exc)) from None
 
@@ -140,7 +146,9 @@ def _record_options(design: Design, options: object, where: str, resolved: dict[
 
 
 # -- artifact calibration ------------------------------------------------------------------
-def _artifact(config: SimConfig, design: Design, options: object, resolved: dict[str, object]):
+def _artifact(
+    config: SimConfig, design: Design, options: object, resolved: dict[str, object], rollback: tuple[bool, str]
+):
     hooks = design.artifact
     if hooks is None:
         able = [d.name for d in designs.all_designs() if d.artifact is not None]
@@ -149,7 +157,19 @@ def _artifact(config: SimConfig, design: Design, options: object, resolved: dict
         )
     model = art.get_model(config.model)
     timing = ArtifactTiming(design, model.name, config.calibration, options)
-    ctx = replace(timing.context, checkpoint_every_iterations=config.checkpoint_every_iterations)
+    given = frozenset(
+        spec.name
+        for spec in design.option_specs
+        if spec.name in (config.design_options or {})
+        or (spec.legacy is not None and getattr(config, spec.legacy, None) is not None)
+    )
+    ctx = replace(
+        timing.context,
+        checkpoint_every_iterations=config.checkpoint_every_iterations,
+        given=given,
+        paper_rollback=rollback[0],
+        paper_rollback_why=rollback[1],
+    )
     try:
         built = hooks.policy(ctx, options)
     except DesignError as exc:
@@ -158,6 +178,7 @@ def _artifact(config: SimConfig, design: Design, options: object, resolved: dict
     _record_options(design, built.options, ARTIFACT, resolved)
     if built.checkpoints is not None:
         resolved.update(checkpoint_every_iterations=built.checkpoints.every_iterations)
+    resolved.update(built.notes)
     resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
     return built.policy, timing
 

@@ -8,6 +8,11 @@
   way the iteration in flight is lost. Below the smallest configuration it waits.
 - New nodes: when the best configuration for the larger set is predicted faster, Varuna
   checkpoints and restarts on it (job morphing); otherwise they idle.
+- A save before a restart is skipped when the last complete checkpoint already holds
+  every committed iteration (`ClusterView.checkpoint_iterations == iterations_done`):
+  there is nothing new to write. Without this, a cluster whose removals come faster than
+  a restart plus one iteration (Varuna on a 1,024-node spot trace) re-wrote the same
+  state at every removal: a checkpoint each time, never an iteration.
 - Periodic blocking checkpoints every `checkpoints.every_iterations` iterations (default
   10, the Oobleck artifact's).
 - Losing an idle or starting node changes nothing.
@@ -107,6 +112,12 @@ class VarunaMemory:
     started: bool = False
 
 
+def _save(view: ClusterView, why: str) -> tuple[Checkpoint, ...]:
+    """The checkpoint before a restart, unless the last one already holds every committed
+    iteration (nothing to write: the restart resumes from it as it is)."""
+    return (Checkpoint(why),) if view.iterations_done > view.checkpoint_iterations else ()
+
+
 class VarunaPolicy:
     """Varuna on a `VarunaSearch` for one model and GPU type."""
 
@@ -151,7 +162,7 @@ class VarunaPolicy:
         better = self.plan_for(view.ready)
         if better is not None and better.iteration_time_s < plan.iteration_time_s * (1 - 1e-9):
             why = f"morph to {better.config.depth} x {better.config.width} on {len(better.nodes)} nodes"
-            return Decision(better, (Checkpoint(why), Restart(why)), memory)
+            return Decision(better, (*_save(view, why), Restart(why)), memory)
         return Decision(plan, (Continue(),), memory)
 
     def _on_removal(self, view: ClusterView, event: NodesRemoved, plan, memory: VarunaMemory) -> Decision:
@@ -171,9 +182,9 @@ class VarunaPolicy:
             why = f"lost {lost}: checkpoint from the surviving replicas, then restart"
             if new is None:
                 return Decision(
-                    None, (Checkpoint(why), WaitForNodes(self.min_nodes or 0, why)), VarunaMemory(base, True)
+                    None, (*_save(view, why), WaitForNodes(self.min_nodes or 0, why)), VarunaMemory(base, True)
                 )
-            return Decision(new, (Checkpoint(why), Restart(why)), VarunaMemory(base, True))
+            return Decision(new, (*_save(view, why), Restart(why)), VarunaMemory(base, True))
         why = f"lost {lost}: some stage has no live replica, back to the last checkpoint"
         return self._launch(view, VarunaMemory(None, True), restart=True, note=why)
 

@@ -12,12 +12,16 @@ saves. Each is, on every tick, newest first:
   `checkpoint_timeout_s` (a writer that hangs, or died before reporting). A failed
   checkpoint is counted (`RunOutcome.failed_checkpoints`) and the job goes on: the next
   interval tries again, and a restart uses the newest complete one (`usable`).
+
+Each complete checkpoint, and each restart's load, is priced by the planner's model for
+the writers it really had (`checkpoint_accounting`; `RunOutcome.checkpoint_accounts`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 import torch.distributed as dist
@@ -28,6 +32,7 @@ from ..config import RunConfig
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..state.checkpoint import newest_usable, write_manifest
+from . import checkpoint_accounting as acct
 from .job import JobState, PendingCheckpoint
 from .outcome import RunOutcome
 
@@ -49,10 +54,17 @@ class CheckpointBook:
     def __init__(self, job: JobState, control: CheckpointControl):
         self.job = job
         self.c = control
+        self.storage = acct.storage_of(control.config, control.planner.cluster.gpu.name)
+        self.layer_bytes = tuple(layer.copy_bytes for layer in control.planner.profile.layers)
+        self._writers: dict[PendingCheckpoint, tuple[str, dict[str, tuple[int, ...]], float]] = {}
 
     @property
     def num_layers(self) -> int:
         return self.c.planner.profile.num_layers
+
+    def _pending(self, p: PendingCheckpoint, kind: str, writers: dict[str, tuple[int, ...]]) -> None:
+        self.job.ckpt_pending.append(p)
+        self._writers[p] = (kind, writers, time.time())
 
     def on_commit(self, step: int) -> None:
         """Step `step` is committed: workers checkpoint the state ready for step + 1 when
@@ -66,8 +78,10 @@ class CheckpointBook:
         ):
             return
         if not any(p.step == ready and p.generation == self.job.gen for p in self.job.ckpt_pending):
-            self.job.ckpt_pending.append(
-                PendingCheckpoint(self.job.gen, 0, ready, time.time() + config.checkpoint_timeout_s)
+            self._pending(
+                PendingCheckpoint(self.job.gen, 0, ready, time.time() + config.checkpoint_timeout_s),
+                acct.PERIODIC,
+                acct.periodic_writers(self.job.current().layout),
             )
 
     def tick(self) -> None:
@@ -93,6 +107,7 @@ class CheckpointBook:
     def fail(self, p: PendingCheckpoint, reason: str) -> None:
         if p in self.job.ckpt_pending:
             self.job.ckpt_pending.remove(p)
+        self._writers.pop(p, None)
         self.c.outcome.failed_checkpoints.append(p.step)
         self.c.outcome.event(
             "checkpoint_failed", step=p.step, generation=p.generation, attempt=p.attempt, reason=reason
@@ -109,20 +124,49 @@ class CheckpointBook:
             return False
         self.job.manifest = manifest
         self.job.ckpt_pending = [q for q in self.job.ckpt_pending if q.step > p.step]  # older ones are superseded
+        for q in [q for q in self._writers if q not in self.job.ckpt_pending and q != p]:
+            del self._writers[q]
         self.c.outcome.checkpoints += 1
+        account = self._account(p, manifest)
         self.c.outcome.event("checkpoint", step=p.step, generation=p.generation, attempt=p.attempt, kept=list(manifest.kept),
-                             directory=config.checkpoint_dir)  # fmt: skip
+                             directory=config.checkpoint_dir, **(self._brief(account) if account else {}))  # fmt: skip
         return True
 
-    def save(self, step: int, writers: Mapping[str, list[int]]) -> bool:
-        """An on-demand checkpoint of `step` by `writers` (worker id -> layers); True once
-        its manifest is durable, False (a failed checkpoint) otherwise."""
+    def _account(self, p: PendingCheckpoint, manifest) -> acct.CheckpointAccount | None:
+        entry = self._writers.pop(p, None)
+        if entry is None:
+            return None
+        kind, writers, t0 = entry
+        files = {l: Path(manifest.directory) / f for l, f in manifest.files.items()}
+        account = acct.write_account(kind, p.step, p.generation, writers, self.layer_bytes, self.storage,
+                                     manifest.time_s - t0, files)  # fmt: skip
+        self.c.outcome.checkpoint_accounts.append(account)
+        return account
+
+    @staticmethod
+    def _brief(account: acct.CheckpointAccount) -> dict:
+        return {k: getattr(account, k) for k in ("busiest_node_bytes", "predicted_s", "measured_s", "nodes")}
+
+    def load_note(self, layout, recovery: int | None) -> None:
+        """Price the load of `job.manifest` onto `layout` (each rank reads its own layers)."""
+        m = self.job.manifest
+        if m is None:
+            return
+        account = acct.load_account(m.step, self.job.gen, acct.readers(layout), self.layer_bytes, self.storage,
+                                    self.c.planner.cluster.inter_node_bw_bytes_per_s, recovery)  # fmt: skip
+        self.c.outcome.checkpoint_accounts.append(account)
+        self.c.outcome.event("checkpoint_load", step=m.step, generation=self.job.gen, **self._brief(account))
+
+    def save(self, step: int, writers: Mapping[str, list[int]], node_of: Mapping[str, str]) -> bool:
+        """An on-demand checkpoint of `step` by `writers` (worker id -> layers, `node_of`
+        worker id -> node); True once its manifest is durable, False (a failed checkpoint)
+        otherwise."""
         self.job.save_attempts += 1
         t0 = time.time()
         p = PendingCheckpoint(
             self.job.gen, self.job.save_attempts, step, time.time() + self.c.config.checkpoint_timeout_s
         )
-        self.job.ckpt_pending.append(p)
+        self._pending(p, acct.SAVE, acct.node_writers(writers, node_of))
         rv.publish_order(
             self.c.store,
             {"kind": "save", "step": step, "writers": dict(writers), "generation": p.generation, "attempt": p.attempt},

@@ -55,6 +55,7 @@ class RunOutcome:
     restarts: int = 0
     checkpoints: int = 0
     failed_checkpoints: list[int] = field(default_factory=list)  # the step of each failed checkpoint
+    checkpoint_accounts: list = field(default_factory=list)  # checkpoint_accounting.CheckpointAccount, in order
     failures_survived: int = 0
     lost_iterations: int = 0
     injections_fired: list[int] = field(default_factory=list)

@@ -343,6 +343,8 @@ class RecoveryFlow:
             self.c.publish(
                 plan, RESTART, resume, lambda layout, workers: uniform_sources(layout, CHECKPOINT), self.job.manifest
             )
+            recovery = self.job.recovery.index if self.job.recovery is not None else None
+            self.checkpoints.load_note(self.job.current().layout, recovery)
         self.c.outcome.restarts += 1
         if self.job.recovery is not None:
             self.job.recovery.kind = RESTART_KIND
@@ -380,7 +382,8 @@ class RecoveryFlow:
                 self.c.outcome.event("checkpoint_impossible", step=step, layer=layer)
                 return False
             writers.setdefault(str(holder), []).append(layer)
-        return self.checkpoints.save(step, writers)
+        node_of = {w: self.c.members.workers[int(w)].info.node for w in writers}
+        return self.checkpoints.save(step, writers, node_of)
 
     def restart_processes(self, plan) -> None:
         """Varuna's "stop everything": kill every worker, start fresh ones on every live node."""

@@ -9,7 +9,9 @@ steady-state iteration time and throughput (iterations after the first, which in
 the schedules' lazy set-up), the planner's predicted iteration time, the plans (first
 and last), and for failures `num_reconfigurations`, `num_restarts`, `recovery_s` (one
 duration per recovery: failure to the next completed iteration) and `recoveries` (each
-split into detection, rebuild, planning, checkpoint, respawn, copy and redo).
+split into detection, rebuild, planning, checkpoint, respawn, copy and redo), and
+`checkpoint_accounts` (each checkpoint written or loaded: the model's bytes and seconds
+for the writers it really had, next to the measured seconds: `checkpoint_accounting`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ def iteration_times_s(outcome: RunOutcome) -> list[float]:
 def steady_iteration_s(times: list[float]) -> float | None:
     """Median iteration time after the first (None with fewer than two iterations)."""
     return statistics.median(times[1:]) if len(times) >= 2 else None
+
+
+def checkpoint_accounts(outcome: RunOutcome) -> list[dict[str, Any]]:
+    """Every checkpoint written or loaded, priced by the model (`checkpoint_accounting`);
+    a load's measured seconds are its recovery's `copy` phase (known once it is over)."""
+    done = {r.index: r for r in outcome.recoveries}
+    out = []
+    for account in outcome.checkpoint_accounts:
+        row = account.to_dict()
+        if account.recovery is not None and account.recovery in done:
+            row["measured_s"] = done[account.recovery].phases["copy"]
+        out.append(row)
+    return out
 
 
 def summarize(outcome: RunOutcome) -> RunSummary:
@@ -82,6 +97,7 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "recoveries": [r.to_dict() for r in recoveries],
         "lost_iterations": outcome.lost_iterations,
         "failed_checkpoint_steps": list(outcome.failed_checkpoints),
+        "checkpoint_accounts": checkpoint_accounts(outcome),
         "injections_fired": sorted(outcome.injections_fired),
     }
     return RunSummary(

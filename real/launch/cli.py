@@ -256,6 +256,24 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="tests: faults the checkpoint writer injects into its own I/O",
     )
     failures.add_argument(
+        "--storage-gb-per-s",
+        type=float,
+        default=None,
+        help="checkpoint write bandwidth per node, GB/s, for the checkpoint accounting (default: the GPU type's)",
+    )
+    failures.add_argument(
+        "--restart-load-gb-per-s",
+        type=float,
+        default=None,
+        help="checkpoint read bandwidth per node, GB/s, for the accounting (default: the GPU type's)",
+    )
+    failures.add_argument(
+        "--storage-cap-gb-per-s",
+        type=float,
+        default=None,
+        help="aggregate bandwidth of the checkpoint storage, GB/s, for the accounting (default: no cap)",
+    )
+    failures.add_argument(
         "--heartbeat-interval", type=float, default=d.heartbeat_interval_s, help="seconds between a worker's heartbeats"
     )
     failures.add_argument(
@@ -341,6 +359,9 @@ def config_from_args(args) -> RunConfig:
             **_design_fields(args),
         },
         respawn=not args.no_respawn,
+        storage_gb_per_s=args.storage_gb_per_s,
+        restart_load_gb_per_s=args.restart_load_gb_per_s,
+        storage_cap_gb_per_s=args.storage_cap_gb_per_s,
     )
 
 

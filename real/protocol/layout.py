@@ -106,6 +106,12 @@ class Layout:
                 return stage.rank
         return None
 
+    def checkpoint_layers(self, rank: int) -> tuple[int, ...]:
+        """The layers `rank` writes in a periodic checkpoint: layer l is written whole by
+        its holder in pipeline l mod P (every layer once; `planner.checkpoint_cost.owner_writes`)."""
+        stage = self.stages[rank]
+        return tuple(l for l in stage.layers if l % len(self.pipelines) == stage.pipeline)
+
     def groups_of(self, rank: int) -> tuple[SyncGroup, ...]:
         """The sync groups `rank` belongs to, in the global creation order (deadlock-free
         when every rank issues its collectives in this order)."""

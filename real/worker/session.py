@@ -210,10 +210,10 @@ class WorkerSession:
         every, ready = self.config.checkpoint_every, runner.ready_step
         if not every or ready % every or ready >= self.config.steps or not self.config.checkpoint_dir:
             return
-        pipelines = len(directive.layout.pipelines)
-        mine = {l: s for l, s in runner.states(copy=False).items() if l % pipelines == runner.assignment.pipeline}
+        owned = set(directive.layout.checkpoint_layers(runner.assignment.rank))
+        mine = [s for l, s in runner.states(copy=False).items() if l in owned]
         if mine:
-            self._submit(number, 0, ready, mine.values())
+            self._submit(number, 0, ready, mine)
 
     def _submit(self, generation: int, attempt: int, step: int, states) -> None:
         """Hand layer copies to the writer; a writer with no room in time fails the

@@ -15,7 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.checkpoint_cost import StorageSpec, as_ranges, load_cost, merge, storage_for, write_cost
+from planner.checkpoint_cost import (
+    StorageSpec,
+    as_ranges,
+    load_cost,
+    merge,
+    owner_writes,
+    storage_for,
+    write_cost,
+)
 from planner.errors import PlannerError
 from planner.plan import JobSpec
 from planner.planner import Planner
@@ -161,3 +169,75 @@ def test_writes_are_bounded_by_the_even_split_and_the_single_stream(layer_bytes,
     assert cost.seconds >= total / (len(alive) * GB) - 1e-9  # never faster than a perfect split
     if cap is not None:
         assert cost.seconds >= total / cap - 1e-9
+
+
+@st.composite
+def pipelines_and_bytes(draw):
+    """1-4 pipelines over the same layers, each cut into contiguous stages grouped onto
+    nodes (a node may hold several consecutive stages), and each layer's bytes."""
+    num_layers = draw(st.integers(1, 9))
+    pipelines = []
+    for _ in range(draw(st.integers(1, 4))):
+        cuts = sorted(draw(st.sets(st.integers(1, num_layers - 1), max_size=num_layers - 1))) if num_layers > 1 else []
+        bounds = [0, *cuts, num_layers]
+        stages = list(zip(bounds, bounds[1:]))
+        groups = draw(st.integers(1, len(stages)))
+        per_node = [stages[i::groups] for i in range(groups)]  # stages dealt round-robin onto nodes
+        pipelines.append([merge(*held) for held in per_node])
+    layer_bytes = draw(st.lists(st.integers(0, 5 * GB), min_size=num_layers, max_size=num_layers))
+    return pipelines, layer_bytes
+
+
+def layers_of(ranges):
+    return [l for a, b in ranges for l in range(a, b)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(pipelines_and_bytes(), st.sampled_from([None, 3 * GB]))
+def test_the_owner_rule_priced_as_assigned_writes_matches_a_node_by_node_count(case, cap):
+    """Brute force: node n of pipeline p writes, in full, every layer l it holds with
+    l mod P == p; the busiest node's bytes and the total decide the seconds."""
+    pipelines, layer_bytes = case
+    num = len(pipelines)
+    per_node = [
+        sum(layer_bytes[l] for l in layers_of(ranges) if l % num == p)
+        for p, node_ranges in enumerate(pipelines)
+        for ranges in node_ranges
+    ]
+    storage = StorageSpec(node_write_bytes_per_s=1 * GB, aggregate_bytes_per_s=cap, fixed_s=0.5)
+    cost = write_cost(owner_writes(pipelines), layer_bytes, storage, split="assigned")
+    assert cost.busiest_node_bytes == max(per_node)
+    assert cost.total_bytes == sum(per_node) == sum(layer_bytes)  # every layer written exactly once
+    expected = 0.5 + max(max(per_node) / GB, sum(layer_bytes) / cap if cap else 0.0)
+    assert cost.seconds == pytest.approx(expected)
+    # the even split over the same holders moves the same total
+    holders = Counter(ranges for node_ranges in pipelines for ranges in node_ranges)
+    assert write_cost(holders, layer_bytes, storage).total_bytes == cost.total_bytes
+
+
+@settings(max_examples=100, deadline=None)
+@given(pipelines_and_bytes(), st.sampled_from([None, 3 * GB]))
+def test_loads_where_every_holder_reads_its_own_layers_match_a_node_by_node_count(case, cap):
+    pipelines, layer_bytes = case
+    per_node = [sum(layer_bytes[l] for l in layers_of(r)) for node_ranges in pipelines for r in node_ranges]
+    holders = Counter(r for node_ranges in pipelines for r in node_ranges)
+    storage = StorageSpec(node_read_bytes_per_s=2 * GB, aggregate_bytes_per_s=cap)
+    cost = load_cost(holders, layer_bytes, storage, network_bytes_per_s=1e-9, split="each")  # no exchange
+    assert cost.busiest_node_bytes == max(per_node) and cost.total_bytes == sum(per_node)
+    assert cost.seconds == pytest.approx(max(max(per_node) / (2 * GB), sum(per_node) / cap if cap else 0.0))
+
+
+def test_assigned_writes_name_a_layer_written_twice_or_never():
+    storage = StorageSpec()
+    assert write_cost({((0, 2),): 1, ((2, 4),): 1}, BYTES, storage, split="assigned").busiest_node_bytes == 7 * GB
+    with pytest.raises(PlannerError, match="layer 0 has 2 assigned writers"):
+        write_cost({((0, 4),): 1, ((0, 1),): 1}, BYTES, storage, split="assigned")
+    with pytest.raises(PlannerError, match="layer 3 has 0 assigned writers"):
+        write_cost({((0, 3),): 1}, BYTES, storage, split="assigned")
+    # the real rule on the tiny plan: layers 0, 2 by pipeline 0's n1, n2; 1, 3 by n3, n4
+    assert owner_writes([[((0, 2),), ((2, 4),)], [((0, 2),), ((2, 4),)]]) == {
+        ((0, 1),): 1,
+        ((2, 3),): 1,
+        ((1, 2),): 1,
+        ((3, 4),): 1,
+    }

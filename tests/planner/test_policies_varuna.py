@@ -66,8 +66,9 @@ def test_search_by_hand_largest_fitting_microbatch_then_fastest():
     assert search().best(1) is None and search().min_gpus(8) == 2
 
 
-def view(ready, state="running"):
-    return ClusterView(0.0, tuple(ready), (), state)
+def view(ready, state="running", done=3, saved=0):
+    """`done` committed iterations, of which the last checkpoint holds `saved`."""
+    return ClusterView(0.0, tuple(ready), (), state, iterations_done=done, checkpoint_iterations=saved)
 
 
 def running(policy, ready) -> Decision:
@@ -94,6 +95,21 @@ def test_new_nodes_morph_the_job_only_when_faster():
     assert [type(a) for a in grow.actions] == [Checkpoint, Restart] and grow.plan.config.width == 2
     four = running(policy, list("abcd"))
     assert policy.decide(view("abcde"), NodesReady(("e",)), four).actions == (Continue(),)
+
+
+def test_nothing_new_since_the_last_checkpoint_restarts_without_saving():
+    """Removals and morphs re-save only committed work the last checkpoint lacks; with
+    none (no iteration since it, or none at all) the restart resumes from it as it is."""
+    policy = VarunaPolicy(search(), 1, max_nodes=8)
+    current = running(policy, ["a", "b", "c", "d", "e"])
+    for done in (0, 4):
+        same = policy.decide(view("abce", done=done, saved=done), NodesRemoved(("d",)), current)
+        assert [type(a) for a in same.actions] == [Restart] and not same.rolls_back
+    newer = policy.decide(view("abce", done=5, saved=4), NodesRemoved(("d",)), current)
+    assert [type(a) for a in newer.actions] == [Checkpoint, Restart]
+    two = running(policy, ["a", "b"])
+    grow = policy.decide(view("abcd", done=2, saved=2), NodesReady(("c", "d")), two)
+    assert [type(a) for a in grow.actions] == [Restart] and grow.plan.config.width == 2
 
 
 def test_start_and_resume():

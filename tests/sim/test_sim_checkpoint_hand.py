@@ -84,3 +84,23 @@ def test_an_aggregate_cap_slows_every_checkpoint():
     sim = simulate(make_trace([(0, "add", nodes(4)), (400, "add", "end")]), policy, "oobleck", capped)
     # 4 GB through 0.5 GB/s: 8 s, not the 1 s of the busiest node
     assert pauses(sim, "checkpointing") == [(205.0, 10.0), (365.0, 10.0)]
+
+
+def test_varuna_under_removals_faster_than_a_restart_saves_nothing_twice():
+    """The mechanism behind Varuna's 1,024-node spot day (README "Simulator"): working
+    nodes leave every 20 s, a restart takes 10 s plus its load and an iteration 18 s or
+    more, so no iteration completes between two removals. The state never changes, and
+    Varuna restarts from its last checkpoint (here: the start) without writing it again
+    (it used to write one checkpoint per removal, all of the same zero iterations)."""
+    search = VarunaSearch(lambda b: tiny_profile() if b == 1 else None, tiny_cluster(8), 8, max_microbatch=1)
+    policy = VarunaPolicy(search, 1, max_nodes=8)
+    # 2 x 4 on n1..n8 (18 s iterations from 55), then 2 x 3 (24 s), 2 x 2 (30 s), 2 x 1 (54 s)
+    removals = [(70, "remove", ["n7", "n8"]), (90, "remove", ["n5", "n6"]), (110, "remove", ["n3", "n4"])]
+    sim = simulate(make_trace([(0, "add", nodes(8)), *removals, (400, "add", "end")]), policy, "varuna")
+    counts = sim.counts
+    assert counts["restarts"] == 3 and counts["iterations_lost"] == 3
+    assert pauses(sim, "checkpointing") == [] and counts["checkpoints"] == 0 and sim.ledger.checkpoint_s == 0.0
+    early = [row.iterations_done for row in sim.timeline if row.time_s <= 110.0]
+    assert early == [0] * len(early)  # nothing completes while removals come every 20 s
+    # after the last removal: restart 10 s + 2 GB per node at 2 GB/s to 121, then 54 s each
+    assert pauses(sim, "restarting")[-1] == (110.0, 11.0) and sim.iterations == 5
