@@ -53,6 +53,7 @@ APPLIES = {
     ),
 }
 BAMBOO_OOM = ("GPT-3-medium", "GPT-3-2_7b", "GPT-3-6_7b")
+NO_THROUGHPUT = {"bamboo": BAMBOO_OOM}  # models the artifact gives a system no throughput on
 
 
 def _traces(setting: Setting) -> list[TraceChoice]:
@@ -79,7 +80,7 @@ def specs(setting: Setting) -> list[RunSpec]:
                     ("published", {"calibration": "artifact-as-run"}),
                     ("stated", {"calibration": "artifact"}),
                 ]
-                if not (system == "bamboo" and model in BAMBOO_OOM):
+                if model not in NO_THROUGHPUT.get(system, ()):
                     variants += [
                         (f"-{q}", {"calibration": "artifact-as-run", "artifact_quirks": f"-{q}"})
                         for q in APPLIES[system]

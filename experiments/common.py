@@ -25,13 +25,17 @@ def by_calibration(table: pd.DataFrame):
             yield calibration, table[table["calibration"] == calibration]
 
 
+# what the paper's spot figures change per system, for the models whose artifact record says so
+SPOT_NO_ROLLBACK_OPTIONS = {"varuna": {"varuna_rollback": False}}
+
+
 def spot_options(calibration: str, model: str, system: str) -> dict:
     """The paper's spot-trace figures turn Varuna's rollback off for the three smaller
     models (artifact calibration only: the planner calibration always rolls back)."""
     from sim.artifact_data import ARTIFACT_MODELS
 
-    if calibration == "artifact" and system == "varuna" and ARTIFACT_MODELS[model].spot_no_rollback:
-        return {"varuna_rollback": False}
+    if calibration == "artifact" and ARTIFACT_MODELS[model].spot_no_rollback:
+        return dict(SPOT_NO_ROLLBACK_OPTIONS.get(system, {}))
     return {}
 
 

@@ -55,6 +55,13 @@ DAYS, HOURS, SEEDS = 7.0, 6.0, 3
 QUICK_DAYS, QUICK_HOURS, QUICK_SEEDS = 2.0, 2.0, 1
 SPOT_PROFILE = "gcp-a100"
 XLABEL = "cluster size (nodes of 8 x A100 80 GB)"
+# per system: its options here, whether its checkpoint interval follows Young/Daly (Varuna
+# checkpoints; the others survive in memory), whether the planner's time is measured (Oobleck)
+SYSTEM_SETTINGS: dict[str, dict[str, Any]] = {
+    "oobleck": {"options": {"fault_tolerance": FAULT_TOLERANCE}, "young_daly": False, "measure_planning": True},
+    "bamboo": {"options": {}, "young_daly": False, "measure_planning": False},
+    "varuna": {"options": {}, "young_daly": True, "measure_planning": False},
+}
 TRACE_KINDS = {
     "datacenter": "datacenter failures (Llama 3 rates)",
     "spot": f"spot preemptions ({SPOT_PROFILE} profile)",
@@ -99,14 +106,15 @@ def specs(setting: Setting) -> list[RunSpec]:
                     trace, mtbf_s = spot_trace(nodes, hours, seed)
                     window_s = hours * 3600.0
                 for system in SYSTEMS:
-                    options: dict[str, Any] = {"fault_tolerance": FAULT_TOLERANCE} if system == "oobleck" else {}
+                    chosen = SYSTEM_SETTINGS[system]
+                    options: dict[str, Any] = dict(chosen["options"])
                     labels = {
                         "nodes": nodes,
                         "trace_kind": kind,
                         "trace_seed": seed,
                         "mtbf_s": mtbf_s,
-                        "young_daly": system == "varuna",
-                        "measure_planning": system == "oobleck" and kind == "datacenter" and seed == 0,
+                        "young_daly": chosen["young_daly"],
+                        "measure_planning": chosen["measure_planning"] and kind == "datacenter" and seed == 0,
                     }
                     out.append(
                         sim_spec(

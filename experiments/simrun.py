@@ -40,10 +40,29 @@ def sim_spec(
     labels: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> RunSpec:
-    """A simulator run: `config` holds SimConfig fields (checked by name), `labels` what
-    the figures group by; `system` (default the policy) names the bar or line it feeds."""
+    """A simulator run: `config` holds SimConfig fields (checked by name) and options of its
+    design (`design=` is another name for `policy=`; options without a SimConfig field go to
+    `design_options`), `labels` what the figures group by; `system` (default the design)
+    names the bar or line it feeds."""
     fields_ = _config_fields()
-    unknown = sorted(set(config) - fields_)
+    if "design" in config:
+        config = dict(config)
+        config["policy"] = config.pop("design")
+    extra = {k: v for k, v in config.items() if k not in fields_}
+    if extra:
+        from designs.cli import split_settings
+        from designs.options import DesignError
+
+        try:
+            into_fields, options = split_settings(config.get("policy", "oobleck"), extra, fields_)
+        except DesignError as exc:
+            raise ValueError(f"{exc} in experiment {experiment!r}") from None
+        owned = {s.name for s in _design(config.get("policy", "oobleck")).option_specs}
+        config = {k: v for k, v in config.items() if k in fields_} | into_fields
+        if options:
+            config["design_options"] = {**(config.get("design_options") or {}), **options}
+        extra = {k: v for k, v in options.items() if k not in owned}
+    unknown = sorted(extra)
     if unknown:
         raise ValueError(f"unknown simulator option(s) {', '.join(unknown)} in experiment {experiment!r}")
     if "trace" in config:
@@ -60,6 +79,12 @@ def sim_spec(
         "system": system or config.get("policy", "oobleck"),
     }
     return RunSpec(experiment, KIND, full)
+
+
+def _design(name: str):
+    from designs import registry
+
+    return registry.get(name)
 
 
 def run_sim(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:

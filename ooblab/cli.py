@@ -14,11 +14,20 @@ import importlib
 import sys
 
 # Parts that contribute sub-commands, in the order `ooblab --help` lists them.
-_PARTS = ("planner.cli", "traces.cli", "sim.cli", "real.launch.cli", "experiments.cli", "experiments.validation.cli")
+_PARTS = (
+    "planner.cli",
+    "traces.cli",
+    "designs.cli",
+    "sim.cli",
+    "real.launch.cli",
+    "experiments.cli",
+    "experiments.validation.cli",
+)
 # Which part registers each sub-command (tests/planner/test_cli.py checks it against the parts).
 COMMANDS = {
     "plan": "planner.cli",
     "traces": "traces.cli",
+    "designs": "designs.cli",
     "simulate": "sim.cli",
     "run": "real.launch.cli",
     "coordinator": "real.launch.cli",

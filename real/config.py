@@ -15,7 +15,6 @@ from typing import Any
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
 COMPUTE_MODES = ("real", "emulated")
-POLICIES = ("oobleck", "varuna")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")  # auto: NCCL on CUDA, gloo on CPU (real.worker.devices)
@@ -104,9 +103,10 @@ class RunConfig:
     - `timeout_s`: every process group's timeout (collectives, rendezvous).
     - `device`, `backend`: where workers compute and how they talk (`real.worker.devices`:
       one CUDA device per local rank; "gloo" on CUDA lets ranks share a device).
-    - Failures (part 2): `policy` decides what a membership change leads to ("oobleck":
-      live reconfiguration from in-memory replicas; "varuna": checkpoint, stop everything,
-      restart); `checkpoint_every` steps (0: never) into `checkpoint_dir` (default: the
+    - Failures (part 2): `policy` names the design (`designs.registry`) that decides what a
+      membership change leads to ("oobleck": live reconfiguration from in-memory replicas;
+      "varuna": checkpoint, stop everything, restart), `design_options` its options other
+      than those with a field here (`fault_tolerance`, `join_horizon_s`); `checkpoint_every` steps (0: never) into `checkpoint_dir` (default: the
       run directory's `checkpoints/`), keeping the last `checkpoint_keep` complete ones; a
       checkpoint not durable within `checkpoint_timeout_s` of its commit counts as failed
       (a worker also waits at most that long, and at most half the group timeout, for its
@@ -152,6 +152,7 @@ class RunConfig:
     backend: str = "auto"
     save_params_dir: str | None = None
     policy: str = "oobleck"
+    design_options: dict[str, Any] = field(default_factory=dict)
     checkpoint_every: int = 10
     checkpoint_dir: str | None = None
     checkpoint_keep: int = 2
@@ -201,8 +202,12 @@ class RunConfig:
                 raise ConfigError(
                     f"pipelines {list(self.pipelines)} use {sum(self.pipelines)} nodes, the job has {self.nodes}"
                 )
-        if self.policy not in POLICIES:
-            raise ConfigError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        # the name is checked against the registry where the design is built (the
+        # coordinator): workers never need it, nor the modules an external design comes from
+        if not isinstance(self.policy, str) or not self.policy:
+            raise ConfigError(f"policy must name a design, got {self.policy!r}")
+        if not isinstance(self.design_options, Mapping) or not all(isinstance(k, str) for k in self.design_options):
+            raise ConfigError(f"design_options must map option names to values, got {self.design_options!r}")
         if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 0:
             raise ConfigError(
                 f"checkpoint_every must be a whole number of steps >= 0 (0: never), got {self.checkpoint_every!r}"

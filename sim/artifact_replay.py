@@ -526,6 +526,12 @@ class Replay:
         area = sum((xs[2 * k + 1] - xs[2 * k]) / 1000 * ys[k] for k in range(min(len(xs) // 2, len(ys))))
         return area / (span_ms / 1000)
 
+    def recoveries(self) -> tuple[int, int]:
+        """(reconfigurations, restarts) over the run: every rendezvous is a restart in
+        Varuna's program and a reconfiguration in the other two."""
+        n = self.counts["rendezvous"]
+        return (0, n) if self.system == "varuna" else (n, 0)
+
     def committed_steps(self) -> int:
         if self.system != "varuna":
             return self.kept_steps

@@ -1,13 +1,14 @@
 """`ooblab simulate`: replay a trace against one policy and report where the time went.
 
-    ooblab simulate [--policy oobleck|bamboo|varuna] [--model NAME] [--trace FILE_OR_SPEC]
-                    [--calibration artifact|planner|artifact-as-run] [--seed N] [--set KEY=VALUE ...]
-                    [--out DIR | --no-write] [--json]
+    ooblab simulate [--design NAME] [--design-module FILE.py] [--model NAME]
+                    [--trace FILE_OR_SPEC] [--calibration artifact|planner|artifact-as-run] [--seed N]
+                    [--set KEY=VALUE ...] [--out DIR | --no-write] [--json]
 
 Defaults: Oobleck, GPT-3-medium, the paper's 1-hour trace (`fixed:interval=1h`: 30 nodes,
-one removed every hour, 15 times), artifact calibration. Every `SimConfig` field can be set
-with `--set` (or its own flag where there is one); unknown keys are errors. The run's files
-go to `results/sim/<run id>/` unless `--no-write`.
+one removed every hour, 15 times), artifact calibration. `--design` (or `--policy`) names
+any registered design (`ooblab designs`). Every `SimConfig` field and every option of the
+design can be set with `--set` (or its own flag where there is one); unknown keys are
+errors. The run's files go to `results/sim/<run id>/` unless `--no-write`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 
-from .config import CALIBRATIONS, POLICIES, SimConfig
+from designs import cli as design_cli
+from designs.options import DesignError
+
+from .config import CALIBRATIONS, SimConfig
 from .errors import SimError
 
 FLAGS = {  # flag: (type, help); unset flags take the calibration's default
@@ -45,12 +50,12 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="replay a trace against Oobleck, Bamboo or Varuna (simpy)",
+        help="replay a trace against a fault-tolerance design: Oobleck, Bamboo, Varuna, ... (simpy)",
         description="Replay a spot-instance trace against one fault-tolerance policy and report throughput, time breakdown and cost.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     d = SimConfig()
-    parser.add_argument("--policy", default=d.policy, choices=POLICIES)
+    design_cli.add_arguments(parser, d.policy)
     parser.add_argument(
         "--model",
         default=d.model,
@@ -83,7 +88,7 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other SimConfig field (repeatable)",
+        help="any other SimConfig field, or an option of the design (repeatable; `ooblab designs` lists them)",
     )
     parser.add_argument(
         "--timeline",
@@ -95,20 +100,6 @@ def register(subparsers) -> None:
     parser.add_argument("--no-write", action="store_true", help="do not write the run's files")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the summary) instead of text")
     parser.set_defaults(handler=run)
-
-
-def _parse_value(text: str):
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def config_from_args(args) -> SimConfig:
@@ -125,18 +116,47 @@ def config_from_args(args) -> SimConfig:
             data[name] = getattr(args, name)
     if hasattr(args, "varuna_rollback"):
         data["varuna_rollback"] = args.varuna_rollback
-    for item in args.overrides:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise SimError(f"--set {item!r} is not KEY=VALUE")
-        data[key.strip().replace("-", "_")] = _parse_value(value)
+    try:
+        settings = design_cli.parse_settings(args.overrides)
+    except DesignError as exc:
+        raise SimError(str(exc)) from None
+    if "policy" in settings or "design" in settings:
+        data["policy"] = settings.pop("design", settings.pop("policy", None))
+    names = {f.name for f in fields(SimConfig)}
+    if data["policy"] in _registered():
+        into_fields, options = design_cli.split_settings(data["policy"], settings, names)
+    else:  # SimConfig names the unknown design
+        into_fields, options = settings, {}
+    unknown = sorted(key for key in options if key not in _option_names())
+    if unknown:  # neither a config key nor any design's option
+        mine = ", ".join(s.name for s in _registered()[data["policy"]].option_specs) or "none"
+        raise SimError(
+            f"unknown config key(s) {', '.join(unknown)}: not a SimConfig field nor an option of design "
+            f"{data['policy']} (its options: {mine}); known config keys: {', '.join(sorted(names))}"
+        )
+    data.update(into_fields)
+    if options:
+        data["design_options"] = {**(data.get("design_options") or {}), **options}
     return SimConfig.from_mapping(data)
+
+
+def _registered() -> dict:
+    from designs import registry
+
+    return {d.name: d for d in registry.all_designs()}
+
+
+def _option_names() -> set[str]:
+    from designs import registry
+
+    return {s.name for d in registry.all_designs() for s in d.option_specs}
 
 
 def run(args) -> int:
     from .run import simulate  # simpy and the planner load only when simulating
 
     try:
+        design_cli.load_modules(args)
         config = config_from_args(args)
         result = simulate(config)
     except ValueError as exc:  # SimError, TraceError, PlannerError: all name the problem

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from designs import registry
+from designs.options import DesignError
+
 from .errors import SimError
 
-POLICIES = ("oobleck", "bamboo", "varuna")
 CALIBRATIONS = ("artifact", "planner", "artifact-as-run")
 ARTIFACT_CALIBRATIONS = ("artifact", "artifact-as-run")  # the artifact's tables and constants
 TIMELINES = ("changes", "iterations")
@@ -46,7 +48,7 @@ ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 class SimConfig:
     """Everything a run depends on (None: the calibration's default)."""
 
-    policy: str = "oobleck"
+    policy: str = "oobleck"  # the design's name (`designs.registry`)
     model: str = "GPT-3-medium"
     trace: str = "fixed:interval=1h"
     calibration: str = "artifact"
@@ -73,6 +75,8 @@ class SimConfig:
     bamboo_depth: int | None = None  # default 12
     join_horizon_s: float | None = None  # Oobleck's gain test for joins, default DEFAULT_JOIN_HORIZON_S
     varuna_max_microbatch: int | None = None  # default 8
+    # the design's other options, by name (those above stay in their own fields)
+    design_options: dict[str, Any] | None = None
     # pause constants (planner calibration)
     reconfigure_overhead_s: float | None = None
     restart_overhead_s: float | None = None
@@ -93,8 +97,14 @@ class SimConfig:
     timeline: str = "changes"
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise SimError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        try:
+            registry.get(self.policy)
+        except DesignError as exc:
+            raise SimError(str(exc)) from None
+        if self.design_options is not None and (
+            not isinstance(self.design_options, Mapping) or not all(isinstance(k, str) for k in self.design_options)
+        ):
+            raise SimError(f"design_options must map option names to values, got {self.design_options!r}")
         if self.calibration not in CALIBRATIONS:
             raise SimError(f"unknown calibration {self.calibration!r}; choose one of {', '.join(CALIBRATIONS)}")
         if self.timeline not in TIMELINES:
@@ -116,6 +126,7 @@ class SimConfig:
                 "timeline",
                 "seed",
                 "varuna_rollback",
+                "design_options",
                 "artifact_quirks",
             ):
                 continue
@@ -167,8 +178,14 @@ class SimConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SimConfig:
-        """Build from a dict (e.g. a config.json), rejecting unknown keys by name."""
+        """Build from a dict (e.g. a config.json), rejecting unknown keys by name; `design`
+        is another name for `policy`."""
         known = {f.name for f in fields(cls)}
+        if "design" in data:
+            data = dict(data)
+            design = data.pop("design")
+            if data.setdefault("policy", design) != design:
+                raise SimError(f"design {design!r} and policy {data['policy']!r} disagree: give one")
         unknown = sorted(set(data) - known)
         if unknown:
             raise SimError(f"unknown config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")

@@ -23,6 +23,7 @@ from .artifact_quirks import ArtifactQuirks
 from .artifact_replay import Replay
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .engine import Simulation
+from .errors import SimError
 from .setup import Setup, build
 
 DEFAULT_RESULTS = Path("results") / "sim"
@@ -120,9 +121,12 @@ def _replayed(setup: Setup) -> SimResult:
     """The artifact's code replayed (`sim.artifact_replay`), packaged like an engine run."""
     config = setup.config
     rollback = setup.resolved.get("effective_varuna_rollback", setup.resolved.get("varuna_rollback", True))
+    system = getattr(setup.timing, "system", None)
+    if not isinstance(system, str):
+        raise SimError(f"internal: the artifact replay needs an artifact timing, got {type(setup.timing).__name__}")
     rep = Replay(
         setup.trace,
-        config.policy,
+        system,
         config.model,
         setup.quirks or ArtifactQuirks(),
         rollback=bool(rollback),
@@ -143,8 +147,8 @@ def _replayed(setup: Setup) -> SimResult:
         avg_samples_per_s=rep.avg_samples_per_s(),
         committed_samples=steps * rep.batch,
         num_iterations=steps,
-        num_reconfigurations=c["rendezvous"] if config.policy != "varuna" else 0,
-        num_restarts=c["rendezvous"] if config.policy == "varuna" else 0,
+        num_reconfigurations=rep.recoveries()[0],
+        num_restarts=rep.recoveries()[1],
         num_checkpoints=c["checkpoints"] - c["checkpoints_failed"],
         failures_survived=0,
         node_hours=node_hours,

@@ -15,7 +15,9 @@ sweep computes each template set once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ from typing import Any
 import numpy as np
 
 import traces
+from designs import BuildContext, Design, DesignError, PolicyBuild
+from designs import registry as designs
+from designs.options import ARTIFACT, PLANNER, as_dict
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
 from planner.checkpoint_cost import storage_for
@@ -30,18 +35,7 @@ from planner.errors import PlannerError
 from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import (
-    ArtifactOobleckPolicy,
-    ArtifactVarunaPolicy,
-    BambooPolicy,
-    CheckpointSchedule,
-    Policy,
-    VarunaSearch,
-    bamboo_layout,
-)
-from planner.policies.build import PolicyOptions, build_policy
-from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_JOIN_HORIZON_S
-from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
+from planner.policies import CheckpointSchedule
 from planner.profile import ModelProfile
 from traces.model import Trace
 
@@ -57,14 +51,6 @@ ARTIFACT_TO_PLANNER = {
     "GPT-3-medium": "gpt3-350m",
     "GPT-3-2_7b": "gpt3-2.7b",
     "GPT-3-6_7b": "gpt3-6.7b",
-}
-POLICY_ONLY = {
-    "bamboo_depth": ("bamboo",),
-    "varuna_rollback": ("varuna",),
-    "varuna_max_microbatch": ("varuna",),
-    "join_horizon_s": ("oobleck",),
-    "fault_tolerance": ("oobleck",),
-    "min_nodes": ("oobleck", "varuna"),
 }
 GIGA = 1e9
 
@@ -97,9 +83,7 @@ def load_trace(config: SimConfig) -> Trace:
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     """The trace (loaded unless given), policy and timing for `config`."""
-    for key, policies in POLICY_ONLY.items():
-        if getattr(config, key) is not None and config.policy not in policies:
-            raise SimError(f"{key} applies to {' and '.join(policies)}, not {config.policy}")
+    design, options = resolve_design(config)
     if trace is None:
         trace = load_trace(config)
     if trace.duration_s <= 0 and config.duration_s is None:
@@ -118,11 +102,9 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     if config.calibration in ARTIFACT_CALIBRATIONS:
         quirks, rollback, why = resolve(config, trace.name)
         derived.update(artifact_quirks=",".join(quirks.on()) or "none")
-        if config.policy == "varuna":
-            derived.update(varuna_rollback_why=why)
-        policy, timing = _artifact(config, derived, rollback)
+        policy, timing = _artifact(config, design, options, derived, (rollback, why))
     else:
-        policy, timing = _planner(config, trace, derived)
+        policy, timing = _planner(config, trace, design, options, derived)
     factors = {
         kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")
     }
@@ -132,42 +114,73 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks)
 
 
+# -- the design and its options -------------------------------------------------------------
+def resolve_design(config: SimConfig) -> tuple[Design, object]:
+    """The design `config.policy` names and its options: the legacy fields it owns
+    (`bamboo_depth`, ...) and `design_options`; a legacy field of another design is an error."""
+    owned = designs.legacy_fields()
+    settings: dict[str, object] = {}
+    for key, owners in owned.items():
+        value = getattr(config, key, None)
+        if value is None:
+            continue
+        if config.policy not in owners:
+            raise SimError(f"{key} applies to {' and '.join(owners)}, not {config.policy}")
+        settings[key] = value
+    settings.update(config.design_options or {})
+    try:
+        where = ARTIFACT if config.calibration in ARTIFACT_CALIBRATIONS else config.calibration
+        return designs.resolve(config.policy, settings, where)
+    except DesignError as exc:
+        raise SimError(str(exc)) from None
+
+
+def _record_options(design: Design, options: object, where: str, resolved: dict[str, object]) -> None:
+    """config.json: the design's options as used, each legacy one also under its old
+    field (`effective_bamboo_depth`, as before designs had options)."""
+    values = as_dict(options)
+    for spec in design.option_specs:
+        if spec.legacy and where in spec.where:
+            resolved[spec.legacy] = values[spec.name]
+    resolved.update(design=design.name, design_options=values)
+
+
 # -- artifact calibration ------------------------------------------------------------------
-def _artifact(config: SimConfig, resolved: dict[str, Any], rollback: bool = True):
-    model = art.get_model(config.model)
-    timing = ArtifactTiming(config.policy, model.name)
-    min_nodes = art.MIN_NODES if config.min_nodes is None else config.min_nodes
-    min_nodes = max(min_nodes, art.min_runnable_nodes(config.policy, model.name) or 0)
-    every = config.checkpoint_every_iterations
-    policy: Policy
-    if config.policy == "oobleck":
-        if every is not None:
-            raise SimError("the artifact's Oobleck never checkpoints: checkpoint_every_iterations applies to varuna")
-        policy = ArtifactOobleckPolicy(min_nodes)
-        resolved.update(min_nodes=min_nodes)
-    elif config.policy == "varuna":
-        every = art.VARUNA_CHECKPOINT_EVERY if every is None else every
-        policy = ArtifactVarunaPolicy(min_nodes, rollback=rollback, checkpoint_every=every)
-        resolved.update(min_nodes=min_nodes, varuna_rollback=rollback, checkpoint_every_iterations=every)
-    else:
-        if every is not None:
-            raise SimError("the artifact's Bamboo never checkpoints: checkpoint_every_iterations applies to varuna")
-        depth = art.BAMBOO_DEPTH if config.bamboo_depth is None else config.bamboo_depth
-        reason = (
-            None
-            if art.runnable("bamboo", model.name)
-            else f"out of memory: the artifact gives Bamboo no throughput on {model.name}"
+def _artifact(
+    config: SimConfig, design: Design, options: object, resolved: dict[str, object], rollback: tuple[bool, str]
+):
+    hooks = design.artifact
+    if hooks is None:
+        able = [d.name for d in designs.all_designs() if d.artifact is not None]
+        raise SimError(
+            f"design {design.name} has no artifact calibration (use --calibration planner); designs with one: {', '.join(able)}"
         )
-        policy = BambooPolicy(
-            depth,
-            fatal_rollback=False,
-            overload_threshold=art.BAMBOO_OVERLOAD_THRESHOLD,
-            infeasible=reason,
-            keep_in_place=False,
-        )  # the artifact rebuilds the grid
-        resolved.update(bamboo_depth=depth)
+    model = art.get_model(config.model)
+    timing = ArtifactTiming(design, model.name, config.calibration, options)
+    given = frozenset(
+        spec.name
+        for spec in design.option_specs
+        if spec.name in (config.design_options or {})
+        or (spec.legacy is not None and getattr(config, spec.legacy, None) is not None)
+    )
+    ctx = replace(
+        timing.context,
+        checkpoint_every_iterations=config.checkpoint_every_iterations,
+        given=given,
+        paper_rollback=rollback[0],
+        paper_rollback_why=rollback[1],
+    )
+    try:
+        built = hooks.policy(ctx, options)
+    except DesignError as exc:
+        raise SimError(str(exc)) from None
+    timing.options = built.options
+    _record_options(design, built.options, ARTIFACT, resolved)
+    if built.checkpoints is not None:
+        resolved.update(checkpoint_every_iterations=built.checkpoints.every_iterations)
+    resolved.update(built.notes)
     resolved.update(global_batch=model.global_batch, artifact_constants=vars(model).copy())
-    return policy, timing
+    return built.policy, timing
 
 
 # -- planner calibration -------------------------------------------------------------------
@@ -208,24 +221,25 @@ def _cached_planner(model: str, cluster: ClusterSpec, batch: int, microbatch: in
     return Planner(profile, cluster, JobSpec(batch, microbatch, f))
 
 
-@lru_cache(maxsize=32)
-def _cached_search(
-    model: str, cluster: ClusterSpec, batch: int, max_microbatch: int, analytic: bool, microbatch: int
-) -> VarunaSearch:
-    def profile_for(b: int) -> ModelProfile | None:
-        if not analytic and b != microbatch:
-            return None
-        return _profile(model, cluster.gpu, b)
-
-    return VarunaSearch(profile_for, cluster, batch, max_microbatch=max_microbatch)
+_MEMO: OrderedDict[tuple, Any] = OrderedDict()
+_MEMO_SIZE = 64
 
 
-@lru_cache(maxsize=32)
-def _cached_layout(model: str, cluster: ClusterSpec, depth: int, microbatches: int, microbatch: int):
-    return bamboo_layout(_resolved_profile(model, cluster.gpu, microbatch), cluster, depth, microbatches)
+def _memo(scope: tuple, key: Hashable, make: Callable[[], Any]) -> Any:
+    """What a design builds once per (model, cluster, job): Varuna searches, Bamboo layouts
+    (least recently used dropped beyond `_MEMO_SIZE`)."""
+    full = (scope, key)
+    if full in _MEMO:
+        _MEMO.move_to_end(full)
+        return _MEMO[full]
+    value = make()
+    _MEMO[full] = value
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return value
 
 
-def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
+def _planner(config: SimConfig, trace: Trace, design: Design, options: object, resolved: dict[str, Any]):
     name, batch = _model_and_batch(config)
     microbatch = config.microbatch_size or 1
     gpu = config.gpu or DEFAULT_GPU
@@ -245,48 +259,45 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         aggregate_bytes_per_s=_giga(config.storage_cap_gb_per_s),
         fixed_s=config.checkpoint_fixed_s,
     )
-    every_s = config.checkpoint_every_s
-    every_it = config.checkpoint_every_iterations
-    layout = None
-    if config.policy == "oobleck":
-        f = 1 if config.fault_tolerance is None else config.fault_tolerance
-        planner = _cached_planner(name, cluster, batch, microbatch, f)
-        schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
-        horizon = _or(config.join_horizon_s, DEFAULT_JOIN_HORIZON_S)
-        pause_s = costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0)  # what a join costs, as timed
-        policy = build_policy(
-            "oobleck", PolicyOptions(schedule, join_horizon_s=horizon, reconfigure_pause_s=pause_s), planner=planner
-        )
-        resolved.update(fault_tolerance=f, join_horizon_s=horizon)
-    elif config.policy == "bamboo":
-        depth = config.bamboo_depth or art.BAMBOO_DEPTH
-        try:
-            layout = _cached_layout(name, cluster, depth, batch // microbatch, microbatch)
-        except PlannerError as exc:
-            raise SimError(str(exc)) from None
-        schedule = _schedule(every_it, every_s, DEFAULT_CHECKPOINT_EVERY_S)
-        policy = build_policy(
-            "bamboo", PolicyOptions(schedule, bamboo_depth=depth), bamboo_layout=layout, profile=profile
-        )
-        resolved.update(bamboo_depth=depth)
-    else:
-        max_mb = config.varuna_max_microbatch or DEFAULT_MAX_MICROBATCH
-        analytic = name in MODEL_SHAPES
-        search = _cached_search(name, cluster, batch, max_mb, analytic, microbatch)
-        # the count default applies only when neither interval is given: every_s alone means by time only
-        by_count = art.VARUNA_CHECKPOINT_EVERY if every_it is None and every_s is None else every_it
-        schedule = CheckpointSchedule(every_iterations=by_count, every_s=every_s)
-        policy = build_policy("varuna", PolicyOptions(schedule, gpus_per_node=g, max_nodes=peak), search=search)
-        resolved.update(varuna_max_microbatch=max_mb)
+    analytic = name in MODEL_SHAPES
+
+    def profile_for(b: int) -> ModelProfile | None:
+        if not analytic and b != microbatch:
+            return None
+        return _profile(name, cluster.gpu, b)
+
+    schedule = _schedule(config.checkpoint_every_iterations, config.checkpoint_every_s, design.default_checkpoints)
+    ctx = BuildContext(
+        profile=profile,
+        cluster=cluster,
+        global_batch=batch,
+        microbatch_size=microbatch,
+        gpus_per_node=g,
+        max_nodes=peak,
+        checkpoints=schedule,
+        # what a join costs, as timed
+        reconfigure_pause_s=costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0),
+        profile_for=profile_for,
+        profiled_microbatch=None if analytic else microbatch,
+        planner_for=lambda f: _cached_planner(name, cluster, batch, microbatch, f),
+        cached=lambda key, make: _memo((name, cluster, batch, microbatch, analytic), key, make),
+    )
+    try:
+        built: PolicyBuild = design.build(ctx, options)
+    except (DesignError, PlannerError) as exc:
+        raise SimError(str(exc)) from None
+    schedule = built.checkpoints or schedule
+    _record_options(design, built.options, PLANNER, resolved)
     timing = PlannerTiming(
-        config.policy,
+        design,
         global_batch=batch,
         layer_bytes=[layer.copy_bytes for layer in profile.layers],
         inter_node_bw_bytes_per_s=cluster.inter_node_bw_bytes_per_s,
         gpus_per_node=g,
         costs=costs,
         storage=storage,
-        bamboo_layout=layout,
+        bamboo_layout=built.layout,
+        options=built.options,
     )
     resolved.update(
         planner_model=name,
@@ -307,7 +318,7 @@ def _planner(config: SimConfig, trace: Trace, resolved: dict[str, Any]):
         storage_gb_per_s=storage.node_write_bytes_per_s / GIGA,
         storage_cap_gb_per_s=None if storage.aggregate_bytes_per_s is None else storage.aggregate_bytes_per_s / GIGA,
     )
-    return policy, timing
+    return built.policy, timing
 
 
 def _giga(value: float | None) -> float | None:
@@ -318,7 +329,8 @@ def _or(value, default):
     return default if value is None else value
 
 
-def _schedule(every_it: int | None, every_s: float | None, default_s: float) -> CheckpointSchedule:
+def _schedule(every_it: int | None, every_s: float | None, default: CheckpointSchedule) -> CheckpointSchedule:
+    """The run's intervals; the design's default schedule when it sets neither."""
     if every_it is None and every_s is None:
-        return CheckpointSchedule(every_s=default_s)
+        return default
     return CheckpointSchedule(every_iterations=every_it, every_s=every_s)

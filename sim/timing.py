@@ -34,6 +34,8 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from designs import ArtifactContext, Design, DesignError
+from designs import registry as designs
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
 from planner.policies import (
@@ -75,18 +77,42 @@ class Timing(Protocol):
     def idle_gpus(self, plan: Any) -> int: ...
 
 
+def _design(design: str | Design) -> Design:
+    """A design, or the one registered under a name (as tests and old callers pass it)."""
+    if isinstance(design, Design):
+        return design
+    try:
+        return designs.get(design)
+    except DesignError as exc:
+        raise SimError(str(exc)) from None
+
+
 class ArtifactTiming:
-    """The artifact's model: throughput by node count, fixed pauses per model."""
+    """The artifact's model: throughput by node count from the design's table, its fixed
+    pauses from the design's artifact hooks."""
 
     calibration = "artifact"
     gpus_per_node = 1
 
-    def __init__(self, system: str, model: str):
-        if system not in art.SYSTEMS:
-            raise SimError(f"unknown system {system!r}; known: {', '.join(art.SYSTEMS)}")
-        self.system = system
+    def __init__(self, design: str | Design, model: str, calibration: str = "artifact", options: Any = None):
+        self.design = _design(design)
+        self.options = self.design.options() if options is None else options
+        hooks = self.design.artifact
+        if hooks is None:
+            raise SimError(f"design {self.design.name} has no artifact calibration")
+        self.hooks = hooks
+        self.system = hooks.system
         self.model = art.get_model(model)
         self.samples_per_iteration = self.model.global_batch
+        self.context = ArtifactContext(
+            calibration=calibration,
+            model=self.model,
+            constants={name: value for name, value in vars(art).items() if name.isupper()},
+            row=lambda nodes: art.row(self.system, self.model.name, nodes),
+            min_runnable_nodes=art.min_runnable_nodes(self.system, self.model.name),
+            runnable=art.runnable(self.system, self.model.name),
+            checkpoint_every_iterations=None,
+        )
         self._cache: dict[tuple[int, bool], IterationCost] = {}
 
     def _count(self, plan: Any) -> int:
@@ -109,32 +135,20 @@ class ArtifactTiming:
         return self._cache[key]
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
-        m = self.model
-        if self.system == "oobleck":
-            if isinstance(action, (Start, Reinstantiate, Restart, RestartFromCheckpoint)):
-                return m.oobleck_reconfigure_s
-        elif self.system == "bamboo":
-            if isinstance(action, (Start, Restart, RestartFromCheckpoint)):
-                return art.BAMBOO_RESTART_S
-            if isinstance(action, Reinstantiate):
-                return m.bamboo_reconfigure_s
-        else:
+        try:
+            seconds = self.hooks.pause_s(self.context, self.options, action, plan)
+        except DesignError as exc:
+            raise SimError(str(exc)) from None
+        if seconds is None:
             if isinstance(action, Checkpoint):
-                return m.varuna_checkpoint_s
-            if isinstance(action, (Start, Restart, RestartFromCheckpoint, Reinstantiate)):
-                restart = m.varuna_restart_s
-                if restart is None:
-                    restart = art.row("varuna", m.name, len(plan.nodes)).varuna_restart_s
-                if restart is None:
-                    raise SimError(f"the artifact has no Varuna restart time for {m.name} on {len(plan.nodes)} nodes")
-                return restart - m.varuna_checkpoint_s
-        if isinstance(action, Checkpoint):
-            raise SimError(f"the artifact has no checkpoint time for {self.system}")
-        return 0.0
+                raise SimError(f"the artifact has no checkpoint time for {self.system}")
+            return 0.0
+        return seconds
 
     def idle_gpus(self, plan: Any) -> int:
-        if self.system == "varuna" and isinstance(plan, NodesPlan):
-            return art.row("varuna", self.model.name, len(plan.nodes)).idle_gpus
+        """The table's idle GPUs at the plan's node count (only Varuna's rows have any)."""
+        if isinstance(plan, NodesPlan):
+            return art.row(self.system, self.model.name, len(plan.nodes)).idle_gpus
         return 0
 
 
@@ -160,7 +174,7 @@ class PlannerTiming:
 
     def __init__(
         self,
-        system: str,
+        design: str | Design,
         *,
         global_batch: int,
         layer_bytes: Sequence[int],
@@ -169,8 +183,10 @@ class PlannerTiming:
         costs: PlannerCosts = PlannerCosts(),
         storage: StorageSpec = StorageSpec(),
         bamboo_layout: BambooLayout | None = None,
+        options: Any = None,
     ):
-        self.system = system
+        self.design = _design(design)
+        self.options = self.design.options() if options is None else options  # the design's, for its prices
         self.samples_per_iteration = global_batch
         self.layer_bytes = tuple(layer_bytes)
         self.bandwidth = inter_node_bw_bytes_per_s
@@ -229,18 +245,20 @@ class PlannerTiming:
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
         state; `alive`: for a checkpoint, the nodes still there to write it (None: all)."""
-        c = self.costs
-        if isinstance(action, Start):
-            return c.restart_overhead_s
-        if isinstance(action, (Restart, RestartFromCheckpoint)):
-            return self.restart_s(plan)
-        if isinstance(action, Checkpoint):
-            return self.checkpoint_s(plan, alive)
-        if isinstance(action, Reinstantiate):
-            return c.restart_overhead_s if self.system == "bamboo" else c.reconfigure_overhead_s
-        if isinstance(action, CopyLayers):
-            return Reconfiguration(None, action.copies).copy_time_s(self.bandwidth)
-        return 0.0
+        return self.design.pause_s(self, self.options, action, plan, alive)
+
+    # the prices a design's `pause_s` reads (`designs.ActionCosts`)
+    @property
+    def restart_overhead_s(self) -> float:
+        return self.costs.restart_overhead_s
+
+    @property
+    def reconfigure_overhead_s(self) -> float:
+        return self.costs.reconfigure_overhead_s
+
+    def copy_s(self, action: CopyLayers) -> float:
+        """Layer copies: the busiest node's bytes in or out over the network."""
+        return Reconfiguration(None, action.copies).copy_time_s(self.bandwidth)
 
     def idle_gpus(self, plan: Any) -> int:
         return plan.idle_gpus if isinstance(plan, VarunaPlan) else 0

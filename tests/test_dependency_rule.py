@@ -1,6 +1,7 @@
 """The one dependency rule of DESIGN.md section 2, checked on the source (not by importing).
 
-planner is pure (no torch, no simpy, and it knows nothing of sim or real); sim and real
+planner is pure (no torch, no simpy, and it knows nothing of sim or real); designs sits
+on planner alone (pure too, below sim and real, which build designs from it); sim and real
 never import each other. Inside real, the parts by side (DESIGN 2): the worker side and
 the control side never import each other, both may import protocol, state and models,
 launch may import everything, and the parts form no cycle (an import graph over the AST).
@@ -16,10 +17,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "planner": {"torch", "simpy", "sim", "real", "experiments"},
+    "planner": {"torch", "simpy", "sim", "real", "experiments", "designs"},
+    "designs": {"torch", "simpy", "sim", "real", "experiments", "traces", "pandas"},
     "sim": {"real", "torch"},
     "real": {"sim", "simpy"},
-    "traces": {"torch", "simpy", "sim", "real"},
+    "traces": {"torch", "simpy", "sim", "real", "designs"},
 }
 
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
-
 from .calibrate import Overheads
 from .compare import RunComparison, RunTimeline, compare_run
 from .spec import PreparedModel, ValidationSpec
@@ -57,14 +55,26 @@ def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
     )
 
 
+def twin_settings(spec: ValidationSpec, model: PreparedModel, policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The design's options as the real run resolves them, those the planner calibration
+    uses, split into (SimConfig fields, design_options) for the simulated twin."""
+    from dataclasses import fields
+
+    from designs.cli import split_settings
+    from designs.options import PLANNER, as_dict
+    from real.control.policies import resolve_design
+    from sim.config import SimConfig
+
+    design, options = resolve_design(base_run_config(spec, model, 1).with_(policy=policy))
+    values = as_dict(options)
+    settings = {s.name: values[s.name] for s in design.option_specs if PLANNER in s.where}
+    return split_settings(policy, settings, {f.name for f in fields(SimConfig)})
+
+
 def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, duration_s: float):
     from sim.config import SimConfig
 
-    extra: dict[str, Any] = (
-        {"fault_tolerance": spec.fault_tolerance, "join_horizon_s": DEFAULT_JOIN_HORIZON_S}
-        if policy == "oobleck"
-        else {"varuna_max_microbatch": 1}
-    )
+    extra, options = twin_settings(spec, model, policy)
     return SimConfig(
         policy=policy,
         model=str(model.profile_dir),
@@ -80,6 +90,7 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads,
         timeline="iterations",
         **overheads.sim_options(),
         **extra,
+        design_options=options or None,
     )
 
 

@@ -31,13 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from designs import registry as designs
+from designs.options import as_dict
 from planner.policies import (
     Decision,
     NodesReady,
     NodesRemoved,
-    OobleckMemory,
     PauseEnded,
-    Start,
 )
 from planner.records import RECONFIGURING, RESTARTING, RUNNING, EventRecord, TimelineRow
 
@@ -54,7 +54,7 @@ from .job import JobState
 from .membership import Membership, ProcessControl
 from .outcome import JobFailed, RunOutcome, headline
 from .planning import make_plan, make_planner, resolve_run_profile
-from .policies import DecisionRecord, make_policy, plan_dict, view
+from .policies import DecisionRecord, build_design, plan_dict, resolve_design, view
 from .recovery_flow import NodesLost, RecoveryFlow
 from .schedule import EventSchedule
 from .trace_replay import load_trace_schedule
@@ -84,16 +84,17 @@ class Coordinator:
         local: bool = True,
         secret: JobSecret | None = None,
     ):
-        if (
-            config.checkpoint_every or config.policy == "varuna"
-        ) and config.checkpoint_dir is None:  # Varuna also saves on demand
+        design, _ = resolve_design(config)  # a bad name or option fails before anything starts
+        if (config.checkpoint_every or design.real.saves_on_demand) and config.checkpoint_dir is None:
             base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
             config = config.with_(checkpoint_dir=str((base / "checkpoints").resolve()))
         self.config = config
         self.profile = resolve_run_profile(config)
         self.planner = make_planner(config, self.profile)
         self.planner.template_set()  # fail now if the model cannot be planned at all
-        self.policy = make_policy(config, self.planner, self.profile)
+        self.design, built = build_design(config, self.planner, self.profile)
+        self.design_options = built.options
+        self.policy = built.policy
         reason = self.policy.infeasible_reason()
         if reason:
             raise ConfigError(f"the {config.policy} policy cannot run this job: {reason}")
@@ -103,9 +104,11 @@ class Coordinator:
         names = list(dict.fromkeys(self.initial_nodes + [e.node for e in (self.trace.events if self.trace else ())]))
         self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node)
         if config.pipelines is not None:
-            if config.policy != "oobleck":
+            if self.design.real.forced_start is None:
+                takers = [d.name for d in designs.all_designs() if d.real.forced_start is not None]
                 raise ConfigError(
-                    "--pipelines forces Oobleck's grouping; the varuna policy chooses its own configuration"
+                    f"--pipelines forces Oobleck's grouping; the {config.policy} design chooses its own configuration "
+                    f"(designs that take one: {', '.join(takers)})"
                 )
             if sum(config.pipelines) != len(self.initial_nodes):
                 raise ConfigError(
@@ -115,8 +118,13 @@ class Coordinator:
         self.hosted: HostedStore | None = host_store(bind_host, port, self.secret, config.startup_timeout_s)
         self.store = self.hosted.store
         self.address = advertised_address(bind_host, advertise_host, self.hosted.port)
-        self.outcome = RunOutcome(config, time.time(), listener=on_event)
-        job: dict[str, Any] = {"config": config.to_dict(), "injections": injections_to_json(self.injections)}
+        self.outcome = RunOutcome(config, time.time(), listener=on_event, design_options=as_dict(built.options))
+        job: dict[str, Any] = {
+            "config": config.to_dict(),
+            "injections": injections_to_json(self.injections),
+            # what workers need of the design (they never load it: it may come from a file)
+            "design": {"name": self.design.name, "saves_on_demand": self.design.real.saves_on_demand},
+        }
         if config.compute == "emulated":
             job["emulation"] = [
                 EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
@@ -305,7 +313,8 @@ class Coordinator:
                 plan = make_plan(self.planner, self.config, nodes)
             except ValueError as exc:
                 raise JobFailed(f"cannot plan: {exc}") from None
-            self.job.decision = Decision(plan, (Start(),), OobleckMemory())
+            assert self.design.real.forced_start is not None  # checked in __init__
+            self.job.decision = self.design.real.forced_start(plan)
         else:
             self.job.decision = self.policy.decide(
                 view(nodes, "waiting", 0, 0, self.outcome.now_s()), NodesReady(tuple(nodes)), None

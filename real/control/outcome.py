@@ -59,6 +59,7 @@ class RunOutcome:
     failures_survived: int = 0
     lost_iterations: int = 0
     injections_fired: list[int] = field(default_factory=list)
+    design_options: dict[str, Any] = field(default_factory=dict)  # the design's options as built
     listener: Callable[[EventRecord], None] | None = None
 
     def now_s(self) -> float:

@@ -18,9 +18,12 @@ policy's plan into the backend's `Layout`:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from designs import BuildContext, Design, DesignError, PolicyBuild
+from designs import registry as designs
+from designs.options import REAL
 from planner.plan import ExecutionPlan
 from planner.planner import Planner
 from planner.policies import (
@@ -28,15 +31,13 @@ from planner.policies import (
     ClusterView,
     Decision,
     VarunaPlan,
-    VarunaSearch,
     describe_action,
     describe_event,
     describe_plan,
 )
-from planner.policies.build import PolicyOptions, build_policy
 from planner.profile import ModelProfile
 
-from ..config import RunConfig
+from ..config import ConfigError, RunConfig
 from ..protocol.layout import (
     Layout,
     LayoutError,
@@ -47,23 +48,51 @@ from ..protocol.layout import (
 )
 
 
+def resolve_design(config: RunConfig) -> tuple[Design, Any]:
+    """The design `config.policy` names and its options: the config's own fields that carry
+    one (`fault_tolerance`, `join_horizon_s`) and `design_options`."""
+    try:
+        design = designs.get(config.policy)
+        mine = {s.legacy for s in design.option_specs if s.legacy} & {f.name for f in fields(RunConfig)}
+        settings = {key: getattr(config, key) for key in sorted(mine)} | dict(config.design_options)
+        return designs.resolve(config.policy, settings, REAL)
+    except DesignError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def build_design(config: RunConfig, planner: Planner, profile: ModelProfile) -> tuple[Design, PolicyBuild]:
+    """The design and the policy the simulator would build for this job, on its planner."""
+    design, options = resolve_design(config)
+    mb = config.microbatch_size
+
+    def planner_for(f: int) -> Planner:
+        if f == planner.job.fault_tolerance:
+            return planner
+        return Planner(profile, planner.cluster, replace(planner.job, fault_tolerance=f))
+
+    ctx = BuildContext(
+        profile=profile,
+        cluster=planner.cluster,
+        global_batch=config.global_batch,
+        microbatch_size=mb,
+        gpus_per_node=config.gpus_per_node,
+        max_nodes=config.nodes,
+        checkpoints=CheckpointSchedule(every_iterations=config.checkpoint_every or None),
+        reconfigure_pause_s=0.0,
+        profile_for=lambda b: profile if b == mb else None,  # measured at the job's microbatch only
+        profiled_microbatch=mb,
+        planner_for=planner_for,
+        cached=lambda key, make: make(),
+    )
+    try:
+        return design, design.build(ctx, options)
+    except DesignError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def make_policy(config: RunConfig, planner: Planner, profile: ModelProfile):
     """The policy object the simulator would use for this job."""
-    options = PolicyOptions(
-        CheckpointSchedule(every_iterations=config.checkpoint_every or None),
-        gpus_per_node=config.gpus_per_node,
-        join_horizon_s=config.join_horizon_s,
-        max_nodes=config.nodes,
-    )
-    search = None
-    if config.policy == "varuna":
-        search = VarunaSearch(
-            lambda b: profile if b == config.microbatch_size else None,
-            planner.cluster,
-            config.global_batch,
-            max_microbatch=config.microbatch_size,
-        )
-    return build_policy(config.policy, options, planner=planner, search=search)
+    return build_design(config, planner, profile)[1].policy
 
 
 def varuna_layout(

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import torch.distributed as dist
 
+from designs import Design
 from planner.planner import Planner
 from planner.policies import (
     Checkpoint,
@@ -71,6 +72,7 @@ class JobControl(Protocol):
     policy, publishing a generation, recording a commit, a timeline row)."""
 
     config: RunConfig
+    design: Design
     planner: Planner
     store: dist.Store
     outcome: RunOutcome
@@ -307,7 +309,7 @@ class RecoveryFlow:
             saved = Checkpoint in kinds and self.save_now(resume)
             if not (Restart in kinds and saved):
                 resume = self.rollback()
-            if self.c.config.policy == "varuna":
+            if self.c.design.real.restarts_processes:
                 self.restart_processes(plan)
             self._publish_restart(plan, resume)
         elif Reinstantiate in kinds or same_plan:

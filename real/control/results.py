@@ -150,7 +150,12 @@ def timeline(outcome: RunOutcome) -> list[TimelineRow]:
 
 def write_results(outcome: RunOutcome, directory: str | Path) -> tuple[RunSummary, Path]:
     summary = summarize(outcome)
-    config = {**outcome.config.to_dict(), "backend": "real"}
+    config = {
+        **outcome.config.to_dict(),
+        "backend": "real",
+        "design": outcome.config.policy,
+        "effective_design_options": dict(outcome.design_options),
+    }
     events: list[EventRecord] = list(outcome.events)
     path = write_run(directory, config, summary, timeline(outcome), events)
     return summary, path

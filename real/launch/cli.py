@@ -23,12 +23,13 @@ import sys
 import traceback
 from pathlib import Path
 
+from designs import cli as design_cli
+
 from ..config import (
     BACKENDS,
     COMPUTE_MODES,
     DEVICES,
     DTYPES,
-    POLICIES,
     TINY_GPT,
     ConfigError,
     RunConfig,
@@ -202,11 +203,15 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--save-params", default=None, help="directory where every rank saves its final layers")
     failures = parser.add_argument_group("failures, joins and checkpoints")
+    design_cli.add_arguments(failures, d.policy)
     failures.add_argument(
-        "--policy",
-        default=d.policy,
-        choices=POLICIES,
-        help="oobleck: live reconfiguration from in-memory replicas; varuna: checkpoint, stop everything, restart",
+        "--set",
+        dest="design_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the design (repeatable; `ooblab designs` lists them; fault_tolerance and "
+        "join_horizon_s are also --f and --join-horizon)",
     )
     failures.add_argument(
         "--inject",
@@ -291,6 +296,23 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     add_tiny_arguments(parser)
 
 
+def _design_fields(args) -> dict:
+    """RunConfig fields from --design and --set: the design's options that have a field here
+    (fault_tolerance, join_horizon_s) go there, the others into design_options."""
+    from dataclasses import fields
+
+    from designs.options import DesignError
+
+    try:
+        design_cli.load_modules(args)
+        settings = design_cli.parse_settings(getattr(args, "design_settings", []))
+        names = {f.name for f in fields(RunConfig)} & {"fault_tolerance", "join_horizon_s"}
+        into_fields, options = design_cli.split_settings(args.policy, settings, names)
+    except DesignError as exc:
+        raise ConfigError(str(exc)) from None
+    return {"policy": args.policy, "design_options": options, **into_fields}
+
+
 def config_from_args(args) -> RunConfig:
     pipelines = None
     if args.pipelines:
@@ -301,7 +323,6 @@ def config_from_args(args) -> RunConfig:
     return RunConfig(
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
-        fault_tolerance=args.f,
         model=args.model,
         tiny=TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks),
         compute=args.compute,
@@ -323,7 +344,6 @@ def config_from_args(args) -> RunConfig:
         device=args.device,
         backend=args.backend,
         save_params_dir=args.save_params,
-        policy=args.policy,
         inject=args.inject,
         trace=args.trace,
         time_scale=args.time_scale,
@@ -333,7 +353,11 @@ def config_from_args(args) -> RunConfig:
         checkpoint_timeout_s=args.checkpoint_timeout,
         checkpoint_fault=args.checkpoint_fault,
         wait_for_nodes_s=args.wait_for_nodes,
-        join_horizon_s=args.join_horizon,
+        **{
+            "join_horizon_s": args.join_horizon,
+            "fault_tolerance": args.f,
+            **_design_fields(args),
+        },
         respawn=not args.no_respawn,
         storage_gb_per_s=args.storage_gb_per_s,
         restart_load_gb_per_s=args.restart_load_gb_per_s,
@@ -348,6 +372,7 @@ def _error(command: str, exc: Exception) -> int:
 
 def user_errors() -> tuple[type[Exception], ...]:
     """Exceptions that mean the request cannot work (exit 2); every other is a bug."""
+    from designs.options import DesignError
     from planner.errors import PlannerError
     from traces.errors import TraceError
 
@@ -357,6 +382,7 @@ def user_errors() -> tuple[type[Exception], ...]:
 
     return (
         ConfigError,
+        DesignError,
         PlannerError,
         TraceError,
         TraceScheduleError,

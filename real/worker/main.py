@@ -100,7 +100,7 @@ def run_worker(
         emulation = [EmulatedLayerTimes.from_list(values) for values in job.get("emulation") or []] or None
         device, backend = choose_device(config, gpu if local_rank is None else local_rank)
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
-        writes = config.checkpoint_every or config.policy == "varuna"  # Varuna saves on demand too
+        writes = config.checkpoint_every or (job.get("design") or {}).get("saves_on_demand", False)
         checkpoint_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if writes else None
         watch_store = (
             transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if backend == "nccl" else None

@@ -88,7 +88,7 @@ def test_a_trace_with_more_live_nodes_than_workers_is_refused():
         (["run", "--nodes", "2", "--inject", "3:node1:crash:sideways"], "unknown point"),
         (["run", "--nodes", "2", "--trace", "TRACE3"], "up to 3 live nodes at once, more than the job's 2"),
         (["run", "--nodes", "2", "--trace", "no/such/trace.csv"], "--trace"),
-        (["run", "--nodes", "2", "--policy", "bamboo"], "invalid choice"),
+        (["run", "--nodes", "2", "--policy", "bamboo"], "design bamboo does not run on the real backend; designs that"),
         (["run", "--nodes", "2", "--checkpoint-every", "-1"], "checkpoint_every must be"),
         (["run", "--nodes", "2", "--policy", "varuna", "--pipelines", "1,1"], "--pipelines forces Oobleck's grouping"),
     ],

@@ -1,0 +1,100 @@
+"""Oobleck (SOSP'23): pipeline templates, live reconfiguration from in-memory replicas.
+
+The policy is `planner.policies.OobleckPolicy` on the job's `Planner` (DESIGN 3.5): a
+failure re-instantiates pipelines from the surviving nodes and copies the layers that moved;
+a join is taken when the larger plan pays for itself within `join_horizon_s`. In the
+planner calibration its actions cost the standard prices (a reconfiguration rebuilds the
+process groups; layer copies move the busiest node's bytes). In the artifact calibration it
+is the artifact's node-count model: every removal reconfigures, at the model's fixed
+reconfiguration time. On the real backend it reconfigures live and accepts a forced
+grouping (`--pipelines`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from planner.policies import (
+    Action,
+    ArtifactOobleckPolicy,
+    CheckpointSchedule,
+    Decision,
+    OobleckMemory,
+    OobleckPolicy,
+    Reinstantiate,
+    Restart,
+    RestartFromCheckpoint,
+    Start,
+)
+from planner.policies.artifact import ARTIFACT_MIN_NODES
+from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
+
+from .base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
+from .options import ARTIFACT, PLANNER, REAL, DesignError, option
+
+
+@dataclass(frozen=True)
+class OobleckOptions:
+    fault_tolerance: int = option(
+        1,
+        doc="failures survived without a restart (f; at least f + 1 pipelines)",
+        where=(PLANNER, REAL),
+        legacy="fault_tolerance",
+        minimum=0,
+    )
+    join_horizon_s: float = option(
+        DEFAULT_JOIN_HORIZON_S,
+        unit="s",
+        doc="a join is taken when the larger plan pays off within this long",
+        where=(PLANNER, REAL),
+        legacy="join_horizon_s",
+        minimum=0,
+        positive=True,
+    )
+    min_nodes: int = option(
+        ARTIFACT_MIN_NODES, doc="the artifact's stage target: no training below this many usable nodes",
+        where=(ARTIFACT,), legacy="min_nodes", minimum=1,
+    )  # fmt: skip
+
+
+def build(ctx: BuildContext, options: OobleckOptions) -> PolicyBuild:
+    planner = ctx.planner_for(options.fault_tolerance)
+    policy = OobleckPolicy(
+        planner,
+        checkpoints=ctx.checkpoints,
+        join_horizon_s=options.join_horizon_s,
+        reconfigure_pause_s=ctx.reconfigure_pause_s,
+    )
+    return PolicyBuild(policy, options)
+
+
+def artifact_policy(ctx: ArtifactContext, options: OobleckOptions) -> PolicyBuild:
+    if ctx.checkpoint_every_iterations is not None:
+        raise DesignError("the artifact's Oobleck never checkpoints: checkpoint_every_iterations applies to varuna")
+    used = replace(options, min_nodes=max(options.min_nodes, ctx.min_runnable_nodes or 0))
+    return PolicyBuild(ArtifactOobleckPolicy(used.min_nodes), used)
+
+
+def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: Any) -> float | None:
+    """Every start, restart and reconfiguration: the model's reconfiguration time."""
+    if isinstance(action, (Start, Reinstantiate, Restart, RestartFromCheckpoint)):
+        return float(ctx.model.oobleck_reconfigure_s)
+    return None
+
+
+def forced_start(plan: Any) -> Decision:
+    return Decision(plan, (Start(),), OobleckMemory())
+
+
+OOBLECK = Design(
+    name="oobleck",
+    summary="pipeline templates; live reconfiguration from in-memory replicas (SOSP'23)",
+    options=OobleckOptions,
+    build=build,
+    runs_on=(SIMULATOR, REAL_BACKEND),
+    default_checkpoints=CheckpointSchedule(every_s=DEFAULT_CHECKPOINT_EVERY_S),
+    artifact=ArtifactHooks("oobleck", artifact_policy, artifact_pause_s),
+    real=RealHooks(forced_start=forced_start),
+)
