@@ -45,7 +45,7 @@ def register(subparsers) -> None:
         "--chunk-size",
         type=int,
         default=None,
-        help="with --backend ray: runs per task (default: about 4 per CPU, <= 200)",
+        help="with --backend ray: runs per task (default: about 4 chunks per CPU, at most 200 runs each)",
     )
     parser.set_defaults(handler=run)
 

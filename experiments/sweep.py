@@ -66,6 +66,7 @@ def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
 
 
 def execute_run(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
+    """One run into `run_dir`, marked finished; every backend runs its specs with this."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(dict(runner(spec, run_dir)), indent=2, sort_keys=True, default=str) + "\n"
     (run_dir / "summary.json").write_text(text)
