@@ -3,6 +3,7 @@
     ooblab reproduce --list
     ooblab reproduce NAME [--quick] [--out DIR] [--processes N] [--force] [--no-progress]
     ooblab reproduce all [--quick]
+    ooblab reproduce NAME --backend ray [--address ADDR] [--chunk-size N]
 
 Results and figures go to `results/NAME/` (`results/NAME/quick/` with `--quick`; set
 `OOBLAB_RESULTS` to move the tree); finished runs are skipped, so a second call only
@@ -12,6 +13,7 @@ spot-trace experiments use labelled generated look-alikes.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -30,6 +32,21 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--force", action="store_true", help="rerun finished runs too")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool here; ray: chunks of runs as Ray tasks (pip install -e '.[ray]')",
+    )
+    parser.add_argument(
+        "--address", default=None, help="with --backend ray: the cluster to join (default: start a local instance)"
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="with --backend ray: runs per task (default: about 4 chunks per CPU, at most 200 runs each)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -54,6 +71,10 @@ def run(args) -> int:
     if args.processes is not None and args.processes < 1:
         print(f"ooblab reproduce: error: --processes must be >= 1, got {args.processes}", file=sys.stderr)
         return 2
+    problem = _backend_problem(args)
+    if problem:
+        print(f"ooblab reproduce: error: {problem}", file=sys.stderr)
+        return 2
     names = list(experiments) if args.name == "all" else [args.name]
     if args.name == "all" and args.out:
         print(
@@ -61,27 +82,57 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from .reproduce import reproduce
+    from .sweep_ray import SweepBackendError
 
-    for name in names:
+    with contextlib.ExitStack() as stack:
         try:
-            done = reproduce(
-                name,
-                quick=args.quick,
-                out_dir=args.out,
-                processes=args.processes,
-                progress=not args.no_progress,
-                force=args.force,
-            )
-        except UnknownExperiment as exc:
+            if args.backend == "ray":  # one Ray session for every experiment named
+                from .sweep_ray import ray_session
+
+                stack.enter_context(ray_session(args.address, args.processes))
+            for name in names:
+                _reproduce_one(name, args)
+        except (UnknownExperiment, SweepBackendError) as exc:
             print(f"ooblab reproduce: error: {exc}", file=sys.stderr)
             return 2
-        pngs = [p for p in done.figures if p.suffix == ".png"]
-        print(f"{name}: {len(done.table)} runs, {len(pngs)} figures in {done.seconds:.1f} s -> {done.out_dir}")
-        for path in pngs:
-            print(f"  {path} (+ .pdf)")
-        for line in done.errors[:5]:
-            print(f"  rejected: {line}")
-        if len(done.errors) > 5:
-            print(f"  ... {len(done.errors) - 5} more rejected runs (outcome 'error' in results.parquet)")
     return 0
+
+
+def _reproduce_one(name: str, args) -> None:
+    from .reproduce import reproduce
+
+    done = reproduce(
+        name,
+        quick=args.quick,
+        out_dir=args.out,
+        processes=args.processes,
+        progress=not args.no_progress,
+        force=args.force,
+        backend=args.backend,
+        address=args.address,
+        chunk_size=args.chunk_size,
+    )
+    pngs = [p for p in done.figures if p.suffix == ".png"]
+    print(f"{name}: {len(done.table)} runs, {len(pngs)} figures in {done.seconds:.1f} s -> {done.out_dir}")
+    for path in pngs:
+        print(f"  {path} (+ .pdf)")
+    for line in done.errors[:5]:
+        print(f"  rejected: {line}")
+    if len(done.errors) > 5:
+        print(f"  ... {len(done.errors) - 5} more rejected runs (outcome 'error' in results.parquet)")
+
+
+def _backend_problem(args) -> str | None:
+    """What is wrong with the backend options (None: nothing), before any run starts."""
+    if args.backend != "ray" and (args.address is not None or args.chunk_size is not None):
+        return "--address and --chunk-size apply to --backend ray only"
+    if args.chunk_size is not None and args.chunk_size < 1:
+        return f"--chunk-size must be >= 1, got {args.chunk_size}"
+    if args.backend == "ray":
+        from .sweep_ray import SweepBackendError, import_ray
+
+        try:
+            import_ray()
+        except SweepBackendError as exc:
+            return str(exc)
+    return None

@@ -41,13 +41,27 @@ def results(
     processes: int | None = None,
     progress: bool = True,
     force: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    chunk_size: int | None = None,
 ) -> tuple[pd.DataFrame, Path]:
-    """The experiment's results table (running what is missing) and its directory."""
+    """The experiment's results table (running what is missing) and its directory; the
+    runs on `backend` (`run_sweep`'s: local, or ray with `address` and `chunk_size`)."""
     experiment = get(name)
     out = Path(out_dir) if out_dir is not None else experiment_dir(name, quick=quick)
     specs = experiment.specs(Setting(quick=quick, shared=shared_dir()))
     workers = processes if processes is not None else experiment.processes
-    table = run_sweep(specs, experiment.runner, out, processes=workers, progress=progress, force=force)
+    table = run_sweep(
+        specs,
+        experiment.runner,
+        out,
+        processes=workers,
+        progress=progress,
+        force=force,
+        backend=backend,
+        address=address,
+        chunk_size=chunk_size,
+    )
     return table, out
 
 
@@ -64,11 +78,24 @@ def reproduce(
     processes: int | None = None,
     progress: bool = True,
     force: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    chunk_size: int | None = None,
 ) -> Reproduction:
     import matplotlib.pyplot as plt
 
     start = time.perf_counter()
-    table, out = results(name, quick=quick, out_dir=out_dir, processes=processes, progress=progress, force=force)
+    table, out = results(
+        name,
+        quick=quick,
+        out_dir=out_dir,
+        processes=processes,
+        progress=progress,
+        force=force,
+        backend=backend,
+        address=address,
+        chunk_size=chunk_size,
+    )
     paths: list[Path] = []
     for fig_name, fig in figures(name, table, out).items():
         paths.extend(plots.save(fig, out, fig_name))

@@ -2,15 +2,20 @@
 
 An experiment is a list of `RunSpec`s. `run_sweep` gives every spec its own directory
 `<out>/runs/<key>/` (key: a hash of the spec's canonical JSON), skips specs whose
-`summary.json` is already there with the same configuration, runs the rest in a process
-pool with a progress bar, and writes `<out>/results.parquet`: one row per spec, the
-spec's parameters and the run's summary side by side (nested summary fields flattened
-with `_`, e.g. `breakdown_useful_compute_s`).
+`summary.json` is already there with the same configuration, runs the rest with a progress
+bar, and writes `<out>/results.parquet`: one row per spec, the spec's parameters and the
+run's summary side by side (nested summary fields flattened with `_`, e.g.
+`breakdown_useful_compute_s`).
+
+Backends: `local` (a process pool on this machine) and `ray` (chunks of runs as Ray
+tasks, `sweep_ray`; the optional `ray` extra). Both write the same run directories and
+build the table with `results_table`, so it is the same row for row.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -18,7 +23,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -60,13 +65,17 @@ def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
     return None
 
 
-def _execute(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
+def execute_run(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
+    """One run into `run_dir`, marked finished; every backend runs its specs with this."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(dict(runner(spec, run_dir)), indent=2, sort_keys=True, default=str) + "\n"
     (run_dir / "summary.json").write_text(text)
     # Written last: a run interrupted half-way is redone next time.
     (run_dir / "spec.json").write_text(spec.canonical())
     return json.loads(text)  # what a later sweep will load: same types, same column order
+
+
+BACKENDS = ("local", "ray")
 
 
 def run_sweep(
@@ -77,12 +86,22 @@ def run_sweep(
     processes: int | None = None,
     progress: bool = True,
     force: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """Run `specs` (skipping finished ones unless `force`) and return the results table.
 
     `runner(spec, run_dir)` must be a module-level function (it crosses process
     boundaries), write its files into `run_dir` and return the run's summary.
+    `backend="ray"` runs `chunk_size` runs per Ray task (default: `sweep_ray.auto_chunk_size`)
+    on the cluster at `address` (default: a local instance of `processes` CPUs, started
+    and stopped here); `processes` then caps the chunks in flight.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sweep backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if backend != "ray" and (address is not None or chunk_size is not None):
+        raise ValueError("address and chunk_size apply to backend='ray' only")
     out_dir = Path(out_dir)
     keys = [spec.key for spec in specs]
     if len(set(keys)) != len(keys):
@@ -95,22 +114,47 @@ def run_sweep(
             pending.append(spec)
         else:
             summaries[spec.key] = found
+    make_bar = functools.partial(_bar, len(specs), len(specs) - len(pending), progress, out_dir.name)
+    if backend == "ray":
+        from .sweep_ray import run_chunks
+
+        ran = run_chunks(
+            pending, runner, out_dir, address=address, processes=processes, chunk_size=chunk_size, make_bar=make_bar
+        )
+    else:
+        ran = _run_local(pending, runner, out_dir, processes, make_bar)
+    summaries.update(ran)
+    table = results_table(specs, summaries)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out_dir / "results.parquet", index=False)
+    return table
+
+
+def _run_local(
+    pending: Sequence[RunSpec], runner: Runner, out_dir: Path, processes: int | None, make_bar: Callable[[], Bar]
+) -> dict[str, Mapping[str, Any]]:
+    summaries: dict[str, Mapping[str, Any]] = {}
     workers = processes if processes is not None else min(os.cpu_count() or 1, len(pending))
-    bar = _bar(len(specs), len(specs) - len(pending), progress, out_dir.name)
+    bar = make_bar()
     try:
         if workers <= 1 or len(pending) <= 1:
             for spec in pending:
-                summaries[spec.key] = _execute(runner, spec, out_dir / "runs" / spec.key)
+                summaries[spec.key] = execute_run(runner, spec, out_dir / "runs" / spec.key)
                 bar.update(1)
         else:
             context = multiprocessing.get_context("spawn")
             with futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                jobs = {pool.submit(_execute, runner, spec, out_dir / "runs" / spec.key): spec for spec in pending}
+                jobs = {pool.submit(execute_run, runner, spec, out_dir / "runs" / spec.key): spec for spec in pending}
                 for job in futures.as_completed(jobs):
                     summaries[jobs[job].key] = job.result()
                     bar.update(1)
     finally:
         bar.close()
+    return summaries
+
+
+def results_table(specs: Sequence[RunSpec], summaries: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per spec, in the specs' order: its parameters, then its summary flattened."""
     rows = []
     for spec in specs:
         row = {"key": spec.key, "experiment": spec.experiment, "kind": spec.kind}
@@ -123,10 +167,15 @@ def run_sweep(
             else:
                 row[name] = value
         rows.append(row)
-    table = pd.DataFrame(rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_parquet(out_dir / "results.parquet", index=False)
-    return table
+    return pd.DataFrame(rows)
+
+
+class Bar(Protocol):
+    """What a sweep needs of a progress bar (tqdm's, or none)."""
+
+    def update(self, n: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _NoBar:
@@ -137,7 +186,7 @@ class _NoBar:
         pass
 
 
-def _bar(total: int, done: int, enabled: bool, label: str):
+def _bar(total: int, done: int, enabled: bool, label: str) -> Bar:
     if not enabled:
         return _NoBar()
     from tqdm import tqdm

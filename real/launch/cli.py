@@ -71,6 +71,12 @@ def register(subparsers) -> None:
     coord.add_argument(
         "--secret-file", default=None, help="write the job's secret here, mode 0600 (default: RUN_DIR/secret)"
     )
+    coord.add_argument(
+        "--use-secret",
+        action="store_true",
+        help="use the job's secret in --secret-file (read, not written) or $OOBLAB_SECRET instead of drawing one: "
+        "for schedulers that hand it out themselves, e.g. a Kubernetes Secret",
+    )
     coord.add_argument("--advertise", default=None, help="host name workers use (default: this host's name)")
     coord.add_argument("--address-file", default=None, help="also write HOST:PORT to this file")
     coord.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
@@ -485,9 +491,10 @@ def handle_coordinator(args) -> int:
 def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
     from ..control.coordinator import Coordinator
     from ..control.results import write_results
-    from ..protocol.secret import write_secret_file
+    from ..protocol.secret import SECRET_ENV, load_secret, write_secret_file
     from ..protocol.transport import is_loopback
 
+    given = load_secret(args.secret_file) if args.use_secret else None
     coordinator = Coordinator(
         config,
         bind_host=args.host,
@@ -496,6 +503,7 @@ def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
         on_event=_log_event,
         run_dir=run_dir,
         local=False,
+        secret=given,
     )
     try:
         if coordinator.needs_local_processes:
@@ -503,13 +511,14 @@ def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
                 "--trace and time-based --inject entries kill and start processes: use ooblab run (one machine)"
             )
         run_dir.mkdir(parents=True, exist_ok=True)
-        secret_path = write_secret_file(args.secret_file or run_dir / "secret", coordinator.secret)
-        print(
-            f"coordinator listening on {coordinator.address}; the job's secret is in {secret_path} "
-            "(give it to every launcher with --secret-file or $OOBLAB_SECRET)",
-            file=sys.stderr,
-            flush=True,
-        )
+        if given is None:
+            secret_path = write_secret_file(args.secret_file or run_dir / "secret", coordinator.secret)
+            where = (
+                f"the job's secret is in {secret_path} (give it to every launcher with --secret-file or ${SECRET_ENV})"
+            )
+        else:
+            where = f"using the job's secret from {args.secret_file or '$' + SECRET_ENV}"
+        print(f"coordinator listening on {coordinator.address}; {where}", file=sys.stderr, flush=True)
         if is_loopback(args.host):
             print(
                 f"listening on {args.host} only: workers on other machines cannot connect; pass --host with this machine's "
