@@ -1,5 +1,12 @@
-"""`ooblab validate --quick --json` end to end: calibration, real runs of both policies on
-a time-compressed trace, their simulated twins, the errors (a few minutes on 2 cores).
+"""The quick validation end to end: calibration, real runs of both policies on a
+time-compressed trace, their simulated twins, the errors (a few minutes on 2 cores).
+
+It is the validation experiment's quick run (`ooblab reproduce validation --quick`, the
+same settings as `ooblab validate --quick`), made once per test session in the session's
+quick-results tree: `tests/experiments/test_reproduce.py` runs every experiment's quick
+setting there first, and this test reads that run instead of repeating three minutes of
+real processes (it runs it itself when alone). `ooblab validate` runs the same function
+on the same settings; its argument checks are tested in `test_spec.py`.
 
 The bars here are loose on purpose (the figures themselves are reported, not asserted:
 this machine is shared and small); what must hold is the structure: every run finished,
@@ -10,25 +17,35 @@ was compared, and the headline errors are the medians of the per-run ones.
 from __future__ import annotations
 
 import json
+import os
 import statistics
-import subprocess
-import sys
 
 import pytest
 
+from experiments.reproduce import reproduce
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """The run directory of the session's quick validation (made here if not yet made)."""
+    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    old = os.environ.get("OOBLAB_RESULTS")
+    os.environ["OOBLAB_RESULTS"] = str(path)
+    try:
+        done = reproduce("validation", quick=True, progress=False)
+    finally:
+        if old is None:
+            os.environ.pop("OOBLAB_RESULTS")
+        else:
+            os.environ["OOBLAB_RESULTS"] = old
+    (key,) = done.table["key"]
+    return done.out_dir / "runs" / key
+
 
 @pytest.mark.timeout(600)
-def test_quick_validation_reports_the_three_errors_with_their_runs(tmp_path):
-    out = tmp_path / "v"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ooblab.cli", "validate", "--quick", "--json", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=560,
-        start_new_session=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
+def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
+    out = quick_run
+    report = json.loads((out / "report.json").read_text())
     errors = report["errors"]
     for key in ("throughput_error", "samples_error", "recovery_error"):
         assert errors[key] is not None and errors[key] >= 0, key
