@@ -37,6 +37,7 @@ from planner.policies import (
     Reinstantiate,
     Restart,
     RestartFromCheckpoint,
+    RestartFromSnapshot,
     Start,
 )
 from planner.policies.bamboo_cost import BambooLayout
@@ -80,12 +81,16 @@ class PolicyBuild:
     """A design's answer: its policy, its options as used (a default raised to what the
     model needs, say), the checkpoint schedule it runs (None: the context's), and for
     designs that keep redundant stages their `layout`, by which the planner calibration
-    times plans and places state."""
+    times plans and places state. `iteration_s(plan, plan_s)`, where given, is the time
+    an iteration of `plan` takes under the design when the plan alone takes `plan_s` (a
+    design whose background work slows training, GEMINI's checkpoint traffic, adds it
+    there; the planner calibration times every iteration with it)."""
 
     policy: Policy
     options: Any
     checkpoints: CheckpointSchedule | None = None
     layout: BambooLayout | None = None
+    iteration_s: Callable[[Any, float], float] | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)  # extra entries for the run's config.json
 
 
@@ -100,18 +105,22 @@ class ActionCosts(Protocol):
     def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float: ...
     def restart_s(self, plan: Any) -> float: ...  # relaunch, then load the last checkpoint onto `plan`
     def copy_s(self, action: CopyLayers) -> float: ...
+    def memory_load_s(self, plan: Any) -> float: ...  # every node of `plan` receives its layers over the network
 
 
 def standard_pause_s(
     costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Container[str] | None = None
 ) -> float:
     """What an action costs unless a design says otherwise: a start relaunches; a restart
-    relaunches and loads the checkpoint; a checkpoint writes from the plan's nodes; a
+    relaunches and loads the checkpoint; a restart from a snapshot relaunches and receives
+    every node's layers from peers over the network; a checkpoint writes from the plan's nodes; a
     re-instantiation rebuilds groups; layer copies move the busiest node's bytes."""
     if isinstance(action, Start):
         return costs.restart_overhead_s
     if isinstance(action, (Restart, RestartFromCheckpoint)):
         return costs.restart_s(plan)
+    if isinstance(action, RestartFromSnapshot):
+        return costs.restart_overhead_s + costs.memory_load_s(plan)
     if isinstance(action, Checkpoint):
         return costs.checkpoint_s(plan, alive)
     if isinstance(action, Reinstantiate):

@@ -20,7 +20,9 @@ lost, and the run ends at the trace's last event without processing it.
 Pauses are sequences of timed actions; a failure during one goes to the policy like any
 other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
 then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
-back to the last completed checkpoint, the run's start counting as one.
+back to the last completed checkpoint, the run's start counting as one; `RestartFromSnapshot`
+to the iteration it names (a policy that uses it says so with `restores_snapshots = True`,
+and the ledger then keeps what each commit added, to take back exactly the later ones).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from planner.policies import (
     Reinstantiate,
     Restart,
     RestartFromCheckpoint,
+    RestartFromSnapshot,
     Start,
     WaitForNodes,
     describe_action,
@@ -73,6 +76,7 @@ PAUSE_STATE = {
     Start: RESTARTING,
     Restart: RESTARTING,
     RestartFromCheckpoint: RESTARTING,
+    RestartFromSnapshot: RESTARTING,
     Reinstantiate: RECONFIGURING,
     CopyLayers: RECONFIGURING,
     Checkpoint: CHECKPOINTING,
@@ -158,6 +162,7 @@ class Simulation:
             decisions=0,
         )
         self.infeasible = policy.infeasible_reason()
+        self.snapshots = bool(getattr(policy, "restores_snapshots", False))  # keep the ledger's marks
         self._never = self.env.event()
 
     # -- processes ---------------------------------------------------------------------
@@ -311,6 +316,8 @@ class Simulation:
         last_t = self.stretch.advance(count)
         self.iterations += 1
         self.ledger.commit(last_t - self.acct_t, self.stretch.useful_fraction)
+        if self.snapshots:
+            self.ledger.mark(self.iterations, self.stretch.tau, self.stretch.useful_fraction)
         self.acct_t = self.last_iteration_t = last_t
         if self.iteration_rows:
             self._row(last_t, RUNNING)
@@ -411,7 +418,8 @@ class Simulation:
             working = self._plan_nodes(previous) if previous is not None else frozenset()
             hit = sum(1 for n in set(event.nodes) if n in working)
             self.counts["working_removed"] += hit
-            if hit and not any(isinstance(a, (Restart, RestartFromCheckpoint, WaitForNodes)) for a in decision.actions):
+            restarts = (Restart, RestartFromCheckpoint, RestartFromSnapshot, WaitForNodes)
+            if hit and not any(isinstance(a, restarts) for a in decision.actions):
                 self.counts["failures_survived"] += hit
         self.events.append(
             EventRecord(
@@ -450,7 +458,7 @@ class Simulation:
         self.boundary = False
         self.segments = []  # a disruptive decision abandons the pause in progress, if any
         if decision.rolls_back:
-            self._rollback()
+            self._rollback(decision.snapshot)
         segments: list[tuple[str, float, Any]] = []
         for action in decision.actions:
             state = PAUSE_STATE.get(type(action))
@@ -468,7 +476,7 @@ class Simulation:
                 segments.append((state, seconds, action))
             if isinstance(action, Reinstantiate):
                 self.counts["reconfigurations"] += 1
-            elif isinstance(action, (Restart, RestartFromCheckpoint)):
+            elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
                 self.counts["restarts"] += 1
             elif isinstance(action, Start):
                 self.counts["starts"] += 1
@@ -489,10 +497,20 @@ class Simulation:
         cost = self.timing.iteration(plan)
         self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
 
-    def _rollback(self) -> None:
-        undone = self.iterations - self.ckpt_iterations
-        seconds = self.ledger.rollback()
-        self.iterations = self.ckpt_iterations
+    def _rollback(self, snapshot: int | None = None) -> None:
+        """Back to the last checkpoint, or to the policy's `snapshot` iteration."""
+        if snapshot is None:
+            to, seconds = self.ckpt_iterations, self.ledger.rollback()
+        else:
+            if not (self.snapshots and self.ckpt_iterations <= snapshot <= self.iterations):
+                raise SimError(
+                    f"{self.policy.name} restarted from iteration {snapshot}, outside the last checkpoint's "
+                    f"{self.ckpt_iterations} .. the {self.iterations} committed"
+                    + ("" if self.snapshots else " (and its policy does not set restores_snapshots)")
+                )
+            to, seconds = snapshot, self.ledger.rollback_to(snapshot, self.ckpt_iterations)
+        undone = self.iterations - to
+        self.iterations = to
         if undone:
             self.counts["rollbacks"] += 1
             self.events.append(
@@ -520,7 +538,7 @@ class Simulation:
             self.counts["checkpoints"] += 1
             self.after_restart = False
             self.events.append(EventRecord(now, "checkpoint", {"iterations": self.iterations}))
-        elif isinstance(action, (Restart, RestartFromCheckpoint)):
+        elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
             self.after_restart = True
         if self.segments:
             self.pause_end_t = now + self.segments[0][1]

@@ -298,6 +298,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         storage=storage,
         bamboo_layout=built.layout,
         options=built.options,
+        iteration_s=built.iteration_s,
     )
     resolved.update(
         planner_model=name,

@@ -17,6 +17,8 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
     start                      restart_overhead_s
     restart (with or without   restart_overhead_s + load onto the new plan's nodes
       rolling back)              (split reads, then an all-gather among each layer's holders)
+    restart from a snapshot    restart_overhead_s + the busiest node's layers over the
+                                 network (from copies in peers' memory)
     checkpoint                 fixed_s + the busiest writer's share / write bandwidth,
                                written by the nodes of the plan that last trained, less
                                those gone (the engine passes who is alive)
@@ -47,6 +49,7 @@ from planner.policies import (
     Reinstantiate,
     Restart,
     RestartFromCheckpoint,
+    RestartFromSnapshot,
     Start,
     VarunaPlan,
 )
@@ -184,8 +187,10 @@ class PlannerTiming:
         storage: StorageSpec = StorageSpec(),
         bamboo_layout: BambooLayout | None = None,
         options: Any = None,
+        iteration_s: Any = None,
     ):
         self.design = _design(design)
+        self.iteration_s = iteration_s  # the design's time of an iteration of a plan (`PolicyBuild`)
         self.options = self.design.options() if options is None else options  # the design's, for its prices
         self.samples_per_iteration = global_batch
         self.layer_bytes = tuple(layer_bytes)
@@ -201,6 +206,8 @@ class PlannerTiming:
     def iteration(self, plan: Any) -> IterationCost:
         if isinstance(plan, (ExecutionPlan, VarunaPlan)):
             seconds = plan.iteration_time_s
+            if self.iteration_s is not None:
+                seconds = self.iteration_s(plan, seconds)
             return IterationCost(seconds, seconds)
         if isinstance(plan, BambooPlan):
             if self.layout is None:
@@ -235,6 +242,16 @@ class PlannerTiming:
         """A checkpoint written by `plan`'s nodes (those in `alive` when given)."""
         return self._cached("write", plan, alive, lambda held: write_cost(held, self.layer_bytes, self.storage).seconds)
 
+    def memory_load_s(self, plan: Any) -> float:
+        """Every node of `plan` receives the layers it holds over the network (from copies
+        in peers' memory): the busiest node's bytes / bandwidth."""
+        return self._cached(
+            "memory", plan, None, lambda held: max(self._bytes(r) for r in held) / self.bandwidth if held else 0.0
+        )
+
+    def _bytes(self, ranges: Any) -> int:
+        return sum(sum(self.layer_bytes[a:b]) for a, b in ranges)
+
     def restart_s(self, plan: Any) -> float:
         """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
         load = self._cached(
@@ -266,7 +283,8 @@ class PlannerTiming:
 
 class ScaledPauses:
     """A timing whose pauses are scaled by kind: reconfiguration (`Reinstantiate`,
-    `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`) and checkpoint.
+    `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`,
+    `RestartFromSnapshot`) and checkpoint.
     Iterations are untouched."""
 
     def __init__(self, inner: Timing, *, reconfigure: float = 1.0, restart: float = 1.0, checkpoint: float = 1.0):
@@ -276,7 +294,7 @@ class ScaledPauses:
         self.gpus_per_node = inner.gpus_per_node
         self.factors = (
             (Checkpoint, checkpoint),
-            ((Start, Restart, RestartFromCheckpoint), restart),
+            ((Start, Restart, RestartFromCheckpoint, RestartFromSnapshot), restart),
             ((Reinstantiate, CopyLayers), reconfigure),
         )
 

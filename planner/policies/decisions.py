@@ -11,10 +11,11 @@ a decision.
 - Events: `NodesRemoved`, `NodesReady`, `PauseEnded` (a start, restart, reconfiguration or
   checkpoint finished), `IterationEnd` (asked for by the previous decision).
 - Actions, carried out in order: `Continue`, `Start`, `Reinstantiate`, `CopyLayers`,
-  `FailOver`, `Admit`, `Checkpoint`, `Restart`, `RestartFromCheckpoint`, `WaitForNodes`.
-  Every action other than `Continue`, `FailOver` and `Admit` ends the iteration in flight
-  (its work is lost); `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` also roll
-  committed progress back to the last completed checkpoint.
+  `FailOver`, `Admit`, `Checkpoint`, `Restart`, `RestartFromCheckpoint`,
+  `RestartFromSnapshot`, `WaitForNodes`. Every action other than `Continue`, `FailOver`
+  and `Admit` ends the iteration in flight (its work is lost); `RestartFromCheckpoint` and
+  `WaitForNodes(rollback=True)` also roll committed progress back to the last completed
+  checkpoint, `RestartFromSnapshot` to a later state the design keeps itself.
 - `Decision`: the plan to run (None while waiting), the actions, the policy's own memory
   (passed back on the next call), and whether it wants to see the next iteration end.
 """
@@ -150,6 +151,17 @@ class RestartFromCheckpoint:
 
 
 @dataclass(frozen=True)
+class RestartFromSnapshot:
+    """Roll committed progress back to `iteration`, a state the design keeps outside the
+    job's checkpoints (GEMINI: copies in peers' CPU memory), and relaunch with every node
+    of the plan receiving its layers from those copies. `iteration` lies between the last
+    completed checkpoint and the committed iterations (the engines check it)."""
+
+    iteration: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class WaitForNodes:
     """Too few usable nodes: stop until more arrive (`needed` in total)."""
 
@@ -168,6 +180,7 @@ Action = (
     | Checkpoint
     | Restart
     | RestartFromCheckpoint
+    | RestartFromSnapshot
     | WaitForNodes
 )
 
@@ -214,8 +227,14 @@ class Decision:
     @property
     def rolls_back(self) -> bool:
         return any(
-            isinstance(a, RestartFromCheckpoint) or (isinstance(a, WaitForNodes) and a.rollback) for a in self.actions
+            isinstance(a, (RestartFromCheckpoint, RestartFromSnapshot)) or (isinstance(a, WaitForNodes) and a.rollback)
+            for a in self.actions
         )
+
+    @property
+    def snapshot(self) -> int | None:
+        """The iteration a `RestartFromSnapshot` rolls back to (None: no such action)."""
+        return next((a.iteration for a in self.actions if isinstance(a, RestartFromSnapshot)), None)
 
 
 class Policy(Protocol):
