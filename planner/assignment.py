@@ -35,7 +35,6 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from .errors import PlannerError
 from .lsa import MAX_COST, min_cost_matching
@@ -199,6 +198,8 @@ def _one_round(costs: np.ndarray, n: int) -> tuple[int, ...] | None:
     units = costs // g
     if (int(units.max()) * weight + int(ties.max())) * n >= MAX_COST:
         return None
+    from scipy.optimize import linear_sum_assignment  # here: workers import this module, rarely solve
+
     _, column = linear_sum_assignment(units * weight + ties)
     return tuple(int(j) for j in column)
 
