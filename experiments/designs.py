@@ -176,8 +176,10 @@ def measures(table: pd.DataFrame) -> pd.DataFrame:
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """One row per design (default schedule): its mean share of the best design's
-    throughput per trace family, how often it is the best, its mean cost relative to the
-    cheapest design and its largest loss of time; prints them as the README's table rows."""
+    throughput per trace family, how often it is the best, its median cost per sample
+    relative to the cheapest design of the same run (medians: a run that barely trains
+    would dominate a mean of ratios), its largest loss of time and the median gain of the
+    adaptive checkpoint interval; prints them as the README's table rows."""
     ran = measures(table)
     plain = ran[ran["schedule"] == "default"]
     cheapest = plain.groupby(["family", "trace_key", "model"])["usd_per_m"].transform("min")
@@ -192,7 +194,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         row["wins"] = int((mine["share_of_best"] >= 1.0 - 1e-12).sum())
         row["cells"] = int(len(mine))
         row["untrained"] = int(mine["run_samples_per_s"].isna().sum())
-        row["cost_vs_cheapest"] = float(mine["cost_ratio"].mean())
+        row["cost_vs_cheapest"] = float(mine["cost_ratio"].median())
         row["largest_loss"] = _largest_loss(mine)
         adaptive = ran[(ran["policy"] == name) & (ran["schedule"] != "default")]
         row["adaptive_gain"] = _gain(adaptive, mine) if len(adaptive) else math.nan
@@ -215,10 +217,10 @@ def _largest_loss(rows: pd.DataFrame) -> str:
 
 
 def _gain(adaptive: pd.DataFrame, plain: pd.DataFrame) -> float:
-    """Mean ratio of the adaptive run's throughput to the default's, same trace and model."""
+    """Median ratio of the adaptive run's throughput to the default's, same trace and model."""
     keys = ["family", "trace_key", "model"]
     pair = adaptive.set_index(keys)["run_samples_per_s"] / plain.set_index(keys)["run_samples_per_s"]
-    return float(pair.replace([np.inf, -np.inf], np.nan).mean())
+    return float(pair.replace([np.inf, -np.inf], np.nan).median())
 
 
 def readme_rows(frame: pd.DataFrame) -> list[str]:
@@ -260,7 +262,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
             annotate="note",
             ncols=2,
             xlabel="trace",
-            ylabel="throughput / best design's",
+            ylabel="share of best design",
             title=f"Every design, planner calibration (30-node traces: mean over {models})",
             xtick_rotation=30,
             width_in=plots.FULL_IN,
@@ -296,7 +298,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
             system="schedule",
             ncols=2,
             xlabel="design",
-            ylabel="throughput / best default design's",
+            ylabel="share of best default",
             title=f"Default checkpoint schedule vs the adaptive interval ({ADAPTIVE_RULE.title()})",
             width_in=plots.FULL_IN,
         )
@@ -304,10 +306,11 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
 
 
 def _mean_over(rows: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
-    """Means of `values` over the rows sharing `keys` (models, traces), with the first note."""
+    """Means of `values` over the rows sharing `keys` (models, traces); a note ("OOM", ...)
+    only where every one of those runs has one."""
     grouped = rows.groupby(keys, sort=False)
     out = grouped[values].mean()
-    out["note"] = grouped["note"].agg(lambda s: next((t for t in s if t), ""))
+    out["note"] = grouped["note"].agg(lambda s: s.iloc[0] if s.ne("").all() else "")  # where no run trained
     return out.reset_index()
 
 

@@ -7,13 +7,13 @@ Young, "A first order approximation to the optimum checkpoint interval", CACM 17
 Daly's correction for the time the checkpoint itself takes is tau = sqrt(2 C M) - C, and
 tau = M once C >= 2 M, where checkpointing more often than once per failure cannot pay (J. T.
 Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS
-22(3), 2006, section 4; his higher-order series is not used: with C << M the terms it adds
-are below the simulator's one-iteration granularity).
+22(3), 2006: the first-order form of his estimate; his higher-order series is not used:
+with C << M the terms it adds are below the simulator's one-iteration granularity).
 
 `AdaptiveCheckpoints` is the run-level rule that re-derives tau while the job runs, as
 CheckFreq does (Mohan, Phanishayee, Chidambaram, "CheckFreq: Frequent, Fine-Grained DNN
-Checkpointing", FAST 2021, section 4.3: the frequency follows from checkpoint costs profiled
-online rather than from a constant): `IntervalTracker` keeps what the engine has seen so far
+Checkpointing", FAST 2021: the frequency follows from checkpoint costs profiled online
+rather than from a constant): `IntervalTracker` keeps what the engine has seen so far
 and nothing else:
 
 - C: the mean of the last `cost_window` checkpoints the engine charged (completed ones);
