@@ -84,8 +84,18 @@ def _styled(function):
     return wrapper
 
 
+# Series without a colour of their own (designs added after the paper's three, ...): the
+# next unused hue, in the order first drawn, the same name keeping it for the process.
+EXTRA_COLORS = ("#D55E00", "#CC79A7", "#000000", "#56B4E9", "#F0E442", "#999999", "#8C564B", "#7F7FFF")
+_extra: dict[str, str] = {}
+
+
 def color(system: str) -> str:
-    return SYSTEM_COLORS.get(system, "#333333")
+    if system in SYSTEM_COLORS:
+        return SYSTEM_COLORS[system]
+    if system not in _extra:
+        _extra[system] = EXTRA_COLORS[len(_extra) % len(EXTRA_COLORS)]
+    return _extra[system]
 
 
 def label(system: str) -> str:

@@ -23,6 +23,7 @@ MODULES = (
     "real_traces",
     "rates",
     "scale",
+    "designs",
     "as_run",
     "validation.experiment",
 )

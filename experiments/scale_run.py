@@ -8,7 +8,8 @@ Per run, beside `sim.simulate`:
   `timing.pause_s(Checkpoint(), plan)`, so a new checkpoint model in `sim.timing` is
   picked up without a change here);
 - Varuna (label `young_daly`): checkpoint every `young_interval_s(C, M)` seconds of
-  training, C that checkpoint cost, M the trace generator's expected mean time between
+  training (`planner.checkpoint_interval`, the formula the adaptive interval also uses),
+  C that checkpoint cost, M the trace generator's expected mean time between
   interruptions (label `mtbf_s`); with `checkpoint_every_s` alone the simulator drops
   its count-based default;
 - copy volume: the bytes of every `CopyLayers` action in the run's decisions;
@@ -29,19 +30,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from planner.checkpoint_interval import young_interval_s
+
 from .sweep import RunSpec
-
-
-def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
-    """Young's (1974) first-order optimum checkpoint interval, sqrt(2 C M): the compute
-    time between checkpoints that minimises checkpoint cost plus expected lost work for
-    a checkpoint cost C and a mean time between failures M (both seconds). Daly (2006)
-    refines it to sqrt(2 C M) - C, a difference that is small while C << M."""
-    if not (math.isfinite(checkpoint_s) and checkpoint_s > 0):
-        raise ValueError(f"checkpoint cost must be > 0 s, got {checkpoint_s!r}")
-    if not (math.isfinite(mtbf_s) and mtbf_s > 0):
-        raise ValueError(f"mean time between failures must be > 0 s, got {mtbf_s!r}")
-    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
 
 
 def _first_plan(setup):

@@ -40,6 +40,10 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
         float,
         "periodic checkpoint interval in training seconds (planner; default: Oobleck and Bamboo 3600)",
     ),
+    "checkpoint_adaptive": (
+        str,
+        "young or daly: the checkpoint interval from the checkpoints charged and the failures seen so far (planner; any design that checkpoints)",
+    ),
     "duration_s": (
         float,
         "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)",

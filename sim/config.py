@@ -16,6 +16,7 @@ from typing import Any
 
 from designs import registry
 from designs.options import DesignError
+from planner.checkpoint_interval import RULES
 
 from .errors import SimError
 
@@ -32,6 +33,8 @@ PLANNER_ONLY = (
     "gpus_per_node",
     "inter_node_gbps",
     "checkpoint_every_s",
+    "checkpoint_adaptive",
+    "checkpoint_prior_mtbf_s",
     "join_horizon_s",
     "varuna_max_microbatch",
     "reconfigure_overhead_s",
@@ -66,6 +69,10 @@ class SimConfig:
     # policy knobs
     checkpoint_every_iterations: int | None = None  # Varuna: default 10
     checkpoint_every_s: float | None = None  # Oobleck and Bamboo (planner): default 3600 s
+    # adaptive interval, any design that checkpoints (planner): "young" or "daly", from the
+    # checkpoints charged so far and the failures seen so far (planner.checkpoint_interval)
+    checkpoint_adaptive: str | None = None
+    checkpoint_prior_mtbf_s: float | None = None  # the adaptive rule's prior MTBF, default 3600 s
     varuna_rollback: bool | None = None  # artifact Varuna: default True, False for the 3 small models on spot traces
     # artifact calibrations: the artifact code's departures from its stated model
     # (sim.artifact_quirks: "all", "none", names, or -names from all); default: none in
@@ -128,6 +135,7 @@ class SimConfig:
                 "varuna_rollback",
                 "design_options",
                 "artifact_quirks",
+                "checkpoint_adaptive",
             ):
                 continue
             if f.name in (
@@ -160,6 +168,7 @@ class SimConfig:
                         "storage_gb_per_s",
                         "storage_cap_gb_per_s",
                         "checkpoint_every_s",
+                        "checkpoint_prior_mtbf_s",
                         "duration_s",
                     )
                     and value == 0
@@ -169,12 +178,26 @@ class SimConfig:
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")
         if self.artifact_quirks is not None and not isinstance(self.artifact_quirks, str):
             raise SimError(f"artifact_quirks must be a comma-separated list of names, got {self.artifact_quirks!r}")
+        self._check_adaptive()
         unused = PLANNER_ONLY if self.calibration in ARTIFACT_CALIBRATIONS else ARTIFACT_ONLY
         stray = [name for name in unused if getattr(self, name) is not None]
         if stray:
             raise SimError(
                 f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {self.calibration} calibration"
             )
+
+    def _check_adaptive(self) -> None:
+        if self.checkpoint_adaptive is None:
+            if self.checkpoint_prior_mtbf_s is not None:
+                raise SimError("checkpoint_prior_mtbf_s needs checkpoint_adaptive (young or daly)")
+            return
+        if self.checkpoint_adaptive not in RULES:
+            raise SimError(
+                f"unknown checkpoint_adaptive {self.checkpoint_adaptive!r}; choose one of {', '.join(RULES)}"
+            )
+        fixed = [k for k in ("checkpoint_every_iterations", "checkpoint_every_s") if getattr(self, k) is not None]
+        if fixed:
+            raise SimError(f"checkpoint_adaptive sets the interval: drop {' and '.join(fixed)}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SimConfig:

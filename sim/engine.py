@@ -34,6 +34,7 @@ from typing import Any
 import simpy
 from simpy.core import URGENT
 
+from planner.checkpoint_interval import AdaptiveCheckpoints, IntervalTracker
 from planner.policies import (
     Checkpoint,
     ClusterView,
@@ -105,6 +106,7 @@ class Simulation:
         price_per_node_hour: float,
         iteration_rows: bool = False,
         duration_s: float | None = None,
+        adaptive_checkpoints: AdaptiveCheckpoints | None = None,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
@@ -142,6 +144,8 @@ class Simulation:
         self.iterations = 0
         self.ckpt_iterations = 0
         self.stretch = Stretch()
+        # the adaptive interval replaces the policy's periodic one (planner.checkpoint_interval)
+        self.adaptive = None if adaptive_checkpoints is None else IntervalTracker(adaptive_checkpoints, self.start_s)
         self.acct_t = self.start_s  # running time before this is accounted for
         self.stop_iter: int | None = None
         self.stop_t = math.inf
@@ -290,11 +294,22 @@ class Simulation:
         options = []
         if s.after_restart and self.after_restart:
             options.append(self.iterations + 1)
+        if self.adaptive is not None:
+            every = max(1, round(self._adaptive_interval_s() / self.stretch.tau))
+            options.append(max(self.iterations + 1, self.ckpt_iterations + every))
+            return min(options)
         if s.every_iterations:
             options.append((self.iterations // s.every_iterations + 1) * s.every_iterations)
         if s.every_s:
             options.append(max(self.iterations + 1, self.ckpt_iterations + max(1, round(s.every_s / self.stretch.tau))))
         return min(options) if options else None
+
+    def _adaptive_interval_s(self) -> float:
+        """The adaptive rule's interval now; before any checkpoint completed, its cost is
+        the price of one on the plan that trains."""
+        assert self.adaptive is not None
+        profiled = 0.0 if self.adaptive.costs_s else self.timing.pause_s(Checkpoint("periodic"), self.state_plan)
+        return self.adaptive.interval_s(self.env.now, profiled)
 
     def _reschedule(self) -> None:
         ckpt = self._next_checkpoint()
@@ -418,6 +433,8 @@ class Simulation:
             working = self._plan_nodes(previous) if previous is not None else frozenset()
             hit = sum(1 for n in set(event.nodes) if n in working)
             self.counts["working_removed"] += hit
+            if hit and self.adaptive is not None:
+                self.adaptive.interrupted(self.env.now)
             restarts = (Restart, RestartFromCheckpoint, RestartFromSnapshot, WaitForNodes)
             if hit and not any(isinstance(a, restarts) for a in decision.actions):
                 self.counts["failures_survived"] += hit
@@ -530,14 +547,22 @@ class Simulation:
 
     def _segment_done(self) -> None:
         self._advance()
-        state, _, action = self.segments.pop(0)
+        state, seconds, action = self.segments.pop(0)
         now = self.env.now
         if isinstance(action, Checkpoint):
             self.ledger.checkpointed()
             self.ckpt_iterations = self.iterations
             self.counts["checkpoints"] += 1
             self.after_restart = False
-            self.events.append(EventRecord(now, "checkpoint", {"iterations": self.iterations}))
+            detail: dict[str, Any] = {"iterations": self.iterations}
+            if self.adaptive is not None:
+                self.adaptive.checkpointed(seconds)
+                detail.update(
+                    cost_s=self.adaptive.checkpoint_s(seconds),
+                    mtbf_s=self.adaptive.mtbf_s(now),
+                    interval_s=self._adaptive_interval_s(),
+                )
+            self.events.append(EventRecord(now, "checkpoint", detail))
         elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
             self.after_restart = True
         if self.segments:

@@ -67,6 +67,7 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         price_per_node_hour=setup.price_per_node_hour,
         iteration_rows=config.timeline == "iterations",
         duration_s=config.duration_s,
+        adaptive_checkpoints=setup.adaptive,
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

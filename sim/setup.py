@@ -31,6 +31,7 @@ from designs.options import ARTIFACT, PLANNER, as_dict
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
 from planner.checkpoint_cost import storage_for
+from planner.checkpoint_interval import DEFAULT_PRIOR_MTBF_S, AdaptiveCheckpoints
 from planner.errors import PlannerError
 from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
 from planner.plan import JobSpec
@@ -67,6 +68,7 @@ class Setup:
     price_per_node_hour: float
     resolved: dict[str, Any]  # config.json: the inputs, then effective_<field> for defaults filled in
     quirks: ArtifactQuirks | None = None  # artifact calibrations: replayed by sim.artifact_replay when any is on
+    adaptive: AdaptiveCheckpoints | None = None  # the adaptive checkpoint interval, replacing the periodic one
 
     @staticmethod
     def record(config: SimConfig, derived: dict[str, Any]) -> dict[str, Any]:
@@ -105,13 +107,34 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _artifact(config, design, options, derived, (rollback, why))
     else:
         policy, timing = _planner(config, trace, design, options, derived)
+    adaptive = _adaptive(config, design, policy, derived)
     factors = {
         kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")
     }
     if any(value != 1.0 for value in factors.values()):
         timing = ScaledPauses(timing, **factors)
         derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
-    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks)
+    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks, adaptive)
+
+
+def _adaptive(config: SimConfig, design: Design, policy: Any, resolved: dict[str, Any]) -> AdaptiveCheckpoints | None:
+    """The adaptive interval rule, for a design whose policy writes periodic checkpoints
+    (it replaces that schedule's interval; `after_restart` still holds)."""
+    if config.checkpoint_adaptive is None:
+        return None
+    schedule = policy.checkpoints
+    if not (schedule.every_iterations or schedule.every_s):
+        raise SimError(
+            f"design {design.name} writes no periodic checkpoints: checkpoint_adaptive applies to designs that do"
+        )
+    rule = AdaptiveCheckpoints(config.checkpoint_adaptive, _or(config.checkpoint_prior_mtbf_s, DEFAULT_PRIOR_MTBF_S))
+    resolved.update(
+        checkpoint_every_iterations=None,
+        checkpoint_every_s=None,
+        checkpoint_prior_mtbf_s=rule.prior_mtbf_s,
+        checkpoint_cost_window=rule.cost_window,
+    )
+    return rule
 
 
 # -- the design and its options -------------------------------------------------------------

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from experiments import scale
 from experiments.base import Setting
 from experiments.reproduce import results
-from experiments.scale_run import young_interval_s
+from planner.checkpoint_interval import young_interval_s
 from sim.config import SimConfig
 
 matplotlib.use("Agg")

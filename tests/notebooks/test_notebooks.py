@@ -24,7 +24,7 @@ def test_one_notebook_per_experiment():
 
 def test_no_notebook_shadows_a_package():
     # notebooks run in notebooks/, which is first on the kernel's path
-    assert not {p.stem for p in NOTEBOOKS} & {"planner", "sim", "real", "traces", "experiments", "ooblab"}
+    assert not {p.stem for p in NOTEBOOKS} & {"planner", "sim", "real", "traces", "experiments", "ooblab", "designs"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
