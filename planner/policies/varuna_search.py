@@ -99,6 +99,10 @@ class VarunaSearch:
             b //= 2
         return None
 
+    def tables(self, b: int) -> CostTables | None:
+        """The cost tables at microbatch b (None: no profile there), as the search uses them."""
+        return self._tables_for(b)
+
     def config(self, depth: int, width: int) -> VarunaConfig | None:
         """The (depth, width) configuration at the largest microbatch that fits, or None
         (depth must divide the layer count). Other designs that choose their own shape
