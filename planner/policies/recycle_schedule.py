@@ -22,6 +22,8 @@ optimizer step), so weight gradients can wait for idle time.
   worker holds D - s forwards of that pipeline whose B has not run (1F1B's in-flight bound,
   per pipeline a worker serves).
 
+With one stage nothing waits across workers and the busiest worker's total is the makespan
+(computed directly; a test checks it against the list schedule).
 Healthy and weight_share = 0 this is plain 1F1B: (N + D - 1)(f + b) for uniform stages (a test
 checks it, and small failed cases against schedules worked by hand). The policy uses the
 ratio of the failed schedule to the healthy one, so the planner's own iteration time stays
@@ -60,6 +62,17 @@ def host_of(route: dict[tuple[int, int, int], int], p: int, s: int, m: int) -> i
     return route[(p, s, (m + p) % count)]
 
 
+def _one_stage(route: dict[tuple[int, int, int], int], op_s: float, pipelines: int, microbatches: int) -> float:
+    """One stage (pure data parallelism): no op waits for another worker, so each live
+    worker runs its microbatches back to back and the busiest one sets the makespan."""
+    load: dict[int, int] = {}
+    for p in range(pipelines):
+        for m in range(microbatches):
+            q = host_of(route, p, 0, m)
+            load[q] = load.get(q, 0) + 1
+    return max(load.values()) * op_s
+
+
 def makespan(
     forward_s: Sequence[float],
     backward_s: Sequence[float],
@@ -77,6 +90,8 @@ def makespan(
     if not 0 <= weight_share < 1:
         raise PlannerError(f"internal: weight_share must be in [0, 1), got {weight_share}")
     route = hosts(pipelines, depth, failed)
+    if depth == 1 and comm_s == 0:
+        return _one_stage(route, forward_s[0] + backward_s[0], pipelines, microbatches)
     kinds = (F, B, WG) if weight_share > 0 else (F, B)
     dur = {
         F: list(forward_s),
