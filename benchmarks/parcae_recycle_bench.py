@@ -19,10 +19,7 @@ from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.run import simulate
 
-try:
-    from benchmarks.sim_bench import trace_set
-except ImportError:  # run as a script from benchmarks/
-    from sim_bench import trace_set  # type: ignore[no-redef]
+from benchmarks.sim_bench import trace_set  # run from the repository root (as the other benchmarks' imports are)
 
 
 def one_pass(design: str, trace_list) -> tuple[float, dict[str, float]]:
