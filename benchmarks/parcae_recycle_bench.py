@@ -15,11 +15,10 @@ import argparse
 import time
 from pathlib import Path
 
+from benchmarks.sim_bench import trace_set  # run from the repository root (as the other benchmarks' imports are)
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.run import simulate
-
-from benchmarks.sim_bench import trace_set  # run from the repository root (as the other benchmarks' imports are)
 
 
 def one_pass(design: str, trace_list) -> tuple[float, dict[str, float]]:
