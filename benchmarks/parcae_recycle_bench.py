@@ -6,7 +6,7 @@ set twice in one process (the first pass builds the grids' searches and caches);
 the same grids without forecasts or adapted schedules, is the baseline measured in the same
 run. Prints seconds per pass and the average samples/s per model. Asserts nothing.
 
-    python benchmarks/parcae_recycle_bench.py [--shared ../shared] [--designs parcae,recycle]
+    PYTHONPATH=. python benchmarks/parcae_recycle_bench.py [--shared ../shared] [--designs parcae,recycle]
 """
 
 from __future__ import annotations
