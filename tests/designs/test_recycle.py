@@ -152,3 +152,13 @@ def test_recycle_is_simulator_only_and_listed_so(capsys):
     assert main(["designs", "--json"]) == 0
     listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
     assert listed["recycle"]["runs_on"] == ["simulator"]
+
+
+def test_arrivals_wait_for_the_next_checkpoint():
+    events = [(0.0, "add", f"n{i}") for i in range(6)] + [(1000.0, "add", "m0"), (1000.0, "add", "m1")]
+    trace = traces.Trace.from_tuples(events + [(4 * 3600.0, "add", "last")], "inline")
+    _, result = _run(trace)
+    restart = next(e for e in _decisions(result) if any(a["action"] == "Restart" for a in e.detail["actions"]))
+    saved = next(e for e in result.events if e.kind == "checkpoint" and e.time_s > 1045.0)
+    assert restart.time_s == saved.time_s and restart.detail["plan"]["nodes"] == 8
+    assert result.summary.extra["rollbacks"] == 0
