@@ -25,7 +25,14 @@ from typing import Any
 from .base import REAL_BACKEND, SIMULATOR, Design
 from .options import WHERE_TITLES, DesignError, make_options
 
-BUILTIN = ("designs.oobleck", "designs.bamboo", "designs.varuna", "designs.gemini")
+BUILTIN = (
+    "designs.oobleck",
+    "designs.bamboo",
+    "designs.varuna",
+    "designs.gemini",
+    "designs.parcae",
+    "designs.recycle",
+)
 ENTRY_POINT_GROUP = "ooblab.designs"
 
 _designs: dict[str, Design] = {}

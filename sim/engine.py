@@ -17,6 +17,10 @@ re-timed on the new plan) or is lost (every other action). Trace events and read
 scheduled ahead of the job at equal times, so an iteration ending exactly at a removal is
 lost, and the run ends at the trace's last event without processing it.
 
+A decision's `wake_at_s` adds one more stop: the first iteration boundary at or after that
+time, where the policy sees an `IterationEnd` (a clock for interval-based policies that
+costs one stop per wake, not one per iteration).
+
 Pauses are sequences of timed actions; a failure during one goes to the policy like any
 other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
 then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
@@ -140,6 +144,7 @@ class Simulation:
         self.then_wait = False
         self.pending_ready: list[str] = []
         self.boundary = False
+        self.stop_wake = False  # the scheduled stop is the decision's wake-up (`wake_at_s`)
         self.after_restart = False
         self.iterations = 0
         self.ckpt_iterations = 0
@@ -311,13 +316,30 @@ class Simulation:
         profiled = 0.0 if self.adaptive.costs_s else self.timing.pause_s(Checkpoint("periodic"), self.state_plan)
         return self.adaptive.interval_s(self.env.now, profiled)
 
+    def _wake_iteration(self) -> int | None:
+        """The iteration whose end is the first at or after the decision's `wake_at_s`."""
+        wake = self.decision.wake_at_s if self.decision is not None else None
+        if wake is None:
+            return None
+        s = self.stretch
+        k = 1 if s.next_done_t >= wake else int((wake - s.next_done_t) // s.tau) + 1
+        while s.end_of(k) < wake:
+            k += 1
+        while k > 1 and s.end_of(k - 1) >= wake:
+            k -= 1
+        return self.iterations + k
+
     def _reschedule(self) -> None:
         ckpt = self._next_checkpoint()
+        wake = self._wake_iteration()
         options = [
-            i for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None) if i is not None
+            i
+            for i in (ckpt, self.iterations + 1 if (self.boundary or self.pending_ready) else None, wake)
+            if i is not None
         ]
         self.stop_iter = min(options) if options else None
         self.stop_ckpt = ckpt is not None and ckpt == self.stop_iter
+        self.stop_wake = wake is not None and wake == self.stop_iter
         self.stop_t = math.inf if self.stop_iter is None else self.stretch.end_of(self.stop_iter - self.iterations)
 
     def _commit(self, count: int) -> None:
@@ -352,7 +374,7 @@ class Simulation:
             self._pause([(CHECKPOINTING, self.timing.pause_s(action, self.state_plan), action)], periodic=True)
         elif self.pending_ready:
             self._deliver_ready()
-        elif self.boundary:
+        elif self.boundary or self.stop_wake:
             self.boundary = False
             self._decide(IterationEnd(self.iterations))
         else:

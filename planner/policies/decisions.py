@@ -17,7 +17,9 @@ a decision.
   `WaitForNodes(rollback=True)` also roll committed progress back to the last completed
   checkpoint, `RestartFromSnapshot` to a later state the design keeps itself.
 - `Decision`: the plan to run (None while waiting), the actions, the policy's own memory
-  (passed back on the next call), and whether it wants to see the next iteration end.
+  (passed back on the next call), whether it wants to see the next iteration end, and
+  `wake_at_s`: the time of the first iteration end it wants to see while training goes
+  on (policies that act on a clock, e.g. per prediction interval; None: none).
 """
 
 from __future__ import annotations
@@ -218,6 +220,9 @@ class Decision:
     memory: Any = None
     check_at_iteration_end: bool = False
     notes: tuple[str, ...] = field(default=())
+    # An `IterationEnd` at the first iteration boundary at or after this time (a time already
+    # past: the next boundary). Only while the decision stands: the next decision sets its own.
+    wake_at_s: float | None = None
 
     @property
     def disruptive(self) -> bool:

@@ -99,6 +99,22 @@ class VarunaSearch:
             b //= 2
         return None
 
+    def tables(self, b: int) -> CostTables | None:
+        """The cost tables at microbatch b (None: no profile there), as the search uses them."""
+        return self._tables_for(b)
+
+    def config(self, depth: int, width: int) -> VarunaConfig | None:
+        """The (depth, width) configuration at the largest microbatch that fits, or None
+        (depth must divide the layer count). Other designs that choose their own shape
+        (Parcae's liveput) ask for one here."""
+        if depth < 1 or width < 1 or self.num_layers % depth:
+            return None
+        key = (depth, width)
+        cache = self.__dict__.setdefault("_shapes", {})
+        if key not in cache:
+            cache[key] = self._config(depth, width)
+        return cache[key]
+
     def best(self, num_gpus: int) -> VarunaConfig | None:
         """The fastest configuration on `num_gpus` GPUs, or None if nothing fits."""
         if num_gpus not in self._best:
