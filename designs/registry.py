@@ -25,7 +25,7 @@ from typing import Any
 from .base import REAL_BACKEND, SIMULATOR, Design
 from .options import WHERE_TITLES, DesignError, make_options
 
-BUILTIN = ("designs.oobleck", "designs.bamboo", "designs.varuna")
+BUILTIN = ("designs.oobleck", "designs.bamboo", "designs.varuna", "designs.replica_groups")
 ENTRY_POINT_GROUP = "ooblab.designs"
 
 _designs: dict[str, Design] = {}

@@ -17,6 +17,10 @@ re-timed on the new plan) or is lost (every other action). Trace events and read
 scheduled ahead of the job at equal times, so an iteration ending exactly at a removal is
 lost, and the run ends at the trace's last event without processing it.
 
+Samples: an iteration commits the timing's samples for its plan (`IterationCost.samples`:
+the global batch, or the part of it a plan over some replica groups trains on), counted
+alongside the iterations and rolled back with them.
+
 Pauses are sequences of timed actions; a failure during one goes to the policy like any
 other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
 then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
@@ -37,6 +41,7 @@ from planner.policies import (
     ClusterView,
     CopyLayers,
     Decision,
+    Detect,
     IterationEnd,
     NodesReady,
     NodesRemoved,
@@ -76,6 +81,7 @@ PAUSE_STATE = {
     Reinstantiate: RECONFIGURING,
     CopyLayers: RECONFIGURING,
     Checkpoint: CHECKPOINTING,
+    Detect: RECONFIGURING,  # waiting for the failure detector, before the reconfiguration
 }
 
 
@@ -137,6 +143,9 @@ class Simulation:
         self.after_restart = False
         self.iterations = 0
         self.ckpt_iterations = 0
+        self.samples = 0  # committed samples (iterations x samples per iteration of their plans)
+        self.ckpt_samples = 0
+        self.iter_samples = timing.samples_per_iteration  # what an iteration of the running plan commits
         self.stretch = Stretch()
         self.acct_t = self.start_s  # running time before this is accounted for
         self.stop_iter: int | None = None
@@ -258,8 +267,8 @@ class Simulation:
             working_nodes=len(self._plan_nodes(plan)) if plan is not None and self.mode != WAITING else 0,
             state=state,
             iterations_done=self.iterations,
-            samples_done=self.iterations * self.timing.samples_per_iteration,
-            throughput_samples_per_s=self.timing.samples_per_iteration / self.stretch.tau if state == RUNNING else 0.0,
+            samples_done=self.samples,
+            throughput_samples_per_s=self.iter_samples / self.stretch.tau if state == RUNNING else 0.0,
             cost_usd=(self.ledger.node_s + len(self.present) * (now - self.mark_t)) * self.price_per_s,
         )
         if self.timeline and self.timeline[-1].time_s == now:
@@ -272,6 +281,7 @@ class Simulation:
         assert self.decision is not None  # runs the plan of the policy's last decision
         self.state_plan = self.decision.plan
         cost = self.timing.iteration(self.decision.plan)
+        self.iter_samples = self.timing.samples_per_iteration if cost.samples is None else cost.samples
         self.mode = RUNNING
         now = self.env.now
         self.stretch.start(now, cost.total_s, cost.useful_s / cost.total_s)
@@ -305,11 +315,14 @@ class Simulation:
         if self.iteration_rows:
             for k in range(1, count):
                 self.iterations += 1
+                self.samples += self.iter_samples
                 self._row(self.stretch.end_of(k), RUNNING)
         else:
             self.iterations += count - 1
+            self.samples += (count - 1) * self.iter_samples
         last_t = self.stretch.advance(count)
         self.iterations += 1
+        self.samples += self.iter_samples
         self.ledger.commit(last_t - self.acct_t, self.stretch.useful_fraction)
         self.acct_t = self.last_iteration_t = last_t
         if self.iteration_rows:
@@ -487,12 +500,14 @@ class Simulation:
         self.acct_t = now
         self.state_plan = plan
         cost = self.timing.iteration(plan)
+        self.iter_samples = self.timing.samples_per_iteration if cost.samples is None else cost.samples
         self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
 
     def _rollback(self) -> None:
         undone = self.iterations - self.ckpt_iterations
         seconds = self.ledger.rollback()
         self.iterations = self.ckpt_iterations
+        self.samples = self.ckpt_samples
         if undone:
             self.counts["rollbacks"] += 1
             self.events.append(
@@ -517,6 +532,7 @@ class Simulation:
         if isinstance(action, Checkpoint):
             self.ledger.checkpointed()
             self.ckpt_iterations = self.iterations
+            self.ckpt_samples = self.samples
             self.counts["checkpoints"] += 1
             self.after_restart = False
             self.events.append(EventRecord(now, "checkpoint", {"iterations": self.iterations}))
