@@ -32,7 +32,6 @@ from planner.policies import (
     NodesReady,
     NodesRemoved,
     Reinstantiate,
-    RestartFromCheckpoint,
     Start,
     WaitForNodes,
 )
