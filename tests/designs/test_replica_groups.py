@@ -315,3 +315,24 @@ def test_on_the_real_backend_every_step_equals_a_step_over_the_live_groups_sampl
     full = train_reference(config)  # the test can fail: the full-batch run is far from it
     assert max(max_relative_difference(p, full.params) for p in replicas.values()) > 1e-3
     print(f"max relative difference {worst:.2e}; group 1 out for steps 3..{joined - 1}")
+
+
+def test_a_plan_over_some_groups_becomes_a_layout_on_their_slices():
+    from real.protocol.layout import Layout, LayoutError, layout_from_plan
+
+    policy = policy_for(6, 9, quorum_s=0.0)
+    slots = (("n1", "n2"), ("n3", "n4"), ("n5", "n6"))
+    plan = policy.plan([0, 2], slots)
+    layout = layout_from_plan(plan)
+    assert [(p.first_microbatch, p.num_microbatches) for p in layout.pipelines] == [(0, 3), (6, 3)]
+    assert layout.global_batch == 9 and layout.samples_per_step == layout.step_samples == 6
+    assert [p.gradient_weight for p in layout.pipelines] == [0.5, 0.5]  # the mean over the live samples
+    assert Layout.from_dict(layout.to_dict()) == layout
+    whole = layout_from_plan(policy.plan([0, 1, 2], slots))
+    assert whole.samples_per_step is None and whole.partial_ranges() is None
+    overlapping = {
+        **layout.to_dict(),
+        "pipelines": [{**p, "first_microbatch": 0} for p in layout.to_dict()["pipelines"]],
+    }
+    with pytest.raises(LayoutError):
+        Layout.from_dict(overlapping)
