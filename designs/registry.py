@@ -32,6 +32,7 @@ BUILTIN = (
     "designs.gemini",
     "designs.parcae",
     "designs.recycle",
+    "designs.replica_groups",
 )
 ENTRY_POINT_GROUP = "ooblab.designs"
 

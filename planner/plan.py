@@ -63,13 +63,42 @@ class PipelinePlan:
 
 @dataclass(frozen=True)
 class ExecutionPlan:
-    """A whole plan. `iteration_time_s` = slowest pipeline + exposed gradient all-reduce."""
+    """A whole plan. `iteration_time_s` = slowest pipeline + exposed gradient all-reduce.
+
+    A plan may train on part of each step's batch (replica groups with groups out of the
+    quorum): then `full_batch` is the job's samples per step, `global_batch` the part
+    this plan trains on, and pipeline i takes microbatches from `first_microbatches[i]`
+    of the full batch (the data of a step is a function of the step and the full batch).
+    None, the default: pipelines take consecutive microbatches of `global_batch` from 0."""
 
     pipelines: tuple[PipelinePlan, ...]
     global_batch: int
     microbatch_size: int
     num_layers: int
     allreduce_exposed_s: float
+    first_microbatches: tuple[int, ...] | None = None
+    full_batch: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.first_microbatches is None) != (self.full_batch is None):
+            raise PlannerError("internal: a plan over part of the batch needs both first_microbatches and full_batch")
+        if self.first_microbatches is not None and self.full_batch is not None:
+            if len(self.first_microbatches) != len(self.pipelines):
+                raise PlannerError("internal: one first microbatch per pipeline")
+            end = 0
+            for first, p in zip(self.first_microbatches, self.pipelines):
+                if first < end:
+                    raise PlannerError("internal: pipelines' microbatch ranges overlap or are out of order")
+                end = first + p.num_microbatches
+            if end * self.microbatch_size > self.full_batch:
+                raise PlannerError(f"internal: microbatches beyond the full batch of {self.full_batch}")
+            if self.num_microbatches * self.microbatch_size != self.global_batch:
+                raise PlannerError("internal: a partial plan's global batch is its pipelines' samples")
+
+    @property
+    def partial(self) -> bool:
+        """True when the plan trains on part of each step's batch."""
+        return self.full_batch is not None
 
     @property
     def num_microbatches(self) -> int:
@@ -138,4 +167,9 @@ class ExecutionPlan:
             "allreduce_exposed_s": self.allreduce_exposed_s,
             "iteration_time_s": self.iteration_time_s,
             "samples_per_s": self.samples_per_s,
+            **(
+                {"first_microbatches": list(self.first_microbatches), "full_batch": self.full_batch}
+                if self.first_microbatches is not None
+                else {}
+            ),
         }

@@ -21,6 +21,10 @@ A decision's `wake_at_s` adds one more stop: the first iteration boundary at or 
 time, where the policy sees an `IterationEnd` (a clock for interval-based policies that
 costs one stop per wake, not one per iteration).
 
+Samples: an iteration commits the timing's samples for its plan (`IterationCost.samples`:
+the global batch, or the part of it a plan over some replica groups trains on), counted
+alongside the iterations and rolled back with them.
+
 Pauses are sequences of timed actions; a failure during one goes to the policy like any
 other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
 then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
@@ -44,6 +48,7 @@ from planner.policies import (
     ClusterView,
     CopyLayers,
     Decision,
+    Detect,
     IterationEnd,
     NodesReady,
     NodesRemoved,
@@ -85,6 +90,7 @@ PAUSE_STATE = {
     Reinstantiate: RECONFIGURING,
     CopyLayers: RECONFIGURING,
     Checkpoint: CHECKPOINTING,
+    Detect: RECONFIGURING,  # waiting for the failure detector, before the reconfiguration
 }
 
 
@@ -148,6 +154,12 @@ class Simulation:
         self.after_restart = False
         self.iterations = 0
         self.ckpt_iterations = 0
+        self.samples = 0  # committed samples (iterations x samples per iteration of their plans)
+        self.ckpt_samples = 0
+        # (iterations, samples) after each commit since the last checkpoint, with the samples
+        # per iteration of that commit: where a snapshot restore finds its samples
+        self.sample_marks: list[tuple[int, int, int]] = []
+        self.iter_samples = timing.samples_per_iteration  # what an iteration of the running plan commits
         self.stretch = Stretch()
         # the adaptive interval replaces the policy's periodic one (planner.checkpoint_interval)
         self.adaptive = None if adaptive_checkpoints is None else IntervalTracker(adaptive_checkpoints, self.start_s)
@@ -272,8 +284,8 @@ class Simulation:
             working_nodes=len(self._plan_nodes(plan)) if plan is not None and self.mode != WAITING else 0,
             state=state,
             iterations_done=self.iterations,
-            samples_done=self.iterations * self.timing.samples_per_iteration,
-            throughput_samples_per_s=self.timing.samples_per_iteration / self.stretch.tau if state == RUNNING else 0.0,
+            samples_done=self.samples,
+            throughput_samples_per_s=self.iter_samples / self.stretch.tau if state == RUNNING else 0.0,
             cost_usd=(self.ledger.node_s + len(self.present) * (now - self.mark_t)) * self.price_per_s,
         )
         if self.timeline and self.timeline[-1].time_s == now:
@@ -286,6 +298,7 @@ class Simulation:
         assert self.decision is not None  # runs the plan of the policy's last decision
         self.state_plan = self.decision.plan
         cost = self.timing.iteration(self.decision.plan)
+        self.iter_samples = self.timing.samples_per_iteration if cost.samples is None else cost.samples
         self.mode = RUNNING
         now = self.env.now
         self.stretch.start(now, cost.total_s, cost.useful_s / cost.total_s)
@@ -347,14 +360,18 @@ class Simulation:
         if self.iteration_rows:
             for k in range(1, count):
                 self.iterations += 1
+                self.samples += self.iter_samples
                 self._row(self.stretch.end_of(k), RUNNING)
         else:
             self.iterations += count - 1
+            self.samples += (count - 1) * self.iter_samples
         last_t = self.stretch.advance(count)
         self.iterations += 1
+        self.samples += self.iter_samples
         self.ledger.commit(last_t - self.acct_t, self.stretch.useful_fraction)
         if self.snapshots:
             self.ledger.mark(self.iterations, self.stretch.tau, self.stretch.useful_fraction)
+            self.sample_marks.append((self.iterations, self.samples, self.iter_samples))
         self.acct_t = self.last_iteration_t = last_t
         if self.iteration_rows:
             self._row(last_t, RUNNING)
@@ -534,12 +551,33 @@ class Simulation:
         self.acct_t = now
         self.state_plan = plan
         cost = self.timing.iteration(plan)
+        self.iter_samples = self.timing.samples_per_iteration if cost.samples is None else cost.samples
         self.stretch.retime(now, cost.total_s, cost.useful_s / cost.total_s)
+
+    def _samples_at(self, iteration: int) -> int:
+        """Committed samples after `iteration` (last checkpoint <= it <= now): within one commit
+        every iteration committed the same samples; marks after it are dropped."""
+        samples = self.ckpt_samples
+        kept: list[tuple[int, int, int]] = []
+        for after, total, per in self.sample_marks:
+            if after <= iteration:
+                kept.append((after, total, per))
+                samples = total
+            else:
+                before = kept[-1][0] if kept else self.ckpt_iterations
+                if iteration > before:
+                    samples = total - (after - iteration) * per
+                    kept.append((iteration, samples, per))
+                break
+        self.sample_marks = kept
+        return samples
 
     def _rollback(self, snapshot: int | None = None) -> None:
         """Back to the last checkpoint, or to the policy's `snapshot` iteration."""
         if snapshot is None:
             to, seconds = self.ckpt_iterations, self.ledger.rollback()
+            self.samples = self.ckpt_samples
+            self.sample_marks.clear()
         else:
             if not (self.snapshots and self.ckpt_iterations <= snapshot <= self.iterations):
                 raise SimError(
@@ -548,6 +586,7 @@ class Simulation:
                     + ("" if self.snapshots else " (and its policy does not set restores_snapshots)")
                 )
             to, seconds = snapshot, self.ledger.rollback_to(snapshot, self.ckpt_iterations)
+            self.samples = self._samples_at(to)
         undone = self.iterations - to
         self.iterations = to
         if undone:
@@ -574,6 +613,8 @@ class Simulation:
         if isinstance(action, Checkpoint):
             self.ledger.checkpointed()
             self.ckpt_iterations = self.iterations
+            self.ckpt_samples = self.samples
+            self.sample_marks.clear()
             self.counts["checkpoints"] += 1
             self.after_restart = False
             detail: dict[str, Any] = {"iterations": self.iterations}

@@ -76,7 +76,7 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     config = setup.config
     led = sim.ledger
     batch = sim.timing.samples_per_iteration
-    samples = sim.iterations * batch
+    samples = sim.samples  # iterations x batch, unless plans over part of the batch ran
     span = 0.0
     if sim.first_start_t is not None and sim.last_iteration_t is not None:
         span = sim.last_iteration_t - sim.first_start_t

@@ -62,10 +62,12 @@ from .errors import SimError
 
 @dataclass(frozen=True)
 class IterationCost:
-    """Seconds per iteration, and the part that is not redundant computation."""
+    """Seconds per iteration, the part that is not redundant computation, and the samples
+    it commits (None: the job's global batch; a plan over part of the batch says less)."""
 
     total_s: float
     useful_s: float
+    samples: int | None = None
 
 
 class Timing(Protocol):
@@ -204,6 +206,9 @@ class PlannerTiming:
         self._by_shape: dict[tuple, float] = {}
 
     def iteration(self, plan: Any) -> IterationCost:
+        if isinstance(plan, ExecutionPlan) and plan.partial:
+            seconds = plan.iteration_time_s
+            return IterationCost(seconds, seconds, plan.global_batch)
         if isinstance(plan, (ExecutionPlan, VarunaPlan)):
             seconds = plan.iteration_time_s
             if self.iteration_s is not None:

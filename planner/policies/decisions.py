@@ -10,8 +10,8 @@ a decision.
   and where the job stands (its state, committed iterations, last checkpoint).
 - Events: `NodesRemoved`, `NodesReady`, `PauseEnded` (a start, restart, reconfiguration or
   checkpoint finished), `IterationEnd` (asked for by the previous decision).
-- Actions, carried out in order: `Continue`, `Start`, `Reinstantiate`, `CopyLayers`,
-  `FailOver`, `Admit`, `Checkpoint`, `Restart`, `RestartFromCheckpoint`,
+- Actions, carried out in order: `Continue`, `Detect`, `Start`, `Reinstantiate`,
+  `CopyLayers`, `FailOver`, `Admit`, `Checkpoint`, `Restart`, `RestartFromCheckpoint`,
   `RestartFromSnapshot`, `WaitForNodes`. Every action other than `Continue`, `FailOver`
   and `Admit` ends the iteration in flight (its work is lost); `RestartFromCheckpoint` and
   `WaitForNodes(rollback=True)` also roll committed progress back to the last completed
@@ -90,6 +90,16 @@ class Continue:
 
 
 @dataclass(frozen=True)
+class Detect:
+    """The survivors are blocked until a failure detector declares the loss (a collective
+    that times out, a missed heartbeat) before anything else can happen: a pause that the
+    design prices (`standard_pause_s`: free). The real backend detects failures its own way
+    (and measures it), so there it is a no-op."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Start:
     """Launch the job on the plan without rolling anything back (first start, or a
     resumption whose state survives)."""
@@ -125,7 +135,10 @@ class FailOver:
 
 @dataclass(frozen=True)
 class Admit:
-    """Nodes that became usable during a pause join the plan at no extra cost."""
+    """Nodes join the plan at no extra cost: nodes that became usable during a pause, or
+    nodes that got the live state in the background while the others trained (replica
+    groups). The iteration in flight goes on (re-timed on the new plan); the real backend
+    carries a plan change out at the next step boundary (a planned stop, no work lost)."""
 
     nodes: tuple[str, ...]
 
@@ -174,6 +187,7 @@ class WaitForNodes:
 
 Action = (
     Continue
+    | Detect
     | Start
     | Reinstantiate
     | CopyLayers

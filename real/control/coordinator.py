@@ -34,7 +34,9 @@ from typing import Any
 from designs import registry as designs
 from designs.options import as_dict
 from planner.policies import (
+    Admit,
     Decision,
+    IterationEnd,
     NodesReady,
     NodesRemoved,
     PauseEnded,
@@ -52,7 +54,7 @@ from ..protocol.secret import JobSecret
 from ..protocol.transport import HostedStore, advertised_address, host_store
 from .job import JobState
 from .membership import Membership, ProcessControl
-from .outcome import JobFailed, RunOutcome, headline
+from .outcome import JobFailed, RunOutcome, committed_samples, headline
 from .planning import make_plan, make_planner, resolve_run_profile
 from .policies import DecisionRecord, build_design, plan_dict, resolve_design, view
 from .recovery_flow import NodesLost, RecoveryFlow
@@ -257,7 +259,9 @@ class Coordinator:
         last = self.outcome.step_end_s
         rate = 0.0
         if state == RUNNING and len(last) >= 2:
-            rate = self.config.global_batch / max(1e-9, last[-1] - last[-2])
+            layout = self.outcome.layout
+            samples = layout.step_samples if layout is not None else self.config.global_batch
+            rate = samples / max(1e-9, last[-1] - last[-2])
         t = self.outcome.now_s() if time_s is None else time_s
         rows = self.outcome.rows
         if rows and rows[-1].time_s > t:
@@ -269,7 +273,7 @@ class Coordinator:
                 working,
                 state,
                 self.job.committed,
-                self.job.committed * self.config.global_batch,
+                committed_samples(self.outcome),
                 rate,
                 0.0,
             )
@@ -438,24 +442,34 @@ class Coordinator:
         reports = [rv.get_json(store, keys.step_key(g, step, r)) for r in range(d.layout.world_size)]
         t_end = max(r["t"] for r in reports) - out.t0_wall
         total = sum(r["loss_sum"] for r in reports if r["loss_sum"] is not None)
-        del out.step_end_s[step:], out.losses[step:]
+        del out.step_end_s[step:], out.losses[step:], out.step_ranges[step:]
         out.step_end_s.append(t_end)
         out.losses.append(total / d.layout.num_microbatches)
+        out.step_ranges.append(d.layout.partial_ranges())
         self.job.committed = step + 1
         self.row(RUNNING, t_end)
         self.flow.on_commit(step, t_end)
 
     def at_boundary(self) -> None:
-        """An iteration just ended: scheduled joins, and new nodes offered to the policy."""
+        """An iteration just ended: scheduled joins, new nodes offered to the policy, and the
+        iteration end itself when the last decision asked to see it. A decision that admits
+        nodes (`Admit`, not disruptive) is carried out like a disruptive one: the
+        generation stops at the next commit (no work lost) and the next runs its plan."""
         self.schedule.at_step(self.job.committed)
-        if self.job.pending_ready and self.job.pending_decision is None:
-            nodes = tuple(n for n in self.job.pending_ready if n in self.members.ready_nodes())
-            self.job.pending_ready = []
-            if nodes:
-                decision = self.decide(NodesReady(nodes), RUNNING)
-                if decision.disruptive:
-                    self.job.pending_decision = decision
-                    self.store.set(keys.stop_request_key(self.job.gen), "1")
+        if self.job.pending_decision is not None:
+            return
+        before = self.job.decision
+        decision = None
+        nodes = tuple(n for n in self.job.pending_ready if n in self.members.ready_nodes())
+        self.job.pending_ready = []
+        if nodes:
+            decision = self.decide(NodesReady(nodes), RUNNING)
+        elif before is not None and before.check_at_iteration_end:
+            decision = self.decide(IterationEnd(self.job.committed), RUNNING)
+        admits = decision is not None and any(isinstance(a, Admit) for a in decision.actions)
+        if decision is not None and (decision.disruptive or admits):
+            self.job.pending_decision = decision
+            self.store.set(keys.stop_request_key(self.job.gen), "1")
 
     def close(self) -> None:
         """Drop the store and its socket (workers still connected see it vanish and exit)."""

@@ -20,6 +20,15 @@ from ..protocol.layout import Layout
 from .recovery import Recovery
 
 
+def committed_samples(outcome: RunOutcome) -> int:
+    """Samples of the committed steps: the global batch each, or the part a step's layout
+    trained on."""
+    mb = outcome.config.microbatch_size
+    return sum(
+        outcome.config.global_batch if r is None else sum(count for _, count in r) * mb for r in outcome.step_ranges
+    )
+
+
 def headline(traceback_text: str) -> str:
     """'worker 3 (node1 gpu 0, pid 42): RuntimeError: ...' from a reported traceback."""
     lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
@@ -45,6 +54,9 @@ class RunOutcome:
     ready_s: float | None = None  # training first started
     step_end_s: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    # per committed step, the (first microbatch, count) ranges its layout trained on when
+    # that was part of the batch (replica groups with groups out); None: the whole batch
+    step_ranges: list[tuple[tuple[int, int], ...] | None] = field(default_factory=list)
     schedules: dict[int, str] = field(default_factory=dict)
     end_s: float | None = None
     events: list[EventRecord] = field(default_factory=list)

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from designs import Design
 from planner.planner import Planner
 from planner.policies import (
+    Admit,
     Checkpoint,
     CopyLayers,
     Decision,
@@ -312,7 +313,7 @@ class RecoveryFlow:
             if self.c.design.real.restarts_processes:
                 self.restart_processes(plan)
             self._publish_restart(plan, resume)
-        elif Reinstantiate in kinds or same_plan:
+        elif kinds & {Reinstantiate, Admit} or same_plan:  # Admit: nodes that got the live state join
             copies = [
                 (c.dst_node, c.src_node, c.layers)
                 for a in decision.actions
@@ -357,7 +358,7 @@ class RecoveryFlow:
         if step < self.job.committed:
             lost = self.job.committed - step
             out.lost_iterations += lost
-            del out.step_end_s[step:], out.losses[step:]
+            del out.step_end_s[step:], out.losses[step:], out.step_ranges[step:]
             out.event("rollback", to_step=step, iterations_undone=lost)
             self.job.committed = step
         self.checkpoints.after_rollback(step)

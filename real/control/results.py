@@ -29,7 +29,7 @@ from planner.records import (
     write_run,
 )
 
-from .outcome import RunOutcome
+from .outcome import RunOutcome, committed_samples
 from .policies import plan_dict, plan_samples_per_s
 from .recovery import RESTART
 
@@ -63,7 +63,8 @@ def summarize(outcome: RunOutcome) -> RunSummary:
     config, plan = outcome.config, outcome.plan
     times = iteration_times_s(outcome)
     iterations = len(outcome.step_end_s)
-    samples = iterations * config.global_batch
+    samples = committed_samples(outcome)
+    partial = {str(k): [list(r) for r in ranges] for k, ranges in enumerate(outcome.step_ranges) if ranges is not None}
     end_s = outcome.end_s if outcome.end_s is not None else outcome.now_s()
     ready = outcome.ready_s if outcome.ready_s is not None else end_s
     last = outcome.step_end_s[-1] if outcome.step_end_s else ready
@@ -84,7 +85,9 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "final_loss": outcome.losses[-1] if outcome.losses else None,
         "iteration_times_s": times,
         "steady_iteration_s": steady,
-        "steady_samples_per_s": config.global_batch / steady if steady else None,
+        "steady_samples_per_s": (outcome.layout.step_samples if outcome.layout else config.global_batch) / steady
+        if steady
+        else None,
         "predicted_iteration_s": plan.iteration_time_s if plan is not None else None,
         "predicted_samples_per_s": plan_samples_per_s(plan, config.global_batch),
         "startup_s": outcome.ready_s,
@@ -99,6 +102,8 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "failed_checkpoint_steps": list(outcome.failed_checkpoints),
         "checkpoint_accounts": checkpoint_accounts(outcome),
         "injections_fired": sorted(outcome.injections_fired),
+        # steps that trained on part of the batch: step -> [[first microbatch, count], ...]
+        **({"partial_steps": partial} if partial else {}),
     }
     return RunSummary(
         policy=config.policy,
@@ -140,7 +145,7 @@ def timeline(outcome: RunOutcome) -> list[TimelineRow]:
             0,
             FINISHED,
             iterations,
-            iterations * outcome.config.global_batch,
+            committed_samples(outcome),
             0.0,
             0.0,
         )

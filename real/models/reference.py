@@ -1,6 +1,7 @@
 """The single-process reference: tiny-gpt trained plainly over the same global batches.
 
-One process, the whole model, the whole global batch at once: loss = mean token
+One process, the whole model, the whole global batch at once (or the part of it a step of
+replica groups trained on): loss = mean token
 cross-entropy over the global batch, backward, AdamW. A correct pipelined run (any plan,
 any split of microbatches) must end with the same parameters; `compare` measures how far
 apart two sets of parameters are, and `gather_params` reassembles a pipeline's model from
@@ -9,6 +10,7 @@ the files the workers save (`StageRunner.save`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,14 +26,22 @@ class ReferenceRun:
     losses: list[float]
 
 
-def train_reference(config: RunConfig) -> ReferenceRun:
-    """Train tiny-gpt for `config.steps` steps in this process."""
+def train_reference(
+    config: RunConfig, step_ranges: Mapping[int, Sequence[tuple[int, int]]] | None = None
+) -> ReferenceRun:
+    """Train tiny-gpt for `config.steps` steps in this process. `step_ranges[k]`, when
+    given for step k, names the (first microbatch, count) ranges of the step's global
+    batch it trains on (a step over some replica groups); other steps take it whole."""
     spec = config.tiny
     model = build_layers(spec, 0, spec.num_layers, config.seed, DTYPES[config.dtype])
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     losses = []
+    b = config.microbatch_size
     for step in range(config.steps):
         inputs, targets = batch(spec, config.seed, step, config.global_batch)
+        if step_ranges is not None and step in step_ranges:
+            rows = [r for first, count in step_ranges[step] for r in range(first * b, (first + count) * b)]
+            inputs, targets = inputs[rows], targets[rows]
         optimizer.zero_grad(set_to_none=False)
         loss = lm_loss(model(inputs), targets)
         loss.backward()

@@ -90,6 +90,21 @@ class Layout:
     sync_groups: tuple[SyncGroup, ...]  # the creation order, identical on every rank
     predicted_iteration_s: float
     layer_allreduce_s: tuple[float, ...] = ()  # planner's per-layer cross-pipeline all-reduce
+    # the samples a step trains on when the pipelines take part of `global_batch` (a plan
+    # over some replica groups: each pipeline its own slice, gaps where groups are out);
+    # None: they cover the global batch exactly
+    samples_per_step: int | None = None
+
+    @property
+    def step_samples(self) -> int:
+        """The samples one step of this generation trains on."""
+        return self.global_batch if self.samples_per_step is None else self.samples_per_step
+
+    def partial_ranges(self) -> tuple[tuple[int, int], ...] | None:
+        """(first microbatch, count) per pipeline when a step trains on part of the batch."""
+        if self.samples_per_step is None:
+            return None
+        return tuple((p.first_microbatch, p.num_microbatches) for p in self.pipelines)
 
     @property
     def world_size(self) -> int:
@@ -133,6 +148,7 @@ class Layout:
                 sync_groups=tuple(SyncGroup(tuple(g["ranks"]), tuple(g["layers"])) for g in data["sync_groups"]),
                 predicted_iteration_s=float(data["predicted_iteration_s"]),
                 layer_allreduce_s=tuple(float(x) for x in data.get("layer_allreduce_s", ())),
+                samples_per_step=None if data.get("samples_per_step") is None else int(data["samples_per_step"]),
             )
         except (KeyError, TypeError) as exc:
             raise LayoutError(f"malformed layout: {exc!r}") from None
@@ -158,10 +174,21 @@ class Layout:
             covered = [layer for s in stages for layer in s.layers]
             if covered != list(range(self.num_layers)):
                 raise LayoutError(f"pipeline {pipe.index} does not hold layers 0..{self.num_layers - 1} exactly once")
-            if pipe.num_microbatches < 1 or pipe.first_microbatch != start:
+            partial = self.samples_per_step is not None
+            if pipe.num_microbatches < 1 or (
+                pipe.first_microbatch < start if partial else pipe.first_microbatch != start
+            ):
                 raise LayoutError(f"pipeline {pipe.index}: microbatch range does not follow the previous one")
-            start += pipe.num_microbatches
-        if start * self.microbatch_size != self.global_batch:
+            start = pipe.first_microbatch + pipe.num_microbatches
+        if self.samples_per_step is not None:
+            if start * self.microbatch_size > self.global_batch:
+                raise LayoutError(f"pipelines run microbatches beyond the global batch of {self.global_batch}")
+            if self.num_microbatches * self.microbatch_size != self.samples_per_step:
+                raise LayoutError(
+                    f"pipelines run {self.num_microbatches} microbatches of {self.microbatch_size}, "
+                    f"a step trains on {self.samples_per_step} samples"
+                )
+        elif start * self.microbatch_size != self.global_batch:
             raise LayoutError(
                 f"pipelines run {start} microbatches of {self.microbatch_size}, the global batch is {self.global_batch}"
             )
@@ -186,7 +213,8 @@ def layout_from_plan(
     generation: int = 0,
     layer_allreduce_s: Sequence[float] = (),
 ) -> Layout:
-    """Number the plan's stages as ranks and derive its process groups."""
+    """Number the plan's stages as ranks and derive its process groups. A plan over part of
+    the batch (`plan.partial`) keeps each pipeline on its own slice of the full batch."""
     stages: list[StageAssignment] = []
     pipelines: list[PipelineAssignment] = []
     first_mb = 0
@@ -214,6 +242,8 @@ def layout_from_plan(
                 )
             )
             ranks.append(rank)
+        if plan.first_microbatches is not None:
+            first_mb = plan.first_microbatches[index]
         pipelines.append(
             PipelineAssignment(
                 index=index,
@@ -228,13 +258,14 @@ def layout_from_plan(
     layout = Layout(
         generation=generation,
         num_layers=plan.num_layers,
-        global_batch=plan.global_batch,
+        global_batch=plan.global_batch if plan.full_batch is None else plan.full_batch,
         microbatch_size=plan.microbatch_size,
         stages=tuple(stages),
         pipelines=tuple(pipelines),
         sync_groups=sync_groups(stages, len(pipelines), plan.num_layers),
         predicted_iteration_s=plan.iteration_time_s,
         layer_allreduce_s=tuple(float(x) for x in layer_allreduce_s),
+        samples_per_step=None if plan.full_batch is None else plan.global_batch,
     )
     layout.validate()
     return layout

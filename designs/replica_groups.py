@@ -1,0 +1,121 @@
+"""Replica groups: torchft's fault-tolerant HSDP, where a data-parallel group fails alone.
+
+Sources. torchft (github.com/pytorch/torchft, PyTorch, 2024-2025): its README and docs
+(Lighthouse and per-group Manager, per-step quorum, ProcessGroup reconfiguration, live
+recovery from a healthy peer), and `torchft/manager.py`: `Manager.allreduce` sums the
+gradients of the participating replica groups and divides by their number (world-size
+mode DYNAMIC: the world grows and shrinks with the live groups); a quorum needs
+`min_replica_size` groups; a group that heals receives the state dict from a peer
+(`recover_src`) and, with the default async quorum, takes part from the next step on; the
+Manager's operation and quorum timeouts default to 60 s. The PyTorch blog's "Fault
+Tolerant Llama" (Meta and Crusoe, 2025) trains HSDP this way, groups dropping out and coming
+back while the others go on. The rules are in `planner.policies.replica_groups`.
+
+What a run does:
+- The global batch is the batch at full strength (all G = max_nodes // group_nodes groups
+  live); each group owns a fixed slice. A step trains on the live groups' slices only: the
+  effective batch shrinks while groups are out, the gradient is the mean over the live
+  samples (the SUM all-reduce divided by the participants, each group's own loss being a
+  mean over its samples), and the learning rate is unchanged, as in torchft.
+- A working node lost: the others wait `detection_timeout_s` (a collective in flight
+  blocks until it times out), then re-form the quorum (the planner calibration's
+  reconfiguration overhead) and redo the interrupted step without that group.
+- The group comes back when its lost node is replaced (a spare, or an arriving node):
+  its processes restart and receive the live state from a peer group while the others
+  train, then it joins at the next quorum (the first iteration end after the copy).
+- Every step pays `quorum_s` (the Lighthouse round trip).
+
+Chosen where the sources leave it open:
+- A group is one pipeline on the planner's template for `group_nodes` nodes (default: the
+  fewest nodes that hold one replica); torchft shards inside a group with FSDP/TP, which
+  the testbed's planner models as a pipeline of the group's nodes.
+- `detection_timeout_s` defaults to 60 s, torchft's Manager timeout; a crashed process
+  whose sockets close is noticed sooner, so set it lower for crash-only traces.
+- `quorum_s` defaults to 10 ms: torchft publishes no figure; one RPC to the Lighthouse
+  per step, not hidden behind the forward pass.
+- The relaunch of the healing group's processes is taken to fit inside the replacement
+  node's start-up delay; the copy itself is the busiest node's share of one replica
+  (parameters + optimizer state) over its link, and costs the senders nothing.
+- With fewer than `min_groups` live the quorum waits with the state in memory; groups
+  completed meanwhile copy it during the wait (a pause: nobody trains then). With no live
+  group the state is gone: the job restarts from the last checkpoint (torchft relies on
+  periodic checkpoints for that; default every hour, as Oobleck's).
+
+On the real backend (gloo, CPU) the same policy runs: the survivors are reconfigured live
+(the per-step commit protocol plays the quorum), the step in flight is redone over the
+live groups' samples, and a healed group joins at a step boundary (a planned stop, no
+work lost) with its layers copied from a peer group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from dataclasses import dataclass, replace
+from typing import Any
+
+from planner.errors import InfeasibleError
+from planner.policies import Action, CheckpointSchedule, Detect
+from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.policies.replica_groups import ReplicaGroupsPolicy
+
+from .base import REAL_BACKEND, SIMULATOR, ActionCosts, BuildContext, Design, PolicyBuild, standard_pause_s
+from .options import PLANNER, REAL, DesignError, option
+
+TORCHFT_TIMEOUT_S = 60.0  # torchft Manager(timeout=..., quorum_timeout=...) defaults
+DEFAULT_QUORUM_S = 0.01
+
+
+@dataclass(frozen=True)
+class ReplicaGroupsOptions:
+    group_nodes: int = option(
+        0, doc="nodes per replica group (0: the fewest that hold one replica)", where=(PLANNER, REAL), minimum=0
+    )
+    detection_timeout_s: float = option(
+        TORCHFT_TIMEOUT_S, unit="s", doc="a lost node's group leaves the quorum after this long", where=(PLANNER,),
+        minimum=0,
+    )  # fmt: skip
+    quorum_s: float = option(DEFAULT_QUORUM_S, unit="s", doc="every step's quorum", where=(PLANNER,), minimum=0)
+    min_groups: int = option(1, doc="the quorum waits for this many live groups", where=(PLANNER, REAL), minimum=1)
+
+
+def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
+    planner = ctx.planner_for(0)  # groups are the replicas: any pipeline of a group is a valid plan
+    used = options
+    if options.group_nodes == 0:
+        try:
+            used = replace(options, group_nodes=planner.min_nodes)
+        except InfeasibleError:
+            used = replace(options, group_nodes=1)  # the policy reports out of memory
+    groups = ctx.max_nodes // used.group_nodes
+    if groups and used.min_groups > groups:
+        raise DesignError(
+            f"replica_groups: min_groups {used.min_groups} is more than the {groups} group(s) of "
+            f"{used.group_nodes} node(s) that {ctx.max_nodes} nodes form"
+        )
+    policy = ReplicaGroupsPolicy(
+        planner,
+        group_nodes=used.group_nodes,
+        num_groups=groups,
+        min_groups=used.min_groups,
+        quorum_s=used.quorum_s,
+        checkpoints=ctx.checkpoints,
+    )
+    return PolicyBuild(policy, used)
+
+
+def pause_s(costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Container[str] | None) -> float:
+    """The standard prices; detecting a lost node costs the detection timeout."""
+    if isinstance(action, Detect):
+        return float(options.detection_timeout_s)
+    return standard_pause_s(costs, options, action, plan, alive)
+
+
+REPLICA_GROUPS = Design(
+    name="replica_groups",
+    summary="torchft / fault-tolerant HSDP: a replica group fails alone, the others train on a smaller batch",
+    options=ReplicaGroupsOptions,
+    build=build,
+    runs_on=(SIMULATOR, REAL_BACKEND),
+    pause_s=pause_s,
+    default_checkpoints=CheckpointSchedule(every_s=DEFAULT_CHECKPOINT_EVERY_S),
+)
