@@ -1,5 +1,5 @@
 """How long each experiment takes end to end (runs + figures), quick and full, from an
-empty results directory. Prints a Markdown table (the README's runtimes); asserts nothing.
+empty results directory. Prints a Markdown table (docs/experiments.md's runtimes); asserts nothing.
 
     python benchmarks/experiments_bench.py [--only NAME ...] [--quick-only] [--processes N]
 

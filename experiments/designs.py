@@ -179,7 +179,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     throughput per trace family, how often it is the best, its median cost per sample
     relative to the cheapest design of the same run (medians: a run that barely trains
     would dominate a mean of ratios), its largest loss of time and the median gain of the
-    adaptive checkpoint interval; prints them as the README's table rows."""
+    adaptive checkpoint interval; prints them as docs/designs.md's table rows."""
     ran = measures(table)
     plain = ran[ran["schedule"] == "default"]
     cheapest = plain.groupby(["family", "trace_key", "model"])["usd_per_m"].transform("min")

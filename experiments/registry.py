@@ -11,7 +11,7 @@ class UnknownExperiment(ValueError):
     """A name that is not an experiment; the message lists the known ones."""
 
 
-# module of each experiment, in the order --list and the README show them
+# module of each experiment, in the order --list and docs/experiments.md show them
 MODULES = (
     "frequency",
     "spot",

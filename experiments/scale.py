@@ -149,7 +149,7 @@ def measures(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per trace kind, size and design: means over seeds (the README's table)."""
+    """One row per trace kind, size and design: means over seeds (the table in docs/experiments.md)."""
     ran = measures(table)
     columns = [
         "effective_training",

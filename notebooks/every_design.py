@@ -38,7 +38,7 @@ figures = designs.figures(table, out)
 # often it is the best, its cost against the cheapest design on the same run, the
 # non-useful bucket where it lost the most time, and what the adaptive checkpoint
 # interval did to its throughput (ratio to the default schedule). The rows print as
-# the README's table.
+# the table in docs/designs.md.
 
 # %%
 summary = designs.summary(table)

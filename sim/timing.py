@@ -159,7 +159,7 @@ class ArtifactTiming:
 
 @dataclass(frozen=True)
 class PlannerCosts:
-    """Pause constants of the planner calibration (README "Simulator" explains the fits);
+    """Pause constants of the planner calibration (docs/simulator.md explains the fits);
     checkpoint bandwidths are the `StorageSpec`'s."""
 
     reconfigure_overhead_s: float = 2.0

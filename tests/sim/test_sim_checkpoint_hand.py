@@ -87,7 +87,7 @@ def test_an_aggregate_cap_slows_every_checkpoint():
 
 
 def test_varuna_under_removals_faster_than_a_restart_saves_nothing_twice():
-    """The mechanism behind Varuna's 1,024-node spot day (README "Simulator"): working
+    """The mechanism behind Varuna's 1,024-node spot day (docs/simulator.md): working
     nodes leave every 20 s, a restart takes 10 s plus its load and an iteration 18 s or
     more, so no iteration completes between two removals. The state never changes, and
     Varuna restarts from its last checkpoint (here: the start) without writing it again
