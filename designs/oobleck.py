@@ -53,6 +53,12 @@ class OobleckOptions:
         minimum=0,
         positive=True,
     )
+    fastest_removal: bool = option(
+        False,
+        doc="on a removal, the fastest of the paper's rules and the one-donor refills (fewest bytes among equals); "
+        "off: the paper's rules",
+        where=(PLANNER,),
+    )
     min_nodes: int = option(
         ARTIFACT_MIN_NODES, doc="the artifact's stage target: no training below this many usable nodes",
         where=(ARTIFACT,), legacy="min_nodes", minimum=1,
@@ -66,6 +72,7 @@ def build(ctx: BuildContext, options: OobleckOptions) -> PolicyBuild:
         checkpoints=ctx.checkpoints,
         join_horizon_s=options.join_horizon_s,
         reconfigure_pause_s=ctx.reconfigure_pause_s,
+        removal_tolerance=0.0 if options.fastest_removal else None,
     )
     return PolicyBuild(policy, options)
 

@@ -5,7 +5,10 @@
 - A working node lost: `reconfigure.on_removal` on the plan whose layers the nodes really
   hold (`OobleckMemory.base`: the last plan whose reconfiguration completed, so a failure in
   the middle of a reconfiguration is replanned from what survived, not from copies that
-  never finished). The in-flight iteration is lost, the layer copies are the pause.
+  never finished). The in-flight iteration is lost, the layer copies are the pause. By
+  default the paper's rules 1-3, which keep a shortened pipeline on the template of its
+  new size however slow; `removal_tolerance` t lets the one-donor refills compete (the
+  fewest bytes within (1 - t) of the fastest option; 0: the fastest).
 - Survivors hold no replica of some layer: restart from the last checkpoint on a fresh
   instantiation. Fewer than n0 nodes: wait; when enough come back, reinstantiate with copies
   from the survivors if they still hold every layer, else restart from the checkpoint.
@@ -69,12 +72,15 @@ class OobleckPolicy:
         join_horizon_s: float = DEFAULT_JOIN_HORIZON_S,
         reconfigure_pause_s: float = 0.0,
         exact_join_max_nodes: int = EXACT_JOIN_MAX_NODES,
+        removal_tolerance: float | None = None,
     ):
         self.planner = planner
         self.checkpoints = checkpoints
         self.join_horizon_s = join_horizon_s
         self.reconfigure_pause_s = reconfigure_pause_s
         self.exact_join_max_nodes = exact_join_max_nodes  # above: grow the plan (oobleck_join), no instantiation
+        # None: the paper's rules 1-3 on a removal; a fraction: `on_removal`'s throughput tolerance
+        self.removal_tolerance = removal_tolerance
         self._declined: tuple = (None, 0, ())  # (plan, spare count, notes) of the last join declined
         self._bound = JoinBound(planner)  # most joins are declined on it, without an instantiation
         self._node_sets: dict[int, tuple[ExecutionPlan, frozenset[str]]] = {}
@@ -138,7 +144,7 @@ class OobleckPolicy:
             why = f"{len(survivors)} nodes left, one pipeline needs n0 = {n0}"
             return Decision(None, (WaitForNodes(n0, why),), memory)
         try:
-            result = on_removal(self.planner, base, gone)
+            result = on_removal(self.planner, base, gone, throughput_tolerance=self.removal_tolerance)
         except PlannerError:
             return self._resume(view, memory)
         if result.plan is None:
