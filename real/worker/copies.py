@@ -14,7 +14,9 @@ are dropped from the node's memory. A failed send or receive raises like any fai
 collective: the generation's failure path handles it, and the copy never completes.
 
 Receivers size their buffers from `size/<l>`, which every owner of layer l sets when it
-builds the layer (`publish_sizes`).
+builds the layer (`publish_sizes`). The messages travel in host memory on gloo (CUDA
+workers copy their layers to the host first: what lands in memory is a host copy anyway)
+and in device memory on NCCL, which moves device memory only (`wire_device`).
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ class CopyTaker:
         memory: NodeMemory,
         steps: int,
         sizes: dict[int, int],
+        wire_device: torch.device | None = None,
     ):
         self.store, self.order, self.generation, self.layout, self.rank = store, order, generation, layout, rank
         self.memory, self.steps, self.sizes = memory, steps, sizes
+        self.wire = wire_device or torch.device("cpu")
         self.plan = copy_transfers(order, layout)
         self.in_flight: _InFlight | None = None
         self.reported: list[int] = []  # steps this rank completed, not yet known complete everywhere
@@ -90,14 +94,15 @@ class CopyTaker:
         return self.sizes[layer]
 
     def _post(self, step: int, states: Mapping[int, LayerState]) -> None:
-        own = {layer: flatten(state).detach().to("cpu", copy=True).contiguous() for layer, state in states.items()}
+        # flatten concatenates: a copy, safe from the optimizer steps that follow
+        own = {layer: flatten(state).detach().to(self.wire).contiguous() for layer, state in states.items()}
         flight = _InFlight(step, own)
         dtype = next(iter(own.values())).dtype
         for t in self.plan:
             if t.src == self.rank:
                 flight.works.append(async_work(dist.isend(own[t.layer], dst=t.dst, tag=t.tag)))
             elif t.dst == self.rank:
-                buffer = torch.empty(self._size(t.layer), dtype=dtype)
+                buffer = torch.empty(self._size(t.layer), dtype=dtype, device=self.wire)
                 flight.inbox.append((t.layer, buffer))
                 flight.works.append(async_work(dist.irecv(buffer, src=t.src, tag=t.tag)))
         self.in_flight = flight

@@ -169,8 +169,9 @@ class WorkerSession:
         self.held, attempt.loaded = {}, True
         if directive.copies is not None:
             publish_sizes(self.store, runner.states(copy=False), self._published)
+            wire = runner.device if attempt.generation.backend == "nccl" else None  # NCCL moves device memory only
             attempt.copies = CopyTaker(self.store, directive.copies, number, directive.layout, rank, self.memory,
-                                       self.config.steps, self._sizes)  # fmt: skip
+                                       self.config.steps, self._sizes, wire)  # fmt: skip
         rv.put_json(self.store, keys.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
         go = wait_key(self.store, keys.go_key(number)).decode()
         if go == "abort":

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs import MemoryCopies
 from planner.policies.gemini import PLACEMENTS, placement
 from real.control.memory import MemoryBook
 from real.protocol import keys
@@ -25,7 +26,8 @@ from real.state.transfers import LostLayers, memory_sources, transfers
 
 def layout_of(pipelines: list[list[tuple[str, int]]], num_layers: int, generation: int = 0) -> Layout:
     """Pipelines of (node, gpu) stages, layers split as evenly as possible, 4 microbatches each."""
-    stages, pipes = [], []
+    stages: list[StageAssignment] = []
+    pipes: list[PipelineAssignment] = []
     for p, gpus in enumerate(pipelines):
         ranks = []
         cuts = [round(i * num_layers / len(gpus)) for i in range(len(gpus) + 1)]
@@ -125,18 +127,14 @@ def layout_nodes(layout: Layout) -> set[str]:
     return {s.node for s in layout.stages}
 
 
-class _Spec:
-    every = 1
-
-    @staticmethod
-    def holders(nodes):
-        return placement(nodes, 1, "ring")
+def _ring(nodes):
+    return placement(nodes, 1, "ring")
 
 
 def test_the_book_keeps_the_newest_complete_copy_and_picks_what_survives():
     torch_dist = pytest.importorskip("torch.distributed")
     store = torch_dist.HashStore()
-    book = MemoryBook(_Spec(), store, None, local=False)  # type: ignore[arg-type]
+    book = MemoryBook(MemoryCopies(1, _ring), store, None, local=False)
     order = book.order(THREE, ["n0", "n1", "n2"])
     assert order == copy_order(THREE, 1, RING1)
     directive = Directive(0, RESTART, THREE, (0, 1, 2), 0, tuple(tuple(Source(l, "init") for l in s.layers)
