@@ -21,7 +21,7 @@ Nothing here imports an engine: a design sees only the planner and these records
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Hashable, Mapping
+from collections.abc import Callable, Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -166,6 +166,22 @@ class ArtifactHooks:
 
 
 @dataclass(frozen=True)
+class MemoryCopies:
+    """Copies of every node's layers in CPU memory, as the real backend takes them: after
+    every `every` committed steps, each node's layers (parameters and optimizer state) go
+    to the memory of the nodes `holders(nodes)[node]` names (the node itself included),
+    `nodes` being the plan's nodes in order. A design restores them with
+    `RestartFromSnapshot`; the backend keeps the newest copy complete on every holder."""
+
+    every: int
+    holders: Callable[[Sequence[str]], Mapping[str, frozenset[str]]]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.every, int) or self.every < 1:
+            raise DesignError(f"in-memory copies need an interval of >= 1 step, got {self.every!r}")
+
+
+@dataclass(frozen=True)
 class RealHooks:
     """How the real backend carries a design's decisions out.
 
@@ -174,11 +190,14 @@ class RealHooks:
     - `saves_on_demand`: the design checkpoints when membership changes, so workers need a
       checkpoint store even when periodic checkpoints are off;
     - `forced_start(plan)`: the first decision on a grouping forced with `--pipelines`
-      (None: the design chooses its own configuration and refuses a forced one)."""
+      (None: the design chooses its own configuration and refuses a forced one);
+    - `memory_copies(options)`: the in-memory copies workers take while they train
+      (`MemoryCopies`; None: none), which a `RestartFromSnapshot` restores from (GEMINI)."""
 
     restarts_processes: bool = False
     saves_on_demand: bool = False
     forced_start: Callable[[Any], Decision] | None = None
+    memory_copies: Callable[[Any], MemoryCopies | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,16 @@ formulas):
   training, `persistent_every_s` or the run's `--checkpoint-every` to change), priced as
   every other design's.
 
-Simulator only for now (the real backend has no peer-memory copies yet).
+On the real backend (`RealHooks.memory_copies`): after every K committed steps each
+worker sends its layers' state to the workers of its m peers (`placement`), asynchronously
+while training goes on, and every holder keeps it in its node's CPU memory (a per-node
+directory, tmpfs by default: it survives a restart of the node's processes, not the loss of
+the node); a copy counts once it is complete on every holder, and holders keep the newest
+complete copy (and any newer one still in flight). A restart from memory stops every
+process, starts fresh ones and loads each layer from a surviving holder; a copy that the
+backend does not have complete on a surviving holder of every layer is replaced by the
+newest one it has, or else by the persistent checkpoint. `bandwidth_share` stays a
+simulator option there: the real copies go at whatever rate the network gives them.
 """
 
 from __future__ import annotations
@@ -38,10 +47,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.policies import CheckpointSchedule
-from planner.policies.gemini import PLACEMENTS, GeminiPolicy, SnapshotTraffic
+from planner.policies.gemini import PLACEMENTS, GeminiPolicy, SnapshotTraffic, placement
 
-from .base import SIMULATOR, BuildContext, Design, PolicyBuild
-from .options import PLANNER, DesignError, option
+from .base import REAL_BACKEND, SIMULATOR, BuildContext, Design, MemoryCopies, PolicyBuild, RealHooks
+from .options import PLANNER, REAL, DesignError, option
 
 PERSISTENT_EVERY_S = 3 * 3600.0
 
@@ -52,14 +61,17 @@ class GeminiOptions:
         1,
         unit="iterations",
         doc="copy each node's state to peers' memory every K iterations",
-        where=(PLANNER,),
+        where=(PLANNER, REAL),
         minimum=1,
     )
     replicas: int = option(
-        1, doc="m: peers holding a copy of each node's state (m + 1 holders with the node)", where=(PLANNER,), minimum=1
+        1,
+        doc="m: peers holding a copy of each node's state (m + 1 holders with the node)",
+        where=(PLANNER, REAL),
+        minimum=1,
     )
     placement: str = option(
-        "group", doc="where the copies go: group (groups of m + 1) or ring (the next m nodes)", where=(PLANNER,)
+        "group", doc="where the copies go: group (groups of m + 1) or ring (the next m nodes)", where=(PLANNER, REAL)
     )
     bandwidth_share: float = option(
         0.5,
@@ -97,11 +109,21 @@ def build(ctx: BuildContext, options: GeminiOptions) -> PolicyBuild:
     return PolicyBuild(policy, options, checkpoints=schedule, iteration_s=policy.iteration_s)
 
 
+def memory_copies(options: GeminiOptions) -> MemoryCopies:
+    """The real backend's copies: every K steps, each node's state to its placement's holders."""
+
+    def holders(nodes):
+        return placement(nodes, options.replicas, options.placement)
+
+    return MemoryCopies(options.every, holders)
+
+
 GEMINI = Design(
     name="gemini",
     summary="in-memory checkpoints in peers' CPU memory every K iterations, restart from them (SOSP'23)",
     options=GeminiOptions,
     build=build,
-    runs_on=(SIMULATOR,),
+    runs_on=(SIMULATOR, REAL_BACKEND),
     default_checkpoints=CheckpointSchedule(every_s=PERSISTENT_EVERY_S),
+    real=RealHooks(restarts_processes=True, memory_copies=memory_copies),
 )

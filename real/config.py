@@ -117,6 +117,9 @@ class RunConfig:
       `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how
       long the job waits for nodes when too few are left; `respawn` lets a local launcher
       replace a worker that cannot tear down cleanly (and Varuna restart processes).
+    - In-memory copies (a design with `RealHooks.memory_copies`, GEMINI): `memory_dir` is
+      where each node keeps them, `<memory_dir>/<node>` on that node (default: a fresh
+      directory in /dev/shm, i.e. RAM, else the system's temporary directory).
     - Checkpoint storage for the accounting (`real.control.checkpoint_accounting`: each
       checkpoint's predicted seconds by `planner.checkpoint_cost`, next to the measured
       ones): `storage_gb_per_s` (write, per node), `restart_load_gb_per_s` (read, per
@@ -168,6 +171,7 @@ class RunConfig:
     restart_load_gb_per_s: float | None = None
     storage_cap_gb_per_s: float | None = None
     checkpoint_fixed_s: float | None = None
+    memory_dir: str | None = None
 
     def __post_init__(self) -> None:
         ints = ("nodes", "gpus_per_node", "steps", "global_batch", "microbatch_size")

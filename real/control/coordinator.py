@@ -26,6 +26,7 @@ draws unless it is handed one; refused registrations are logged as events.
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +55,7 @@ from ..protocol.secret import JobSecret
 from ..protocol.transport import HostedStore, advertised_address, host_store
 from .job import JobState
 from .membership import Membership, ProcessControl
+from .memory import MemoryBook
 from .outcome import JobFailed, RunOutcome, committed_samples, headline
 from .planning import make_plan, make_planner, resolve_run_profile
 from .policies import DecisionRecord, build_design, plan_dict, resolve_design, view
@@ -70,6 +72,12 @@ FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
 
 def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def default_memory_dir() -> str:
+    """Where nodes keep in-memory copies unless told: a fresh directory in RAM (/dev/shm)."""
+    shm = Path("/dev/shm")
+    return tempfile.mkdtemp(prefix="ooblab-memory-", dir=shm if shm.is_dir() else None)
 
 
 class Coordinator:
@@ -97,6 +105,10 @@ class Coordinator:
         self.design, built = build_design(config, self.planner, self.profile)
         self.design_options = built.options
         self.policy = built.policy
+        hook = self.design.real.memory_copies
+        copies = hook(built.options) if hook is not None else None
+        if copies is not None and config.memory_dir is None:
+            config = self.config = config.with_(memory_dir=default_memory_dir())
         reason = self.policy.infeasible_reason()
         if reason:
             raise ConfigError(f"the {config.policy} policy cannot run this job: {reason}")
@@ -135,6 +147,7 @@ class Coordinator:
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)
         # the job as it runs: one state object, shared with the recovery flow
         self.job = JobState()
+        self.memory = MemoryBook(copies, self.store, config.memory_dir, local)
         self._members: Membership | None = None  # both set when `run` starts
         self._schedule: EventSchedule | None = None
         self.flow = RecoveryFlow(self.job, self)
@@ -198,6 +211,7 @@ class Coordinator:
             self.store.set(keys.ABORT, str(exc))
         finally:
             rv.publish_order(self.store, {"kind": "end"})
+            self.memory.clear()
         out.end_s = out.now_s()
         return out
 
@@ -243,6 +257,8 @@ class Coordinator:
             self.job.pending_ready.remove(node)
 
     def decide(self, event, job_state: str) -> Decision:
+        if isinstance(event, NodesRemoved):
+            self.memory.lose(event.nodes)  # what their memory held is gone with them
         ready = self.members.ready_nodes()[: self.config.nodes]
         ckpt = self.job.manifest.step if self.job.manifest else 0
         decision = self.policy.decide(
@@ -333,9 +349,10 @@ class Coordinator:
             self.flow.decide_and_execute(0)
 
     # -- one generation -------------------------------------------------------------------------
-    def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None) -> None:
+    def publish(self, plan, kind: str, resume_step: int, sources_for, manifest=None, memory_from=None) -> None:
         """Publish generation g + 1 running `plan` from `resume_step`; `sources_for(layout,
-        workers)` says where each rank's layers come from."""
+        workers)` says where each rank's layers come from (`memory_from`: the generation
+        whose in-memory copy `memory` sources read)."""
         from .policies import plan_layout
 
         number = self.job.gen + 1
@@ -346,7 +363,8 @@ class Coordinator:
             if wid is None:
                 raise RuntimeError(f"the plan runs {stage.node} gpu {stage.gpu}, which has no live worker")
             workers.append(wid)
-        directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest)
+        directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest,
+                              self.memory.order(layout, plan.nodes), memory_from)  # fmt: skip
         rv.put_json(self.store, keys.directive_key(number), directive.to_dict())
         rv.publish_order(self.store, {"kind": "generation", "generation": number})
         self.job.gen, self.job.directive = number, directive

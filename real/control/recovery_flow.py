@@ -14,7 +14,10 @@ After a failure (`after_failure`):
    reconfiguration (copies planned from what the survivors really hold), a restart from
    the last checkpoint (Oobleck when a layer lost every replica; Varuna always, after
    saving the survivors' state when every stage still has a replica, and after stopping
-   every process), or waiting for nodes.
+   every process), a restart from an in-memory copy (`RestartFromSnapshot`, GEMINI: the
+   copies the generation completed are booked first, `memory.MemoryBook`; when the one
+   asked for is not held any more, the newest that is, else the checkpoint), or waiting
+   for nodes.
 
 A planned stop (a join the policy accepted) goes through steps 3 and 4 without a
 failure. Failures during any of this are handled the same way: the recovery in progress
@@ -42,6 +45,7 @@ from planner.policies import (
     Reinstantiate,
     Restart,
     RestartFromCheckpoint,
+    RestartFromSnapshot,
     Start,
 )
 from planner.records import RUNNING, WAITING
@@ -54,10 +58,11 @@ from ..protocol.directive import RECONFIGURE, RESTART, START, Directive
 from ..protocol.failures import Injection
 from ..protocol.manifest import Manifest
 from ..protocol.sources import CHECKPOINT, INIT, uniform_sources
-from ..state.transfers import Holding, LostLayers, plan_sources
+from ..state.transfers import Holding, LostLayers, memory_sources, plan_sources
 from .checkpoints import CheckpointBook
 from .job import JobState
 from .membership import Membership
+from .memory import HeldCopy, MemoryBook
 from .outcome import JobFailed, RunOutcome, headline
 from .recovery import RESTART as RESTART_KIND
 from .recovery import Recovery
@@ -80,11 +85,18 @@ class JobControl(Protocol):
     members: Membership
     schedule: EventSchedule
     injections: tuple[Injection, ...]
+    memory: MemoryBook
 
     def tick(self) -> None: ...
     def decide(self, event: Event, job_state: str) -> Decision: ...
     def publish(
-        self, plan: Any, kind: str, resume_step: int, sources_for: Callable, manifest: Manifest | None = None
+        self,
+        plan: Any,
+        kind: str,
+        resume_step: int,
+        sources_for: Callable,
+        manifest: Manifest | None = None,
+        memory_from: int | None = None,
     ) -> None: ...
     def record_commit(self, g: int, step: int, d: Directive) -> None: ...
     def row(self, state: str, time_s: float | None = None) -> None: ...
@@ -146,6 +158,7 @@ class RecoveryFlow:
             self.c.record_commit(g, self.job.committed, d)
         store.set(keys.resume_key(g), str(resume))
         reports, unclean = self.collect(g, d)
+        self.book_copies(d)
         if not self.job.removed and not unclean:
             faults = [
                 store.get(keys.fault_key(g, r)).decode()
@@ -207,6 +220,14 @@ class RecoveryFlow:
         self.mark_phase("planning")
         return reports, unclean
 
+    def book_copies(self, d: Directive) -> None:
+        """The in-memory copies generation `d` completed (none unless the design takes them)."""
+
+        def note(held: HeldCopy) -> None:
+            self.c.outcome.event("memory_copy", generation=held.generation, step=held.step)
+
+        self.c.memory.close(d, self.job.committed, note)
+
     def _update_holdings(self, d: Directive, reports: dict[int, dict]) -> None:
         for r, rep in reports.items():
             wid = int(rep["worker"])
@@ -266,6 +287,7 @@ class RecoveryFlow:
         g, d = self.job.gen, self.job.current()
         resume = self.job.committed
         reports, unclean = self.collect(g, d)
+        self.book_copies(d)
         self._update_holdings(d, reports)
         decision, self.job.pending_decision = self.job.pending_decision, None
         if unclean or self.job.removed or decision is None:
@@ -306,13 +328,19 @@ class RecoveryFlow:
         self.await_nodes(plan.nodes)
         if self.job.gen < 0:
             self.c.publish(plan, START, 0, lambda layout, workers: uniform_sources(layout, INIT))
-        elif kinds & {Restart, RestartFromCheckpoint, Start} and not same_plan:
+        elif kinds & {Restart, RestartFromCheckpoint, RestartFromSnapshot, Start} and not same_plan:
+            copy = self._copy_to_restore(decision, plan) if RestartFromSnapshot in kinds else None
             saved = Checkpoint in kinds and self.save_now(resume)
-            if not (Restart in kinds and saved):
+            if copy is not None:
+                resume = self.rollback(copy.step)
+            elif not (Restart in kinds and saved):
                 resume = self.rollback()
             if self.c.design.real.restarts_processes:
                 self.restart_processes(plan)
-            self._publish_restart(plan, resume)
+            if copy is not None:
+                self._publish_from_memory(plan, copy)
+            else:
+                self._publish_restart(plan, resume)
         elif kinds & {Reinstantiate, Admit} or same_plan:  # Admit: nodes that got the live state join
             copies = [
                 (c.dst_node, c.src_node, c.layers)
@@ -350,18 +378,49 @@ class RecoveryFlow:
         if self.job.recovery is not None:
             self.job.recovery.kind = RESTART_KIND
 
-    def rollback(self) -> int:
-        """Committed progress back to the last checkpoint (the start when there is none)."""
-        out = self.c.outcome
+    def _copy_to_restore(self, decision: Decision, plan) -> HeldCopy | None:
+        """The in-memory copy a `RestartFromSnapshot` restores on `plan`'s nodes (None:
+        none is held, the checkpoint it is)."""
+        wanted = decision.snapshot
+        assert wanted is not None  # the decision has a RestartFromSnapshot
         self.checkpoints.usable()
-        step = self.job.manifest.step if self.job.manifest is not None else 0
+        oldest = self.job.manifest.step if self.job.manifest is not None else 0
+        copy, why = self.c.memory.pick(wanted, plan.nodes, oldest, self.job.committed)
+        if copy is None:
+            self.c.outcome.event("memory_copy_unusable", step=wanted, reason=why, fallback="checkpoint")
+        elif why:
+            self.c.outcome.event(
+                "memory_copy_unusable", step=wanted, reason=why, fallback=f"the copy of step {copy.step}"
+            )
+        return copy
+
+    def _publish_from_memory(self, plan, copy: HeldCopy) -> None:
+        """Every rank of the new generation gets its layers from the copy's live holders."""
+        holders = {layer: nodes for layer, nodes in copy.holders.items()}
+        self.c.outcome.event("restart_from_memory", step=copy.step, generation=copy.generation,
+                             holders={str(l): sorted(h) for l, h in holders.items()})  # fmt: skip
+        self.c.publish(plan, RESTART, copy.step, lambda layout, workers: memory_sources(layout, holders),
+                       memory_from=copy.generation)  # fmt: skip
+        self.c.outcome.restarts += 1
+        if self.job.recovery is not None:
+            self.job.recovery.kind = RESTART_KIND
+
+    def rollback(self, to_step: int | None = None) -> int:
+        """Committed progress back to `to_step` (an in-memory copy's), else to the last
+        checkpoint (the start when there is none)."""
+        out = self.c.outcome
+        if to_step is None:
+            self.checkpoints.usable()
+        step = to_step if to_step is not None else self.job.manifest.step if self.job.manifest is not None else 0
         if step < self.job.committed:
             lost = self.job.committed - step
             out.lost_iterations += lost
             del out.step_end_s[step:], out.losses[step:], out.step_ranges[step:]
-            out.event("rollback", to_step=step, iterations_undone=lost)
+            source = {} if to_step is None else {"source": "memory"}
+            out.event("rollback", to_step=step, iterations_undone=lost, **source)
             self.job.committed = step
         self.checkpoints.after_rollback(step)
+        self.c.memory.rolled_back(step)
         self.job.holdings.clear()
         return step
 

@@ -244,6 +244,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-dir", default=None, help="where checkpoints go (default: the run directory's checkpoints/)"
     )
     failures.add_argument(
+        "--memory-dir",
+        default=None,
+        help="where each node keeps in-memory copies (designs that take them, gemini), as DIR/NODE on that node "
+        "(default: a fresh directory in /dev/shm)",
+    )
+    failures.add_argument(
         "--checkpoint-keep",
         type=int,
         default=d.checkpoint_keep,
@@ -355,6 +361,7 @@ def config_from_args(args) -> RunConfig:
         time_scale=args.time_scale,
         checkpoint_every=args.checkpoint_every,
         checkpoint_dir=args.checkpoint_dir,
+        memory_dir=args.memory_dir,
         checkpoint_keep=args.checkpoint_keep,
         checkpoint_timeout_s=args.checkpoint_timeout,
         checkpoint_fault=args.checkpoint_fault,

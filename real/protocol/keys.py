@@ -27,6 +27,10 @@
     ckpt/g<g>.a<a>/<k>/failed, .../failed/<n>
                              writers that failed it (a counter) and the n-th one's reason
     inject/<i>               injection i fired (the victim's wall-clock time)
+    size/<l>                 layer l's flattened state size (values), set by its owners
+                             when a generation takes in-memory copies
+    gen<g>/copy/<k>          ranks whose in-memory copy of step k is complete (a counter:
+                             its own layers and all it receives are in its node's memory)
 
 Every generation gets a fresh key prefix, so reconfiguration rebuilds process groups
 without stale keys colliding, and a fenced worker cannot rejoin an old generation.
@@ -151,3 +155,13 @@ def ckpt_failure_key(generation: int, attempt: int, step: int, n: int) -> str:
 
 def fired_key(index: int) -> str:
     return f"inject/{index}"
+
+
+def layer_size_key(layer: int) -> str:
+    """The number of values in layer `layer`'s flattened state (`layer_state.flatten`)."""
+    return f"size/{layer}"
+
+
+def copy_done_key(generation: int, step: int) -> str:
+    """Ranks of generation `generation` whose in-memory copy of step `step` is complete."""
+    return f"{_gen(generation)}/copy/{step}"

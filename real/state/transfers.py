@@ -10,6 +10,9 @@ plan to ranks: for every layer a rank of the new layout runs,
 - `peer`: another rank of the new generation sends it; the planner's named source node
   is preferred, then a holder on the same node, then the holder that has sent least;
 - `checkpoint`: loaded from the last complete checkpoint (restarts);
+- `memory`: read from an in-memory copy in a holder node's CPU memory (`memory_sources`,
+  a restart from such a copy): by the rank itself when its own node holds the layer, else
+  sent by a rank of a holder node (the one that has sent least);
 - `init`: built from its seed (a fresh start at step 0).
 
 A worker that was replaced by a fresh process holds nothing, so its layers come from
@@ -24,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..protocol.layout import Layout
-from ..protocol.sources import LOCAL, PEER, Source
+from ..protocol.sources import LOCAL, MEMORY, PEER, Source
 
 
 class LostLayers(RuntimeError):
@@ -102,8 +105,35 @@ def plan_sources(
     return tuple(out)
 
 
+def memory_sources(layout: Layout, holders: Mapping[int, frozenset[str]]) -> tuple[tuple[Source, ...], ...]:
+    """Per rank, the source of each of its layers for a restart from an in-memory copy
+    whose layer l is in the memory of the nodes `holders[l]` (the live ones only)."""
+    ranks_on: dict[str, list[int]] = {}
+    for stage in layout.stages:
+        ranks_on.setdefault(stage.node, []).append(stage.rank)
+    lost = sorted({l for s in layout.stages for l in s.layers if not set(holders.get(l, ())) & set(ranks_on)})
+    if lost:
+        raise LostLayers(lost)
+    sent: dict[int, int] = {}
+    out = []
+    for stage in layout.stages:
+        sources = []
+        for layer in stage.layers:
+            if stage.node in holders[layer]:
+                sources.append(Source(layer, MEMORY, stage.rank))
+                continue
+            pool = [r for node in sorted(holders[layer]) for r in ranks_on.get(node, ())]
+            src = min(pool, key=lambda r: (sent.get(r, 0), r))
+            sent[src] = sent.get(src, 0) + 1
+            sources.append(Source(layer, MEMORY, src))
+        out.append(tuple(sources))
+    return tuple(out)
+
+
 def transfers(sources: Sequence[Sequence[Source]]) -> tuple[Transfer, ...]:
-    """The peer copies in one global order (by receiving rank, then layer)."""
-    # peer sources are the ones naming a rank (`Source` checks it)
-    items = [(dst, s.layer, s.rank) for dst, per_rank in enumerate(sources) for s in per_rank if s.rank is not None]
+    """The copies between ranks in one global order (by receiving rank, then layer)."""
+    # sent sources are the ones naming a rank (`Source` checks it); a rank reading its own
+    # node's memory receives nothing
+    items = [(dst, s.layer, s.rank) for dst, per_rank in enumerate(sources) for s in per_rank
+             if s.rank is not None and s.rank != dst]  # fmt: skip
     return tuple(Transfer(tag, layer, src, dst) for tag, (dst, layer, src) in enumerate(sorted(items)))

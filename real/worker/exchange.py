@@ -4,7 +4,9 @@ Every rank walks the same global list of transfers (`transfers.transfers`): it p
 non-blocking send for each layer it gives and a receive for each it gets (tag = the
 transfer's position, so pairs never mix up), then waits for all. Each copy is one flat
 tensor (`state.flatten`): parameters, exp_avg, exp_avg_sq and the step counters; the
-receiver sizes its buffer from the layer it built itself. CUDA workers on gloo
+receiver sizes its buffer from the layer it built itself. A sender may instead be handed
+the flat tensors themselves (`flats`: an in-memory copy read back, of layers it never
+built). CUDA workers on gloo
 (`host_staged`) send and receive through pinned host buffers (`state.staging`).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import torch
 import torch.distributed as dist
 
 from ..state.layer_state import LayerState, flatten, unflatten
@@ -27,15 +30,20 @@ def exchange(
     templates: Mapping[int, LayerState],
     posted: Callable[[], None] | None = None,
     host_staged: bool = False,
+    flats: Mapping[int, torch.Tensor] | None = None,
 ) -> dict[int, LayerState]:
-    """Send what `rank` gives, receive what it gets; returns the received states.
-    `posted` runs once every operation is in flight (a failure point)."""
+    """Send what `rank` gives (from `flats` when it has the layer, else flattened from
+    `held`), receive what it gets; returns the received states. `posted` runs once every
+    operation is in flight (a failure point)."""
     works, inbox, outbox = [], {}, []
     for t in plan:
         if t.src == rank:
-            if t.layer not in held:
+            if flats is not None and t.layer in flats:
+                flat = to_wire(flats[t.layer].contiguous(), host_staged)
+            elif t.layer not in held:
                 raise RuntimeError(f"rank {rank} must send layer {t.layer} but does not hold it")
-            flat = to_wire(flatten(held[t.layer]).contiguous(), host_staged)
+            else:
+                flat = to_wire(flatten(held[t.layer]).contiguous(), host_staged)
             outbox.append(flat)
             works.append(async_work(dist.isend(flat, dst=t.dst, tag=t.tag)))
         if t.dst == rank:

@@ -111,6 +111,8 @@ def run_worker(
             order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))
             number += 1
             if order["kind"] == "end":
+                if config.memory_dir:
+                    session.memory.clear()  # the node's in-memory copies end with the job
                 return EXIT_OK
             if order["kind"] == "generation":
                 session.run_generation(int(order["generation"]))

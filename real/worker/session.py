@@ -15,7 +15,9 @@ the coordinator has handled a failure in it, and is torn down by abort (`groups`
 coordinator's resume step, checks that its state is ready for it (the commit protocol
 guarantees this: no rollback is ever needed), and reports what it holds (`left`), ready
 for the next generation. Between generations the worker keeps its layers' states in
-memory; they are the replicas that reconfiguration copies from.
+memory; they are the replicas that reconfiguration copies from. A generation whose
+directive orders in-memory copies takes them at its step boundaries (`copies.CopyTaker`),
+into its node's memory (`state.memory`), and a restart from one reads them back there.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, ack, report_step, wait_verdict
 from ..protocol.directive import START, Directive
-from ..protocol.sources import CHECKPOINT, INIT, LOCAL, PEER
+from ..protocol.sources import CHECKPOINT, INIT, LOCAL, MEMORY, PEER
 from ..state.checkpoint import load_layer
-from ..state.layer_state import LayerState
+from ..state.layer_state import LayerState, unflatten
+from ..state.memory import NodeMemory
 from ..state.transfers import transfers
 from ..state.writer import CheckpointJob, CheckpointWriter
+from .copies import CopyTaker, publish_sizes
 from .exchange import exchange
 from .groups import Generation, build_generation
 from .nccl import AbortWatch
@@ -85,6 +89,7 @@ class _Attempt:
         self.generation: Generation | None = None
         self.runner: StageRunner | None = None
         self.watch: AbortWatch | None = None
+        self.copies: CopyTaker | None = None
         self.loaded = False
 
     def close(self) -> None:
@@ -95,6 +100,8 @@ class _Attempt:
         0.6 s with 8 on 2 cores), on the recovery's critical path."""
         if self.watch is not None:
             self.watch.stop()
+        if self.copies is not None:
+            self.copies.release()
         if self.runner is not None:
             self.runner.release()
         if self.generation is not None:
@@ -122,6 +129,15 @@ class WorkerSession:
         self._writer: CheckpointWriter | None = None
         self._checkpoint_store = checkpoint_store
         self._watch_store = watch_store  # its own connection, for NCCL generations' abort watch
+        self._sizes: dict[int, int] = {}  # layer -> flattened size, for receiving in-memory copies
+        self._published: set[int] = set()  # layers whose size this process has published
+
+    @property
+    def memory(self) -> NodeMemory:
+        """This node's CPU memory for in-memory copies."""
+        if self.config.memory_dir is None:
+            raise RuntimeError("internal error: in-memory copies were ordered without a memory directory")
+        return NodeMemory(self.config.memory_dir, self.info.node)
 
     # -- one generation ----------------------------------------------------------------
     def run_generation(self, number: int) -> str:
@@ -151,6 +167,11 @@ class WorkerSession:
         )
         runner.load(self._gather(directive, rank, runner))
         self.held, attempt.loaded = {}, True
+        if directive.copies is not None:
+            publish_sizes(self.store, runner.states(copy=False), self._published)
+            wire = runner.device if attempt.generation.backend == "nccl" else None  # NCCL moves device memory only
+            attempt.copies = CopyTaker(self.store, directive.copies, number, directive.layout, rank, self.memory,
+                                       self.config.steps, self._sizes, wire)  # fmt: skip
         rv.put_json(self.store, keys.ready_key(number, rank), {"t": time.time(), "schedule": runner.schedule_name})
         go = wait_key(self.store, keys.go_key(number)).decode()
         if go == "abort":
@@ -160,6 +181,8 @@ class WorkerSession:
         for step in range(directive.resume_step, self.config.steps):
             _, verdict = runner.step(step, self._committer(number, step, rank, directive.layout.world_size))
             self._maybe_checkpoint(number, directive, runner)
+            if attempt.copies is not None:
+                attempt.copies.at_boundary(runner.ready_step, lambda: runner.states(copy=False))
             if verdict == STOP and runner.ready_step < self.config.steps:
                 return self._leave(number, rank, attempt)
         if self.config.save_params_dir:
@@ -196,15 +219,29 @@ class WorkerSession:
                 raise RuntimeError(f"layer {source.layer} cannot start from its seed at step {step}")
         plan = transfers(directive.sources)
         reconfiguring = directive.kind != START
+        templates = runner.states(copy=False)
+        flats = self._from_memory(directive, rank, plan, runner)
+        for layer in [s.layer for s in directive.sources[rank] if s.kind == MEMORY and s.rank == rank]:
+            states[layer] = unflatten(flats[layer].to(runner.device), templates[layer])
         if plan or reconfiguring:
-            templates = runner.states(copy=False)
             received = exchange(plan, rank, self.held, templates, posted=(lambda: self.probe("reconfigure", step)) if reconfiguring else None,
-                                host_staged=runner.host_staged)  # fmt: skip
+                                host_staged=runner.host_staged, flats=flats)  # fmt: skip
             states.update(received)
-        wanted = {s.layer for s in directive.sources[rank] if s.kind in (LOCAL, PEER, CHECKPOINT)}
+        wanted = {s.layer for s in directive.sources[rank] if s.kind in (LOCAL, PEER, MEMORY, CHECKPOINT)}
         if set(states) != wanted:
             raise RuntimeError(f"rank {rank} gathered layers {sorted(states)}, expected {sorted(wanted)}")
         return states
+
+    def _from_memory(self, directive: Directive, rank: int, plan, runner: StageRunner) -> dict:
+        """The flat states this rank reads from its node's memory: its own `memory` layers
+        and those it sends to others (on its device, unless the wire is host memory)."""
+        if directive.memory_from is None:
+            return {}
+        mine = {s.layer for s in directive.sources[rank] if s.kind == MEMORY and s.rank == rank}
+        mine |= {t.layer for t in plan if t.src == rank}
+        device = runner.io_device if runner.host_staged else runner.device
+        read = self.memory.get
+        return {layer: read(directive.memory_from, directive.resume_step, layer).to(device) for layer in sorted(mine)}
 
     def _maybe_checkpoint(self, number: int, directive: Directive, runner: StageRunner) -> None:
         every, ready = self.config.checkpoint_every, runner.ready_step
