@@ -20,3 +20,33 @@ def shared_dir() -> Path:
     if not (SHARED_DIR / "traces").is_dir():
         pytest.skip(f"reference data not found at {SHARED_DIR} (set OOBLAB_SHARED to its path)")
     return SHARED_DIR
+
+
+# -- running in two processes (pytest-xdist, `-n 2 --dist loadgroup` in the test command) ----
+# Tests that share the session's quick-results tree (every experiment's quick setting, run
+# once by test_reproduce and read by the notebooks, the scale tests and the quick
+# validation) run in one worker, in collection order; a module whose fixture is costly and
+# module-scoped (a local Ray instance, a campaign, a big trace) runs in one worker too, so
+# the fixture is built once. Everything else is spread test by test. Without xdist these
+# marks do nothing.
+QUICK_RESULTS = {
+    "tests/experiments/test_reproduce.py",
+    "tests/experiments/test_scale.py",
+    "tests/notebooks/test_notebooks.py",
+    "tests/validation/test_validate_quick.py",
+}
+ONE_WORKER_MODULES = {
+    "tests/experiments/test_sweep_ray.py",
+    "tests/real/test_failure_campaign.py",
+    "tests/sim/test_sim_artifact_as_run.py",
+    "tests/traces/test_traces_datacenter.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path in QUICK_RESULTS:
+            item.add_marker(pytest.mark.xdist_group("quick-results"))
+        elif path in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(path))
