@@ -38,8 +38,9 @@ def quick_run(tmp_path_factory):
             os.environ.pop("OOBLAB_RESULTS")
         else:
             os.environ["OOBLAB_RESULTS"] = old
-    (key,) = done.table["key"]
-    return done.out_dir / "runs" / key
+    (row,) = done.table.to_dict("records")
+    assert row["outcome"] == "ok", row.get("infeasible_reason")
+    return done.out_dir / "runs" / row["key"]
 
 
 @pytest.mark.timeout(600)
@@ -69,7 +70,9 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
     restart = [r["real_s"] for r in report["runs"][1]["comparison"]["recoveries"]]
     assert live and restart and max(live) < min(restart)
     # the calibration measured every overhead, and nothing came from the validated runs
-    overheads = json.loads((out / "calibration" / "overheads.json").read_text())
+    # (the experiment keeps the calibration per setting, beside its runs)
+    (calibration,) = (out.parent.parent / "calibration").glob("*/calibration/overheads.json")
+    overheads = json.loads(calibration.read_text())
     assert (
         overheads["reconfigure_overhead_s"] > 0
         and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
