@@ -203,6 +203,9 @@ def test_rollbacks_to_copies_take_back_exactly_the_later_iterations(trace, every
     assert all(v >= -1e-6 for v in vars(b).values())
     assert b.total_s() == pytest.approx(trace.duration_s, rel=1e-9, abs=1e-6)
     assert sim.iterations == stepped.iterations
+    # samples roll back with the iterations (every iteration here commits the whole batch)
+    for run in (sim, stepped):
+        assert run.samples == run.iterations * run.timing.samples_per_iteration
     assert b.lost_work_s == pytest.approx(stepped.ledger.breakdown().lost_work_s, rel=1e-9, abs=1e-6)
     assert b.useful_compute_s == pytest.approx(stepped.ledger.breakdown().useful_compute_s, rel=1e-9, abs=1e-6)
     checkpoints = [0] + [e.detail["iterations"] for e in sim.events if e.kind == "checkpoint"]
