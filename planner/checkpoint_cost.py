@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import PlannerError
 
@@ -77,6 +77,24 @@ def storage_for(gpu_name: str, **overrides) -> StorageSpec:
     fields = {"node_write_bytes_per_s": write, "node_read_bytes_per_s": read}
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return StorageSpec(**fields)
+
+
+def storage_from_config(gpu_name: str, config: Any) -> StorageSpec:
+    """The storage a run's config asks for over the GPU type's defaults: its
+    `storage_gb_per_s`, `restart_load_gb_per_s`, `storage_cap_gb_per_s` (GB/s per node, per
+    node, in all; None: the default, no cap) and `checkpoint_fixed_s`, the same fields in the
+    simulator's and the real backend's configs."""
+
+    def giga(value: float | None) -> float | None:
+        return None if value is None else value * 1e9
+
+    return storage_for(
+        gpu_name,
+        node_write_bytes_per_s=giga(config.storage_gb_per_s),
+        node_read_bytes_per_s=giga(config.restart_load_gb_per_s),
+        aggregate_bytes_per_s=giga(config.storage_cap_gb_per_s),
+        fixed_s=config.checkpoint_fixed_s,
+    )
 
 
 @dataclass(frozen=True)

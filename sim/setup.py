@@ -30,7 +30,7 @@ from designs import registry as designs
 from designs.options import ARTIFACT, PLANNER, as_dict
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
-from planner.checkpoint_cost import storage_for
+from planner.checkpoint_cost import storage_from_config
 from planner.checkpoint_interval import DEFAULT_PRIOR_MTBF_S, AdaptiveCheckpoints
 from planner.errors import PlannerError
 from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
@@ -275,13 +275,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
         restart_overhead_s=_or(config.restart_overhead_s, PlannerCosts.restart_overhead_s),
     )
-    storage = storage_for(
-        cluster.gpu.name,
-        node_write_bytes_per_s=_giga(config.storage_gb_per_s),
-        node_read_bytes_per_s=_giga(config.restart_load_gb_per_s),
-        aggregate_bytes_per_s=_giga(config.storage_cap_gb_per_s),
-        fixed_s=config.checkpoint_fixed_s,
-    )
+    storage = storage_from_config(cluster.gpu.name, config)
     analytic = name in MODEL_SHAPES
 
     def profile_for(b: int) -> ModelProfile | None:
@@ -343,10 +337,6 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         storage_cap_gb_per_s=None if storage.aggregate_bytes_per_s is None else storage.aggregate_bytes_per_s / GIGA,
     )
     return built.policy, timing
-
-
-def _giga(value: float | None) -> float | None:
-    return None if value is None else value * GIGA
 
 
 def _or(value, default):

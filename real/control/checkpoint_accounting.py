@@ -12,7 +12,7 @@ every restart that loads one, a `CheckpointAccount` in the run's summary
   node's GPUs share its storage bandwidth): the busiest node's bytes and the total;
 - the model's seconds for exactly those writers (`planner.checkpoint_cost.write_cost`
   with `split="assigned"`, `load_cost` with `split="each"`) on the `StorageSpec` of the
-  run's config (`storage_of`);
+  run's config (`planner.checkpoint_cost.storage_from_config`);
 - the measured seconds: from the order (a periodic checkpoint's commit, a save's order)
   to its manifest being durable; a load's is its recovery's `copy` phase (filled in by
   `results`). And the bytes really on disk (the layer files' sizes, per writer node).
@@ -34,13 +34,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from planner.checkpoint_cost import StorageSpec, as_ranges, load_cost, storage_for, write_cost
+from planner.checkpoint_cost import StorageSpec, as_ranges, load_cost, write_cost
 
-from ..config import RunConfig
 from ..protocol.layout import Layout
 
 PERIODIC, SAVE, LOAD = "periodic", "save", "load"
-GB = 1e9
 
 NodeLayers = Mapping[str, Sequence[int]]  # node -> the layers it writes (or reads)
 
@@ -64,21 +62,6 @@ class CheckpointAccount:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def storage_of(config: RunConfig, gpu_name: str) -> StorageSpec:
-    """The run's checkpoint storage: its config's fields over the GPU type's defaults."""
-
-    def giga(value: float | None) -> float | None:
-        return None if value is None else value * GB
-
-    return storage_for(
-        gpu_name,
-        node_write_bytes_per_s=giga(config.storage_gb_per_s),
-        node_read_bytes_per_s=giga(config.restart_load_gb_per_s),
-        aggregate_bytes_per_s=giga(config.storage_cap_gb_per_s),
-        fixed_s=config.checkpoint_fixed_s,
-    )
 
 
 def periodic_writers(layout: Layout) -> dict[str, tuple[int, ...]]:

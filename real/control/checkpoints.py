@@ -26,6 +26,7 @@ from typing import Protocol
 
 import torch.distributed as dist
 
+from planner.checkpoint_cost import storage_from_config
 from planner.planner import Planner
 
 from ..config import RunConfig
@@ -54,7 +55,7 @@ class CheckpointBook:
     def __init__(self, job: JobState, control: CheckpointControl):
         self.job = job
         self.c = control
-        self.storage = acct.storage_of(control.config, control.planner.cluster.gpu.name)
+        self.storage = storage_from_config(control.planner.cluster.gpu.name, control.config)
         self.layer_bytes = tuple(layer.copy_bytes for layer in control.planner.profile.layers)
         self._writers: dict[PendingCheckpoint, tuple[str, dict[str, tuple[int, ...]], float]] = {}
 
