@@ -12,29 +12,17 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ooblab.cli import build_parser
 
+from ..real.conftest import assert_no_leftovers
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "slurm" / "ooblab.sbatch"
 STUB = Path(__file__).with_name("stub_srun.py")
-
-
-def _session_alive(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if int(fields[4]) == sid and fields[0] != "Z":
-                pids.append(int(entry.name))
-    return pids
 
 
 def _environment(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -73,13 +61,7 @@ def _run(args: list[str], env: dict[str, str], timeout_s: float) -> subprocess.C
         out, err = process.communicate()
         pytest.fail(f"the batch script did not finish within {timeout_s} s:\n{out[-2000:]}\n{err[-3000:]}")
     finally:
-        deadline = time.monotonic() + 10
-        while _session_alive(process.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = _session_alive(process.pid)
-        if left:
-            os.killpg(process.pid, signal.SIGKILL)
-        assert not left, f"processes left behind by the batch script: {left}"
+        assert_no_leftovers(process.pid, wait_s=10.0)  # the script's session: srun steps, nodes, workers
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
