@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -20,6 +21,23 @@ def shared_dir() -> Path:
     if not (SHARED_DIR / "traces").is_dir():
         pytest.skip(f"reference data not found at {SHARED_DIR} (set OOBLAB_SHARED to its path)")
     return SHARED_DIR
+
+
+@contextlib.contextmanager
+def session_quick_results(tmp_path_factory):
+    """`$OOBLAB_RESULTS` pointed at the session's quick-results tree for the block (the tree
+    test_reproduce fills and the notebooks, the scale tests and the quick validation read);
+    for module-scoped fixtures, which cannot use monkeypatch."""
+    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    old = os.environ.get("OOBLAB_RESULTS")
+    os.environ["OOBLAB_RESULTS"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("OOBLAB_RESULTS")
+        else:
+            os.environ["OOBLAB_RESULTS"] = old
 
 
 # -- running in two processes (pytest-xdist, `-n 2 --dist loadgroup` in the test command) ----

@@ -20,6 +20,8 @@ from experiments.reproduce import results
 from planner.checkpoint_interval import young_interval_s
 from sim.config import SimConfig
 
+from ..conftest import session_quick_results
+
 matplotlib.use("Agg")
 QUICK = Setting(quick=True, shared=None)
 FULL = Setting(quick=False, shared=None)
@@ -83,18 +85,8 @@ def test_mtbf_is_the_generators_expected_rate():
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
     # the session's quick tree, shared with test_reproduce and the notebook tests
-    import os
-
-    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
-    old = os.environ.get("OOBLAB_RESULTS")
-    os.environ["OOBLAB_RESULTS"] = str(path)
-    try:
+    with session_quick_results(tmp_path_factory):
         table, out = results("scale", quick=True, progress=False)
-    finally:
-        if old is None:
-            os.environ.pop("OOBLAB_RESULTS")
-        else:
-            os.environ["OOBLAB_RESULTS"] = old
     return table, out
 
 

@@ -17,27 +17,20 @@ was compared, and the headline errors are the medians of the per-run ones.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 
 import pytest
 
 from experiments.reproduce import reproduce
 
+from ..conftest import session_quick_results
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     """The run directory of the session's quick validation (made here if not yet made)."""
-    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
-    old = os.environ.get("OOBLAB_RESULTS")
-    os.environ["OOBLAB_RESULTS"] = str(path)
-    try:
+    with session_quick_results(tmp_path_factory):
         done = reproduce("validation", quick=True, progress=False)
-    finally:
-        if old is None:
-            os.environ.pop("OOBLAB_RESULTS")
-        else:
-            os.environ["OOBLAB_RESULTS"] = old
     (row,) = done.table.to_dict("records")
     assert row["outcome"] == "ok", row.get("infeasible_reason")
     return done.out_dir / "runs" / row["key"]
