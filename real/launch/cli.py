@@ -579,11 +579,13 @@ def handle_worker(args) -> int:
         if gpu < 0:
             raise ConfigError(f"--gpu must be >= 0, got {gpu}")
         secret = _client_secret(args)
-        from ..worker.main import run_worker
+        from ..worker.main import exit_now, run_worker
     except ValueError as exc:  # LOCAL_RANK not a number, or a user error above
         return _error("worker", exc)
-    return run_worker(
-        args.coordinator, args.name, gpu, secret, connect_timeout_s=args.connect_timeout, threads=args.threads
+    exit_now(
+        run_worker(
+            args.coordinator, args.name, gpu, secret, connect_timeout_s=args.connect_timeout, threads=args.threads
+        )
     )
 
 

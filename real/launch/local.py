@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -56,9 +57,9 @@ def _worker_entry(
     address: str, secret_hex: str, node: str, gpu: int, threads: int | None, connect_timeout_s: float, local_rank: int
 ) -> None:
     die_with_parent()
-    from ..worker.main import run_worker
+    from ..worker.main import exit_now, run_worker
 
-    raise SystemExit(
+    exit_now(
         run_worker(
             address,
             node,
@@ -224,6 +225,7 @@ def run_node(
     processes = LocalProcesses(address, secret, threads, connect_timeout_s)
     for gpu in range(gpus):
         processes.spawn(node, gpu)
+    fenced: set[int] = set()  # pids this launcher killed on the coordinator's fence
     try:
         host = socket.gethostname()
         mine: dict[int, int] = {}  # worker id -> pid
@@ -240,13 +242,38 @@ def run_node(
                 seen += 1
             for wid, pid in mine.items():
                 if processes.owns(pid) and store.check([keys.fence_key(wid)]):
-                    processes.signal(pid, signal.SIGKILL)
+                    if processes.signal(pid, signal.SIGKILL):
+                        fenced.add(pid)
             time.sleep(0.2)
-    except Exception:
+    except Exception:  # the coordinator's store is gone (the job ended): let the workers finish
         for process in processes.processes.values():
             process.join()
     finally:
         stop_workers(list(processes.processes.values()), grace_s=0.0)
+    for pid, process in processes.processes.items():
+        line = worker_exit_line(process, fenced=pid in fenced)
+        if line:
+            print(f"ooblab node: {line}", file=sys.stderr, flush=True)
     return max(
         (p.exitcode or 0) if p.exitcode is not None and p.exitcode >= 0 else 1 for p in processes.processes.values()
     )
+
+
+def worker_exit_line(process: BaseProcess, fenced: bool = False) -> str | None:
+    """One line on a worker that did not end with status 0 (None when it did), so a
+    launcher's non-zero status always says which worker and why."""
+    code = process.exitcode
+    if code == 0:
+        return None
+    what = f"worker {process.name} (pid {process.pid})"
+    if fenced:
+        return f"{what} was fenced by the coordinator and killed"
+    if code is None:
+        return f"{what} did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{what} was killed by {name}"
+    return f"{what} exited with status {code}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 import torch
 
@@ -64,6 +65,23 @@ def choose_device(config: RunConfig, local_rank: int) -> tuple[torch.device, str
     if choice.backend == "nccl":
         apply_nccl_environment()
     return torch.device(choice.name), choice.backend
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the worker process with `code` without the interpreter's finalisation.
+
+    Everything the worker owes is done when `run_worker` returns (results committed,
+    checkpoints drained, copies cleared). What finalisation would add is destructors of
+    torch.distributed objects (process groups, store clients) whose peers and store may
+    already be gone, and such a destructor can crash the process with a signal after a
+    clean end (seen as a launcher reporting status 1 with nothing printed). So flush the
+    streams and leave with the status we chose."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def run_worker(

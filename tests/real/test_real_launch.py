@@ -149,7 +149,8 @@ def test_a_frozen_worker_on_another_machine_is_fenced_by_its_node_launcher(tmp_p
     summary = result.json()
     assert result.returncode == 0 and summary["status"] == "finished", summary["reason"]
     assert summary["num_iterations"] == 80 and summary["num_reconfigurations"] == 1
-    assert done["hostA"].returncode == 0 and done["hostB"].returncode == 0 and done["hostC"].returncode == 1
+    assert done["hostA"].returncode == 0 and done["hostB"].returncode == 0, (done["hostA"].stderr, done["hostB"].stderr)
+    assert done["hostC"].returncode == 1 and "was fenced by the coordinator and killed" in done["hostC"].stderr
     nodes = sorted(node for p in summary["plan"]["pipelines"] for node in p["nodes"])
     assert nodes == ["hostA", "hostB"]
 
@@ -218,3 +219,43 @@ def test_a_worker_error_is_reported_by_the_coordinator(tmp_path):
     summary = result.json()
     assert result.returncode == 1 and summary["status"] == "failed"
     assert "CUDA is not available" in summary["reason"]
+
+
+def _exit_with(code: int) -> None:
+    os._exit(code)
+
+
+def _wait_forever() -> None:
+    time.sleep(600)
+
+
+@pytest.mark.timeout(60)
+def test_a_launcher_names_each_worker_that_did_not_end_cleanly():
+    """The node launcher's status is the worst worker status; the line it prints must say
+    which worker and why (status, signal, or fenced), and nothing for a clean exit."""
+    import multiprocessing as mp
+
+    from real.launch.local import worker_exit_line
+
+    ctx = mp.get_context("spawn")
+    clean = ctx.Process(target=_exit_with, args=(0,), name="hostA/gpu0")
+    failed = ctx.Process(target=_exit_with, args=(3,), name="hostA/gpu1")
+    killed = ctx.Process(target=_wait_forever, name="hostB/gpu0")
+    processes = (clean, failed, killed)
+    try:
+        for process in processes:
+            process.start()
+        clean.join(30)
+        failed.join(30)
+        assert killed.pid is not None
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.join(30)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join()
+    assert worker_exit_line(clean) is None
+    assert worker_exit_line(failed) == f"worker hostA/gpu1 (pid {failed.pid}) exited with status 3"
+    assert worker_exit_line(killed) == f"worker hostB/gpu0 (pid {killed.pid}) was killed by SIGKILL"
+    assert worker_exit_line(killed, fenced=True).endswith("was fenced by the coordinator and killed")
