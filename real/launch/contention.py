@@ -2,8 +2,8 @@
 
 On this testbed the "GPUs" are CPU processes sharing the cores, so a layer's time in a
 job depends on how many workers compute at once. `BusyNeighbours` keeps a pool of
-spawned load processes (one thread each, timing the same layers over and over as a
-worker runs them), of which `busy(k)` lets exactly k compute and parks the rest (waiting
+spawned load processes (one thread each, running forward and backward through the same
+layers over and over as a worker runs them), of which `busy(k)` lets exactly k compute and parks the rest (waiting
 on an event, not spinning). `measure_contention` times every layer beside each k of a
 list, in rounds that go up then down the list (so a drift in the machine's other load
 falls on every k alike), and returns a `planner.contention.ContentionProfile`: per k the
@@ -35,26 +35,37 @@ _POLL_S = 0.01
 
 
 def _load(spec_fields: dict, threads: int, go, busy, ready, stop) -> None:
+    """A neighbour: tiny-gpt's layers built once, then forward and backward of one
+    microbatch through all of them, over and over while `go` is set (as a worker runs its
+    stage: tensors reused, no re-initialisation between microbatches)."""
     import torch
 
+    from ..models.tinygpt import batch, build_layer, lm_loss
     from .local import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(threads)
     spec = TinyGptSpec(**spec_fields)
-    settings = ProfilerSettings(repeats=1, warmup=0)
-    device = torch.device("cpu")
-    measure_layer(spec, 0, settings, device)  # imports and first allocations done before the first `busy`
+    layers = [build_layer(spec, i, 0) for i in range(spec.num_layers)]
+    ids, targets = batch(spec, 0, 0, 1)
+
+    def step() -> None:
+        out = ids
+        for layer in layers:
+            out = layer(out)
+        lm_loss(out, targets).backward()
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+
+    step()  # imports and first allocations done before the first `busy`
     ready.set()
     while not stop.is_set():
         if not go.wait(0.05):
             busy.clear()
             continue
         busy.set()
-        for index in range(spec.num_layers):
-            measure_layer(spec, index, settings, device)
-            if not go.is_set() or stop.is_set():
-                break
+        while go.is_set() and not stop.is_set():
+            step()
     busy.clear()
 
 
