@@ -42,7 +42,7 @@ from .errors import SimError
 from .timing import IterationCost, Timing
 
 
-def computing_workers(plan: Any, gpus_per_node: int) -> int:
+def computing_workers(plan: Any) -> int:
     """Workers (GPUs) that compute in each iteration of `plan`."""
     if isinstance(plan, ExecutionPlan):
         return sum(p.template.num_nodes * p.template.gpus_per_node for p in plan.pipelines)
@@ -51,18 +51,20 @@ def computing_workers(plan: Any, gpus_per_node: int) -> int:
     raise SimError(f"a profile with contention.json times Oobleck and Varuna plans only, not a {type(plan).__name__}")
 
 
-def scaled_template(template: PipelineTemplate, compute_s: Sequence[float], factor: float) -> PipelineTemplate:
-    """`template` with each stage's compute (`compute_s[i]`, forward + backward) x factor."""
+def scaled_template(
+    template: PipelineTemplate, compute_s: Sequence[tuple[float, float]], factor: float
+) -> PipelineTemplate:
+    """`template` with each stage's compute (`compute_s[i]`: its forward and backward, without
+    any all-reduce) x factor; the rest of each stage's times and weight unchanged."""
     stages = []
-    for stage, compute in zip(template.stages, compute_s, strict=True):
-        extra = (factor - 1.0) * compute
-        share = stage.forward_s / (stage.forward_s + stage.backward_s) if stage.forward_s + stage.backward_s else 0.5
+    for stage, (forward, backward) in zip(template.stages, compute_s, strict=True):
+        extra_f, extra_b = (factor - 1.0) * forward, (factor - 1.0) * backward
         stages.append(
             replace(
                 stage,
-                forward_s=stage.forward_s + extra * share,
-                backward_s=stage.backward_s + extra * (1.0 - share),
-                weight_s=stage.weight_s + extra,
+                forward_s=stage.forward_s + extra_f,
+                backward_s=stage.backward_s + extra_b,
+                weight_s=stage.weight_s + extra_f + extra_b,
             )
         )
     return replace(template, stages=tuple(stages))
@@ -83,9 +85,10 @@ class ContendedCompute:
         self.tables = CostTables(profile, cluster.with_nodes(1))
         self._last: tuple[Any, IterationCost] | None = None
 
-    def _stage_compute_s(self, first: int, end: int, gpus: int) -> float:
+    def _stage_compute_s(self, first: int, end: int, gpus: int) -> tuple[float, float]:
+        """Forward and backward compute of layers [first, end) on `gpus` GPUs."""
         t = self.tables
-        return float((t.fwd[end] - t.fwd[first] + t.bwd[end] - t.bwd[first]) / gpus)
+        return float((t.fwd[end] - t.fwd[first]) / gpus), float((t.bwd[end] - t.bwd[first]) / gpus)
 
     def scaled_plan_s(self, plan: Any, factor: float) -> float:
         """The plan's iteration time with its compute x factor (its own time at factor 1)."""
@@ -125,13 +128,13 @@ class ContendedCompute:
                 f"contention: Varuna's microbatch {c.microbatch_size} is not the profile's {self.profile.microbatch_size}"
             )
         weights = [self.tables.weight_s(a, e, 1) for a, e in c.stage_layers]
-        compute = [self._stage_compute_s(a, e, 1) for a, e in c.stage_layers]
+        compute = [sum(self._stage_compute_s(a, e, 1)) for a, e in c.stage_layers]
         scaled = [w + (factor - 1.0) * x for w, x in zip(weights, compute)]
         delta = pipeline_time_s(scaled, c.num_microbatches) - pipeline_time_s(weights, c.num_microbatches)
         return plan.iteration_time_s + delta
 
     def factor_of(self, plan: Any) -> float:
-        workers = computing_workers(plan, self.gpus_per_node)
+        workers = computing_workers(plan)
         try:
             return self.contention.factor(workers - 1)
         except PlannerError as exc:
