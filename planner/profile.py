@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .contention import ContentionProfile
 from .errors import ProfileError
 
 
@@ -79,12 +80,15 @@ class LayerProfile:
 
 @dataclass(frozen=True)
 class ModelProfile:
-    """A model as a sequence of layers profiled at one microbatch size."""
+    """A model as a sequence of layers profiled at one microbatch size. `contention`:
+    compute factors by number of busy neighbours (`planner.contention`; None: none
+    measured, the layer times hold whatever the workers share)."""
 
     name: str
     microbatch_size: int
     layers: tuple[LayerProfile, ...]
     source: str = ""
+    contention: ContentionProfile | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -95,6 +99,12 @@ class ModelProfile:
             raise ProfileError(f"{where}: microbatch size must be >= 1, got {self.microbatch_size}")
         for index, layer in enumerate(self.layers):
             validate_layer(layer, f"{where}: layer {index} ({layer.name})")
+        if self.contention is not None and self.contention.measured_s:
+            measured = len(self.contention.measured_s[0][1])
+            if measured != len(self.layers):
+                raise ProfileError(
+                    f"{where}: contention measured_s lists {measured} layers, the model has {len(self.layers)}"
+                )
 
     @property
     def num_layers(self) -> int:

@@ -7,7 +7,9 @@ and microbatch 1, with the artifact's model names mapped to analytic profiles:
 BERT-large -> bert-large, GPT-2-ours -> gpt2-xl (a guess: the artifact does not say which
 GPT-2; its checkpoint time, like GPT-3 medium's, hints at a smaller one), GPT-3-medium ->
 gpt3-350m, GPT-3-2_7b -> gpt3-2.7b, GPT-3-6_7b -> gpt3-6.7b. Any built-in planner model or
-an Oobleck profile directory works too (then `global_batch` is required).
+an Oobleck profile directory works too (then `global_batch` is required); a directory with
+a `contention.json` gets each plan's compute scaled by its worker count's factor
+(`sim.contention`).
 
 Planners, Varuna searches and Bamboo layouts are cached per (model, cluster, job), so a
 sweep computes each template set once.
@@ -43,6 +45,7 @@ from traces.model import Trace
 from . import artifact_data as art
 from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
+from .contention import ContendedCompute, check_coverage
 from .errors import SimError
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
@@ -305,7 +308,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         raise SimError(str(exc)) from None
     schedule = built.checkpoints or schedule
     _record_options(design, built.options, PLANNER, resolved)
-    timing = PlannerTiming(
+    timing: Timing = PlannerTiming(
         design,
         global_batch=batch,
         layer_bytes=[layer.copy_bytes for layer in profile.layers],
@@ -317,6 +320,10 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         options=built.options,
         iteration_s=built.iteration_s,
     )
+    if profile.contention is not None:  # a profile measured per number of busy neighbours
+        check_coverage(profile.contention, peak * g)
+        timing = ContendedCompute(timing, profile, cluster, profile.contention)
+        resolved.update(compute_contention={str(k): v for k, v in profile.contention.compute_factor})
     resolved.update(
         planner_model=name,
         profile_source=profile.source,

@@ -13,7 +13,9 @@ report says), `prepare_model` makes the profile both sides plan with:
   profile, as the backend resolves it (one-GPU stages).
 - `tiny-gpt` (real or emulated compute; shape `TINY_SHAPE`): profiled on this machine
   first (`real.launch.profiler`, one thread, as a worker runs, beside N - 1 processes computing
-  the same layers: `contended`), then planned from that.
+  the same layers: `contended`), then planned from that; the same layers timed beside
+  0..N - 1 busy neighbours (`contention.json`) let the simulator scale each phase's compute
+  by its live worker count.
 
 Both sides read the same profile directory, so they start from the same plan.
 """
@@ -158,23 +160,29 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
     directory = Path(directory)
     target = directory / "profile"
     if spec.model == TINY_GPT:
+        from planner.contention import FILE_NAME, write_contention
         from real.config import TinyGptSpec
         from real.launch.profiler import ProfilerSettings
 
-        from .contended import profile_with_neighbours
+        from .contended import profile_contended
 
         tiny = TinyGptSpec(**TINY_SHAPE)
-        if not (target / "mb1.json").exists():  # profiled once per output directory
-            progress(f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours ...")
-            profile = profile_with_neighbours(
-                tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes - 1
+        if not (target / "mb1.json").exists() or not (target / FILE_NAME).exists():  # once per output directory
+            progress(
+                f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours, "
+                f"then beside 0..{spec.nodes - 1} ..."
             )
+            profile = profile_contended(tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes)
             write_oobleck_profile(profile, target)
+            if profile.contention is None:
+                raise RuntimeError("internal error: the contended profile came back without its contention sweep")
+            write_contention(profile.contention, target)
         shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
         return PreparedModel(
             {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},
             target,
-            f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours",
+            f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours, "
+            f"compute scaled per live worker count (contention.json)",
         )
     if spec.model == SYNTHETIC:
         profile = synthetic_profile()

@@ -125,6 +125,19 @@ def register(subparsers) -> None:
         "--max-participants", type=int, default=4, help="all-reduce measured for 2..this many processes (1: skip)"
     )
     prof.add_argument("--threads", type=int, default=1, help="intra-op threads (match the workers')")
+    prof.add_argument(
+        "--busy-neighbours",
+        default=None,
+        metavar="K,K,...",
+        help="also time every layer beside each number of busy neighbour processes (e.g. 0,1,2,3: CPU "
+        "workers sharing cores) and write contention.json, factors relative to --reference-neighbours",
+    )
+    prof.add_argument(
+        "--reference-neighbours",
+        type=int,
+        default=0,
+        help="busy neighbour processes beside which the profile's own layer times are measured",
+    )
     prof.add_argument("--out", required=True, help="profile directory to write")
     prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
     prof.set_defaults(handler=handle_profile)
@@ -605,23 +618,51 @@ def handle_profile(args) -> int:
             max_participants=args.max_participants,
             threads=args.threads,
         )
+        neighbours = _neighbour_counts(args.busy_neighbours, args.reference_neighbours)
     except (ConfigError, ValueError) as exc:  # the model's shape and the profiler's settings: the user's
         return _error("profile", exc)
     try:  # past here any error, a ValueError included, is the profiler's or the format writer's own
-        profile = profile_tiny_gpt(spec, settings)
+        if neighbours is None:
+            profile = profile_tiny_gpt(spec, settings)
+        else:
+            from .contention import profile_with_contention
+
+            profile = profile_with_contention(spec, settings, neighbours, args.reference_neighbours)
+        from planner.contention import write_contention
         from planner.oobleck_format import write_oobleck_profile
 
         directory = write_oobleck_profile(profile, args.out)
+        if profile.contention is not None:
+            write_contention(profile.contention, directory)
     except Exception:
         return _internal_error("profile", None)
+    factors = {str(k): v for k, v in profile.contention.compute_factor} if profile.contention else None
     if args.json:
-        print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))
+        out = {"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}
+        print(json.dumps(out if factors is None else {**out, "compute_factor": factors}, indent=2))
     else:
         total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
         print(
             f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
         )
+        if factors is not None:
+            listed = ", ".join(f"{k}: {v:.3f}" for k, v in factors.items())
+            print(f"compute factor by busy neighbours (vs {args.reference_neighbours}): {listed}")
     return 0
+
+
+def _neighbour_counts(text: str | None, reference: int) -> list[int] | None:
+    """--busy-neighbours "0,1,2,3" as counts (None: not asked); the reference must be >= 0."""
+    if reference < 0:
+        raise ConfigError(f"--reference-neighbours must be >= 0, got {reference}")
+    if text is None:
+        if reference:
+            raise ConfigError("--reference-neighbours applies with --busy-neighbours")
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise ConfigError(f"--busy-neighbours must be whole numbers >= 0 separated by commas, got {text!r}")
+    return sorted({int(part) for part in parts})
 
 
 def _layer_json(layer) -> dict:

@@ -1,0 +1,183 @@
+"""How a layer's compute time depends on how many workers compute at once (`contention.json`).
+
+On a testbed whose "GPUs" are CPU processes sharing a few cores, a layer's time inside a
+job is not its time alone: it depends on how many other workers are computing beside it.
+The profiler (`real.launch.contention`) measures every layer with k = 0..K busy neighbour
+processes and writes, into the profile directory, an optional `contention.json`:
+
+```json
+{
+  "source": "ooblab profile, tiny-gpt on host, 1 thread per process, 2 cores, 2026-12-01",
+  "reference_neighbours": 3,
+  "compute_factor": {"0": 0.52, "1": 0.60, "2": 0.81, "3": 1.0},
+  "measured_s": {"0": [[0.004, 0.009], ...], "3": [[0.008, 0.017], ...]}
+}
+```
+
+- `reference_neighbours`: the number of busy neighbours beside which the profile's own
+  layer times (`mb*.json`) were measured.
+- `compute_factor[k]`: with k busy neighbours (k + 1 workers computing at once) every
+  layer's forward and backward time is `compute_factor[k]` x its profiled time; by
+  construction `compute_factor[reference_neighbours]` is 1. It is the sum over layers of
+  forward + backward measured beside k neighbours over the same sum beside the reference
+  number, both from one sweep. Communication (all-reduce, pipeline hops) is not scaled.
+- `measured_s` (optional, informational): per k, each layer's [forward_s, backward_s].
+
+The planner never reads it; the simulator scales each phase's compute by the factor of
+its live worker count (`sim.contention`). A count the file does not hold is an error,
+never an extrapolation. On real GPUs (one per worker) there is no such file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ProfileError
+
+FILE_NAME = "contention.json"
+_REFERENCE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class ContentionProfile:
+    """Compute-time factors by number of busy neighbours (see the module docstring)."""
+
+    reference_neighbours: int
+    compute_factor: tuple[tuple[int, float], ...]  # (busy neighbours k, factor), sorted by k
+    source: str = ""
+    measured_s: tuple[tuple[int, tuple[tuple[float, float], ...]], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        factors = tuple(sorted((int(k), float(v)) for k, v in self.compute_factor))
+        measured = tuple(sorted((int(k), tuple((float(f), float(b)) for f, b in v)) for k, v in self.measured_s))
+        object.__setattr__(self, "compute_factor", factors)
+        object.__setattr__(self, "measured_s", measured)
+        _check(self.reference_neighbours, factors, measured, self.source or FILE_NAME)
+
+    @property
+    def neighbour_counts(self) -> tuple[int, ...]:
+        return tuple(k for k, _ in self.compute_factor)
+
+    def factor(self, neighbours: int) -> float:
+        """The compute factor beside `neighbours` busy neighbours; ProfileError if unmeasured."""
+        for k, value in self.compute_factor:
+            if k == neighbours:
+                return value
+        measured = ", ".join(map(str, self.neighbour_counts))
+        raise ProfileError(
+            f"{self.source or FILE_NAME}: no compute factor for {neighbours} busy neighbours "
+            f"({neighbours + 1} workers computing); measured: {measured}"
+        )
+
+    def missing(self, max_workers: int) -> tuple[int, ...]:
+        """Neighbour counts 0..max_workers - 1 the profile lacks."""
+        have = set(self.neighbour_counts)
+        return tuple(k for k in range(max_workers) if k not in have)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "source": self.source,
+            "reference_neighbours": self.reference_neighbours,
+            "compute_factor": {str(k): v for k, v in self.compute_factor},
+        }
+        if self.measured_s:
+            data["measured_s"] = {str(k): [list(pair) for pair in layers] for k, layers in self.measured_s}
+        return data
+
+
+def _check(reference_neighbours: Any, factors: tuple, measured: tuple, where: str) -> None:
+    """The invariants of a contention profile, errors naming `where`."""
+    if not factors:
+        raise ProfileError(f"{where}: compute_factor holds no neighbour count")
+    counts = [k for k, _ in factors]
+    if len(set(counts)) != len(counts):
+        raise ProfileError(f"{where}: compute_factor lists a neighbour count twice")
+    for k, value in factors:
+        if k < 0:
+            raise ProfileError(f"{where}: neighbour count {k} is negative")
+        if not (math.isfinite(value) and value > 0):
+            raise ProfileError(f"{where}: compute_factor[{k}] = {value!r} is not a positive number")
+    if isinstance(reference_neighbours, bool) or not isinstance(reference_neighbours, int) or reference_neighbours < 0:
+        raise ProfileError(f"{where}: reference_neighbours must be a whole number >= 0, got {reference_neighbours!r}")
+    reference = dict(factors).get(reference_neighbours)
+    if reference is None:
+        raise ProfileError(f"{where}: no compute_factor for the reference count {reference_neighbours}")
+    if abs(reference - 1.0) > _REFERENCE_TOLERANCE:
+        raise ProfileError(
+            f"{where}: compute_factor[{reference_neighbours}] (the reference) must be 1, got {reference!r}"
+        )
+    if len({len(layers) for _, layers in measured}) > 1:
+        raise ProfileError(f"{where}: measured_s lists different layer counts for different neighbour counts")
+    for k, layers in measured:
+        if any(not (math.isfinite(t) and t >= 0) for pair in layers for t in pair):
+            raise ProfileError(f"{where}: measured_s[{k}] holds a time that is not a finite number >= 0")
+
+
+def _count(key: Any, where: str) -> int:
+    if not (isinstance(key, str) and key.isdigit()):
+        raise ProfileError(f"{where}: neighbour count {key!r} is not a whole number >= 0")
+    return int(key)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
+    """A `ContentionProfile` from the decoded JSON; ProfileError naming the bad field."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+    unknown = sorted(set(data) - {"source", "reference_neighbours", "compute_factor", "measured_s"})
+    if unknown:
+        raise ProfileError(f"{where}: unknown field {unknown[0]!r}")
+    for key in ("reference_neighbours", "compute_factor"):
+        if key not in data:
+            raise ProfileError(f"{where}: missing field {key!r}")
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ProfileError(f"{where}: field 'source' must be a string")
+    reference = data["reference_neighbours"]
+    factors = data["compute_factor"]
+    if not isinstance(factors, dict):
+        raise ProfileError(f"{where}: field 'compute_factor' must be an object of {{neighbours: factor}}")
+    pairs = [(_count(k, where), _number(v, f"{where}: compute_factor[{k}]")) for k, v in factors.items()]
+    measured_raw = data.get("measured_s", {})
+    if not isinstance(measured_raw, dict):
+        raise ProfileError(
+            f"{where}: field 'measured_s' must be an object of {{neighbours: [[forward_s, backward_s]]}}"
+        )
+    measured = []
+    for key, layers in measured_raw.items():
+        label = f"{where}: measured_s[{key}]"
+        if not isinstance(layers, list) or not all(isinstance(p, list) and len(p) == 2 for p in layers):
+            raise ProfileError(f"{label} must be a list of [forward_s, backward_s]")
+        measured.append((_count(key, where), tuple((_number(f, label), _number(b, label)) for f, b in layers)))
+    factors_t = tuple(sorted(pairs))
+    measured_t = tuple(sorted(measured))
+    _check(reference, factors_t, measured_t, where)
+    return ContentionProfile(reference, factors_t, source, measured_t)
+
+
+def load_contention(directory: str | Path) -> ContentionProfile | None:
+    """`directory/contention.json`, or None when the profile has none."""
+    path = Path(directory) / FILE_NAME
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
+    return parse_contention(data, str(path))
+
+
+def write_contention(profile: ContentionProfile, directory: str | Path) -> Path:
+    path = Path(directory) / FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(profile.to_json(), indent=1))
+    return path

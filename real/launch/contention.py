@@ -1,0 +1,225 @@
+"""Measure tiny-gpt's layers beside k busy neighbour processes (`contention.json`).
+
+On this testbed the "GPUs" are CPU processes sharing the cores, so a layer's time in a
+job depends on how many workers compute at once. `BusyNeighbours` keeps a pool of
+spawned load processes (one thread each, running forward and backward through the same
+layers over and over as a worker runs them), of which `busy(k)` lets exactly k compute and parks the rest (waiting
+on an event, not spinning). `measure_contention` times every layer beside each k of a
+list, in rounds that go up then down the list (so a drift in the machine's other load
+falls on every k alike), and returns a `planner.contention.ContentionProfile`: per k the
+median forward and backward of every layer over the rounds' repeats, and the factor
+sum_l (F + B) at k / the same sum at the reference k.
+
+On real GPUs (one per worker) there is no such effect and no reason to run this.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from datetime import date
+
+from planner.contention import ContentionProfile
+from planner.profile import ModelProfile
+
+from ..config import TINY_GPT, TinyGptSpec
+from .profiler import ProfilerSettings, measure_layer, profile_tiny_gpt
+
+_POLL_S = 0.01
+
+
+def _load(spec_fields: dict, threads: int, go, busy, ready, stop) -> None:
+    """A neighbour: tiny-gpt's layers built once, then forward and backward of one
+    microbatch through all of them, over and over while `go` is set (as a worker runs its
+    stage: tensors reused, no re-initialisation between microbatches)."""
+    import torch
+
+    from ..models.tinygpt import batch, build_layer, lm_loss
+    from .local import die_with_parent
+
+    die_with_parent()
+    torch.set_num_threads(threads)
+    spec = TinyGptSpec(**spec_fields)
+    layers = [build_layer(spec, i, 0) for i in range(spec.num_layers)]
+    ids, targets = batch(spec, 0, 0, 1)
+
+    def step() -> None:
+        out = ids
+        for layer in layers:
+            out = layer(out)
+        lm_loss(out, targets).backward()
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+
+    step()  # imports and first allocations done before the first `busy`
+    ready.set()
+    while not stop.is_set():
+        if not go.wait(0.05):
+            busy.clear()
+            continue
+        busy.set()
+        while go.is_set() and not stop.is_set():
+            step()
+    busy.clear()
+
+
+class BusyNeighbours:
+    """A pool of `size` load processes; `busy(k)` runs k of them, parks the others."""
+
+    def __init__(self, spec: TinyGptSpec, size: int, threads: int = 1, timeout_s: float = 120.0):
+        if size < 0:
+            raise ValueError(f"the number of neighbour processes must be >= 0, got {size}")
+        self.spec, self.size, self.threads, self.timeout_s = spec, size, threads, timeout_s
+        self._procs: list = []
+        self._go: list = []
+        self._busy: list = []
+
+    def __enter__(self) -> BusyNeighbours:
+        context = mp.get_context("spawn")
+        self._stop = context.Event()
+        readies = []
+        try:
+            for _ in range(self.size):
+                go, busy, ready = context.Event(), context.Event(), context.Event()
+                proc = context.Process(
+                    target=_load, args=(asdict(self.spec), self.threads, go, busy, ready, self._stop), daemon=True
+                )
+                proc.start()
+                self._procs.append(proc)
+                self._go.append(go)
+                self._busy.append(busy)
+                readies.append(ready)
+            deadline = time.monotonic() + self.timeout_s
+            for ready in readies:
+                if not ready.wait(max(0.0, deadline - time.monotonic())):
+                    raise RuntimeError("a profiling load process did not start")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def busy(self, k: int) -> None:
+        """Exactly k load processes computing (returns once they are, and the rest parked)."""
+        if not 0 <= k <= self.size:
+            raise ValueError(f"{k} busy neighbours asked of a pool of {self.size}")
+        for i, go in enumerate(self._go):
+            go.set() if i < k else go.clear()
+        deadline = time.monotonic() + self.timeout_s
+        while any(b.is_set() != (i < k) for i, b in enumerate(self._busy)):
+            if any(not p.is_alive() for p in self._procs):
+                raise RuntimeError("a profiling load process died")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the load processes did not reach {k} busy in {self.timeout_s:g} s")
+            time.sleep(_POLL_S)
+
+    def __exit__(self, *exc) -> None:
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        for go in self._go:
+            go.clear()
+        for proc in self._procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+
+
+@contextmanager
+def busy_neighbours(spec: TinyGptSpec, k: int, threads: int = 1, timeout_s: float = 120.0) -> Iterator[None]:
+    """k load processes computing for the duration of the block."""
+    with BusyNeighbours(spec, k, threads, timeout_s) as pool:
+        pool.busy(k)
+        yield
+
+
+def _sweep_order(neighbours: Sequence[int], rounds: int) -> list[int]:
+    up = sorted(set(neighbours))
+    order: list[int] = []
+    for r in range(rounds):
+        order.extend(up if r % 2 == 0 else reversed(up))
+    return order
+
+
+def measure_contention(
+    spec: TinyGptSpec,
+    settings: ProfilerSettings,
+    neighbours: Sequence[int],
+    reference: int,
+    *,
+    rounds: int = 2,
+    pool: BusyNeighbours | None = None,
+) -> ContentionProfile:
+    """Every layer's forward and backward beside each k in `neighbours` (the reference
+    added when absent), as a `ContentionProfile` relative to `reference`."""
+    import torch
+
+    counts = sorted(set(neighbours) | {reference})
+    if counts[0] < 0:
+        raise ValueError(f"busy neighbour counts must be >= 0, got {counts[0]}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if settings.device not in ("auto", "cpu") or (settings.device == "auto" and torch.cuda.is_available()):
+        raise ValueError("contention is measured on CPU workers (busy neighbour processes share the cores)")
+    samples: dict[int, list[list[tuple[float, float]]]] = {k: [] for k in counts}
+
+    def sweep(load: BusyNeighbours) -> None:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(settings.threads)
+        try:
+            device = torch.device("cpu")
+            for k in _sweep_order(counts, rounds):
+                load.busy(k)
+                layers = [measure_layer(spec, i, settings, device) for i in range(spec.num_layers)]
+                samples[k].append([(m.forward_s, m.backward_s) for m in layers])
+            load.busy(0)
+        finally:
+            torch.set_num_threads(previous)
+
+    if pool is not None:
+        if pool.size < counts[-1]:
+            raise ValueError(f"a pool of {pool.size} load processes cannot make {counts[-1]} busy neighbours")
+        sweep(pool)
+    else:
+        with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as own:
+            sweep(own)
+    medians = {
+        k: tuple(
+            (
+                statistics.median(r[i][0] for r in runs),
+                statistics.median(r[i][1] for r in runs),
+            )
+            for i in range(spec.num_layers)
+        )
+        for k, runs in samples.items()
+    }
+    total = {k: sum(f + b for f, b in layers) for k, layers in medians.items()}
+    factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in counts)
+    source = (
+        f"ooblab profile, {TINY_GPT} on {platform.node()}, {settings.threads} thread(s) per process, "
+        f"{os.cpu_count()} cores, {rounds} rounds x {settings.repeats} repeats, {date.today().isoformat()}"
+    )
+    return ContentionProfile(reference, factors, source, tuple(medians.items()))
+
+
+def profile_with_contention(
+    spec: TinyGptSpec,
+    settings: ProfilerSettings,
+    neighbours: Sequence[int],
+    reference: int,
+    *,
+    rounds: int = 2,
+) -> ModelProfile:
+    """`profile_tiny_gpt` beside `reference` busy neighbours, then the contention sweep over
+    `neighbours` with the same pool of load processes: the profile with `contention` set."""
+    size = max([*neighbours, reference])
+    with BusyNeighbours(spec, size, settings.threads, settings.timeout_s) as pool:
+        pool.busy(reference)
+        profile = profile_tiny_gpt(spec, settings)
+        contention = measure_contention(spec, settings, neighbours, reference, rounds=rounds, pool=pool)
+    return replace(profile, contention=contention)
