@@ -35,18 +35,16 @@ from ..errors import PlannerError
 from ..plan import ExecutionPlan
 from ..planner import Planner
 from ..reconfigure import Reconfiguration, finish
-from .spread_screen import RELATIVE_MARGIN, screen_for
+from .spread_screen import screen_for
 
 EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before
 
 
 def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
     """Each spare to the one-node growth with the shortest exact iteration time while one
-    shortens it (the module's rule; decisions identical to `_reference_spread`). Every
-    growth's time comes from `MixScreen.approx` (within RELATIVE_MARGIN of
-    `Planner.mix_seconds`, all growths at once); `mix_seconds` is asked only for the
-    values that margin leaves in doubt: near-ties for the best growth, or a best growth
-    too close to the current time to tell whether it shortens it."""
+    shortens it (the module's rule, ties: the smaller size, then the later pipeline). All
+    growths of a step are timed at once by `MixScreen.seconds` (the floats of
+    `Planner.mix_seconds`), so the decisions are `_reference_spread`'s."""
     groups = [list(g) for g in groups]
     has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
     sizes: dict[int, int] = {}  # size -> pipelines of that size
@@ -58,14 +56,14 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
         return None  # a pipeline without a template: no exact time to compare against
     screen = screen_for(planner, len(groups))
 
-    def exact(mix: dict[int, int]) -> float:
-        return planner.mix_seconds(sorted((n, x) for n, x in mix.items() if x))
+    def timed(mixes: list[dict[int, int]]) -> list[float]:
+        fast = screen.seconds(mixes)
+        return fast if fast is not None else [planner.mix_seconds(sorted(m.items())) for m in mixes]
 
-    first = screen.approx([sizes])
-    seconds, known = (exact(sizes), True) if first is None else (float(first[0]), False)
+    seconds: float | None = None  # the current mix's, timed with the first step's growths
     used = 0
     for node in spares:
-        options: list[tuple[int, dict[int, int]]] = []  # (size grown, mix after)
+        options: list[tuple[int, dict[int, int]]] = []  # (size grown, mix after), sizes increasing
         for size in sorted(sizes):
             if size >= largest:
                 continue
@@ -78,12 +76,16 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
             mix[size + 1] = mix.get(size + 1, 0) + 1
             options.append((size, {n: x for n, x in mix.items() if x}))
         if not options:
+            if seconds is None:
+                timed([sizes])  # as the reference: a mix that cannot be timed raises
             break
-        rough = screen.approx([mix for _, mix in options])
-        chosen = _best_growth(options, rough, seconds, known, exact, sizes)
-        if chosen is None:
+        times = timed(([dict(sizes)] if seconds is None else []) + [mix for _, mix in options])
+        if seconds is None:
+            seconds, times = times[0], times[1:]
+        after, size = min(zip(times, (s for s, _ in options)))
+        if not after < seconds:
             break
-        size, seconds, known = chosen
+        seconds = after
         target = max(i for i, g in enumerate(groups) if len(g) == size)  # the later pipeline
         groups[target].append(node)
         sizes[size] -= 1
@@ -92,37 +94,6 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
         sizes[size + 1] = sizes.get(size + 1, 0) + 1
         used += 1
     return groups if used else None
-
-
-def _best_growth(options, rough, seconds: float, known: bool, exact, current: dict[int, int]):
-    """(size grown, its seconds, whether exact) of the growth `_reference_spread` picks (the
-    shortest time below `seconds`, ties: the smaller size), or None if none shortens it.
-    `rough`: each option's time within RELATIVE_MARGIN (None: evaluate all exactly);
-    `seconds` is exact when `known`, else within the margin of `exact(current)`."""
-    if rough is None:
-        values = [(exact(mix), size) for size, mix in options]
-        best = min(values)
-        return (best[1], best[0], True) if best[0] < (seconds if known else exact(current)) else None
-    slack = [RELATIVE_MARGIN * abs(v) for v in rough]
-    order = sorted(range(len(options)), key=lambda i: (rough[i], options[i][0]))
-    lead = order[0]
-    doubt = [i for i in order if rough[i] - slack[i] <= rough[lead] + slack[lead]]
-    if len(doubt) > 1:  # near-ties: their exact times decide
-        value, size = min((exact(options[i][1]), options[i][0]) for i in doubt)
-        sure = True
-    else:
-        value, size, sure = float(rough[lead]), options[lead][0], False
-    margin = (0.0 if sure else RELATIVE_MARGIN * abs(value)) + (0.0 if known else RELATIVE_MARGIN * abs(seconds))
-    if value + margin < seconds:
-        return size, value, sure
-    if value - margin >= seconds:
-        return None
-    # too close to call: both exactly
-    if not sure:
-        value = exact(next(mix for s, mix in options if s == size))
-    if not known:
-        seconds = exact(current)
-    return (size, value, True) if value < seconds else None
 
 
 def _reference_spread(

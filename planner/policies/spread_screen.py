@@ -1,24 +1,23 @@
-"""Many template mixes' iteration times at once, to within 1e-9, for the join's spread.
+"""Many template mixes' exact iteration times at once, for the join's spread.
 
 `oobleck_join._spread` asks, for every spare, which one-node growth (one pipeline of size s
 to s + 1) shortens the plan's exact iteration time (`Planner.mix_seconds`) most. A mix's
 time is the slowest pipeline after the exact integer batch split, plus the all-reduce left
-exposed; evaluating it per growth was most of a 1,024-node spot day. `MixScreen.approx`
-computes the same two terms for a batch of mixes with array operations:
+exposed; evaluating it growth by growth was most of a 1,024-node spot day (36,000 calls).
+`MixScreen.seconds` returns the same floats for a batch of mixes:
 
-- the split: the threshold unit cost theta (the smallest unit c + beta m, m >= 2, with the
-  microbatches beyond each pipeline's first at or below it), found from the fractional
-  optimum by moving whole levels as `batching.split_groups` does, then each group's
-  latest pipeline (base + its largest tied extra, the tied units going to the lowest
-  indices). This part is exact: the same float comparisons of the same unit costs;
-- the times: each group's latest finish as c + beta m (the templates' time is linear in
-  m; checked per template, else `approx` declines), and the exposed all-reduce end as
-  max over templates t, t' of finish(t') + P(t, t'), with P(t, t') = max over stages s of
-  t of (all-reduce of s's layers - min over s's layers of t''s backward-before): the same
-  maxima as `allreduce.grouped_exposed_allreduce_s`, regrouped, so only rounding differs.
-
-The callers decide from these values only where a 1e-9 relative margin separates them and
-ask `Planner.mix_seconds` otherwise, so decisions stay those of the exact times.
+- the split, with array operations over (mix, size): the threshold unit cost theta (the
+  smallest unit c + beta m, m >= 2, with the microbatches beyond each pipeline's first at
+  or below it), reached from the fractional optimum by moving whole levels as
+  `batching.split_groups` does, then each size's busiest pipeline (base + its largest
+  tied extra, tied units going to the lowest indices): the same comparisons of the same
+  unit costs, so the same microbatch counts, and the finishes from the templates;
+- the exposed all-reduce end of `allreduce.grouped_exposed_allreduce_s`, max over
+  templates t, stages s of t and templates t' of (finish(t') - min over s's layers of
+  t''s backward-before) + (all-reduce of s's layers). Rounding is monotone, so taking the
+  minimum backward-before first gives the same floats; the per-(t, t') stage arrays are
+  cached, and only the (t, t') whose real-valued maximum is within 1e-9 of the best are
+  evaluated (rounding moves a term by ~1e-13, so no other can be the float maximum).
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ from ..batching import linear_cost
 from ..planner import Planner
 from ..templates import PipelineTemplate
 
-RELATIVE_MARGIN = 1e-9  # |approx - exact| stays far below this (rounding is ~1e-15 relative)
-
 _SCREENS: weakref.WeakKeyDictionary[Planner, dict[int, MixScreen]] = weakref.WeakKeyDictionary()
 
 
@@ -46,8 +43,8 @@ def screen_for(planner: Planner, pipelines: int) -> MixScreen:
 
 
 class MixScreen:
-    """Approximate `mix_seconds` of mixes with a fixed pipeline count (the all-reduce of one
-    replica count), caching per-template and per-template-pair data."""
+    """`mix_seconds` of many mixes with one pipeline count (so one all-reduce table),
+    caching per-template and per-template-pair data."""
 
     def __init__(self, planner: Planner, pipelines: int):
         self.planner = planner
@@ -55,41 +52,48 @@ class MixScreen:
         self.total = planner.job.num_microbatches
         self._layer_s = planner.layer_allreduce_s(pipelines) if pipelines > 1 else None
         self._templates: dict[int, PipelineTemplate] = {}
-        self._line: dict[int, tuple[float, float] | None] = {}  # None: not linear in m
-        self._pair: dict[tuple[int, int], float] = {}  # (t, t') -> P(t, t')
+        self._line: dict[int, tuple[float, float] | None] = {}  # (c, beta); None: no template
+        self._pair = np.full((0, 0), np.nan)  # [t, t'] by node count: P(t, t'), NaN until needed
+        # (t, t') -> per stage of t: (min backward-before of t' on it, all-reduce of its layers)
+        self._stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def _linear(self, size: int) -> tuple[float, float] | None:
         if size not in self._line:
             template = self.planner.template(size)
             line = None if template is None else linear_cost(template)
-            if template is not None and line is not None:
+            if template is not None and line is not None and line[1] > 0:
                 self._templates[size] = template
-                c, beta = line
-                for m in (1, 2, self.total):
-                    exact = template.iteration_time(m)
-                    if not beta > 0 or abs(exact - (c + beta * m)) > 1e-12 * abs(exact):
-                        line = None
-                        break
+            else:
+                line = None
             self._line[size] = line
         return self._line[size]
 
     def _pairs(self, sizes: list[int]) -> np.ndarray:
         """P[t, t'] over `sizes`: max over stages s of template t of (all-reduce of s's
-        layers - min over s's layers of t''s backward-before), missing rows filled at once."""
-        for t in sizes:
-            missing = [tp for tp in sizes if (t, tp) not in self._pair]
-            if missing:
-                starts = self._templates[t].stage_starts
-                spans = np.add.reduceat(self._layer_s, starts)
-                before = np.stack([self._templates[tp].backward_before_s for tp in missing])
-                worst = (spans[None, :] - np.minimum.reduceat(before, starts, axis=1)).max(axis=1)
-                self._pair.update(((t, tp), float(v)) for tp, v in zip(missing, worst))
-        return np.array([[self._pair[t, tp] for tp in sizes] for t in sizes])
+        layers - min over s's layers of t''s backward-before); missing entries filled a
+        row at a time. Indexed by node count (sizes are at most a few hundred)."""
+        if sizes[-1] >= len(self._pair):
+            grown = np.full((2 * sizes[-1] + 1,) * 2, np.nan)
+            grown[: len(self._pair), : len(self._pair)] = self._pair
+            self._pair = grown
+        assert self._layer_s is not None  # pipelines > 1
+        index = np.array(sizes)
+        pair = self._pair[np.ix_(index, index)]
+        for row in np.nonzero(np.isnan(pair).any(axis=1))[0]:
+            t = sizes[row]
+            missing = [tp for tp, gap in zip(sizes, np.isnan(pair[row])) if gap]
+            starts = self._templates[t].stage_starts
+            spans = np.add.reduceat(self._layer_s, starts)
+            before = np.stack([self._templates[tp].backward_before_s for tp in missing])
+            least = np.minimum.reduceat(before, starts, axis=1)
+            self._pair[t, missing] = (spans[None, :] - least).max(axis=1)
+            self._stages.update(((t, tp), (line, spans)) for tp, line in zip(missing, least))
+        return self._pair[np.ix_(index, index)]
 
-    def approx(self, mixes: Sequence[Mapping[int, int]]) -> np.ndarray | None:
-        """Each mix's ({size: pipelines}, summing to `pipelines`) iteration time within
-        RELATIVE_MARGIN, or None where the screen cannot vouch for that (a template not
-        linear in its microbatches, too few microbatches): ask `mix_seconds` then."""
+    def seconds(self, mixes: Sequence[Mapping[int, int]]) -> list[float] | None:
+        """Each mix's ({size: pipelines}, summing to `pipelines`) `Planner.mix_seconds`,
+        bit for bit, or None where a size has no template or there are fewer microbatches
+        than pipelines (`mix_seconds` then says why)."""
         sizes = sorted({n for mix in mixes for n, x in mix.items() if x})
         lines = [self._linear(n) for n in sizes]
         need = self.total - self.pipelines
@@ -100,14 +104,26 @@ class MixScreen:
         x = np.array([[mix.get(n, 0) for n in sizes] for mix in mixes], dtype=np.int64)
         present = x > 0
         top = np.ones_like(x) if need == 0 else self._latest_units(c, beta, x, need)
-        finish = np.where(present, c + beta * top, -np.inf)
+        finish = np.full(x.shape, -np.inf)
+        width = int(top.max()) + 1
+        keys, where = np.unique((np.arange(len(sizes)) * width + top)[present], return_inverse=True)
+        times = np.array([self._templates[sizes[k // width]].iteration_time(int(k % width)) for k in keys])
+        finish[present] = times[where.ravel()]  # each distinct (size, microbatches) timed once, exactly
         latest = finish.max(axis=1)
         if self._layer_s is None:
-            return latest
+            return [float(v) for v in latest]  # one pipeline: nothing to all-reduce
         pair = self._pairs(sizes)  # [t, t']
-        reach = np.where(present[:, :, None], pair[None, :, :], -np.inf).max(axis=1)  # [mix, t']
-        end = np.where(present, finish + reach, -np.inf).max(axis=1)
-        return np.maximum(latest, end)
+        both = present[:, :, None] & present[:, None, :]
+        score = np.where(both, finish[:, None, :] + pair[None, :, :], -np.inf)  # [mix, t, t'], real-valued end
+        best = score.max(axis=(1, 2))
+        slack = 1e-9 * (1.0 + np.abs(best))  # rounding moves a term by ~1e-13 of it
+        end = np.full(len(mixes), -np.inf)
+        for row, t, tp in zip(
+            *np.nonzero(score >= (best - slack)[:, None, None])
+        ):  # the only candidates for the float maximum
+            least, spans = self._stages[sizes[t], sizes[tp]]
+            end[row] = max(end[row], float(((finish[row, tp] - least) + spans).max()))
+        return [float(v) + max(0.0, float(e) - float(v)) for v, e in zip(latest, end)]
 
     def _levels(self, c: np.ndarray, beta: np.ndarray, theta: np.ndarray, strict: bool) -> np.ndarray:
         """`split_groups`' levels for every (mix, group): how many m >= 2 have c + beta m
@@ -136,7 +152,13 @@ class MixScreen:
         """Per (mix, group): the microbatches of the group's busiest pipeline in the exact split."""
         present = x > 0
         rows = np.arange(len(x))
-        estimate = (self.total + (x * (c / beta)).sum(axis=1)) / (x / beta).sum(axis=1)
+        slope = (x / beta).sum(axis=1)  # units per second of theta
+        estimate = (self.total + (x * (c / beta)).sum(axis=1)) / slope
+        # one Newton step from the fractional optimum (floors lose about half a level per
+        # pipeline): any start gives the same theta, a nearer one fewer level moves
+        with np.errstate(invalid="ignore", over="ignore"):
+            rough = np.clip(np.floor((estimate[:, None] - c) / beta), 1, self.total) - 1
+        estimate = estimate + (need - (x * rough).sum(axis=1)) / slope
         held = self._levels(c, beta, estimate, False)
         count = (x * held).sum(axis=1)
         theta = np.empty(len(x))
@@ -164,8 +186,14 @@ class MixScreen:
             done = active & (count >= need)
             theta[done] = worth[done]
             active = active & ~done
-        below = self._levels(c, beta, theta, True)
-        tied = self._levels(c, beta, theta, False) - below
+        at_most = self._levels(c, beta, theta, False) + 1  # the largest m with c + beta m <= theta
+        m = at_most.copy()  # then the largest with c + beta m < theta (or 1): step off the ties
+        while True:
+            tie = (m >= 2) & ~(c + beta * m < theta[:, None])
+            if not tie.any():
+                break
+            m -= tie
+        below, tied = m - 1, at_most - m
         left = need - (x * below).sum(axis=1)
         capacity = np.where(present, x * tied, 0)
         before = np.cumsum(capacity, axis=1) - capacity
