@@ -56,6 +56,7 @@ class MixScreen:
         self._pair = np.full((0, 0), np.nan)  # [t, t'] by node count: P(t, t'), NaN until needed
         # (t, t') -> per stage of t: (min backward-before of t' on it, all-reduce of its layers)
         self._stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._width = planner.profile.num_layers  # at most one stage per layer
 
     def _linear(self, size: int) -> tuple[float, float] | None:
         if size not in self._line:
@@ -87,6 +88,9 @@ class MixScreen:
             before = np.stack([self._templates[tp].backward_before_s for tp in missing])
             least = np.minimum.reduceat(before, starts, axis=1)
             self._pair[t, missing] = (spans[None, :] - least).max(axis=1)
+            pad = self._width - len(spans)  # padded to one width (+inf minima: -inf terms)
+            spans = np.pad(spans, (0, pad))
+            least = np.pad(least, ((0, 0), (0, pad)), constant_values=np.inf)
             self._stages.update(((t, tp), (line, spans)) for tp, line in zip(missing, least))
         return self._pair[np.ix_(index, index)]
 
@@ -117,12 +121,12 @@ class MixScreen:
         score = np.where(both, finish[:, None, :] + pair[None, :, :], -np.inf)  # [mix, t, t'], real-valued end
         best = score.max(axis=(1, 2))
         slack = 1e-9 * (1.0 + np.abs(best))  # rounding moves a term by ~1e-13 of it
+        rows, ts, tps = np.nonzero(score >= (best - slack)[:, None, None])  # the only candidates for the float maximum
+        least = np.stack([self._stages[sizes[t], sizes[tp]][0] for t, tp in zip(ts, tps)])
+        spans = np.stack([self._stages[sizes[t], sizes[tp]][1] for t, tp in zip(ts, tps)])
+        terms = ((finish[rows, tps][:, None] - least) + spans).max(axis=1)  # padding: -inf
         end = np.full(len(mixes), -np.inf)
-        for row, t, tp in zip(
-            *np.nonzero(score >= (best - slack)[:, None, None])
-        ):  # the only candidates for the float maximum
-            least, spans = self._stages[sizes[t], sizes[tp]]
-            end[row] = max(end[row], float(((finish[row, tp] - least) + spans).max()))
+        np.maximum.at(end, rows, terms)
         return [float(v) + max(0.0, float(e) - float(v)) for v, e in zip(latest, end)]
 
     def _levels(self, c: np.ndarray, beta: np.ndarray, theta: np.ndarray, strict: bool) -> np.ndarray:
