@@ -38,36 +38,65 @@ def screen_for(planner: Planner, pipelines: int) -> MixScreen:
     """The (cached) screen of `planner`'s mixes of `pipelines` pipelines in all."""
     per = _SCREENS.setdefault(planner, {})
     if pipelines not in per:
-        per[pipelines] = MixScreen(planner, pipelines)
+        shared = next(iter(per.values()))._shared if per else _Templates(planner)
+        per[pipelines] = MixScreen(planner, pipelines, shared)
     return per[pipelines]
+
+
+class _Templates:
+    """What every pipeline count shares: templates, their lines and, per (t, t'), the
+    minimum of t''s backward-before over each stage of t (padded with +inf to one width)."""
+
+    def __init__(self, planner: Planner):
+        self.planner = planner
+        self.width = planner.profile.num_layers  # at most one stage per layer
+        self.templates: dict[int, PipelineTemplate] = {}
+        self.lines: dict[int, tuple[float, float] | None] = {}  # (c, beta); None: no template
+        self.least: dict[tuple[int, int], np.ndarray] = {}
+
+    def line(self, size: int) -> tuple[float, float] | None:
+        if size not in self.lines:
+            template = self.planner.template(size)
+            line = None if template is None else linear_cost(template)
+            if template is not None and line is not None and line[1] > 0:
+                self.templates[size] = template
+            else:
+                line = None
+            self.lines[size] = line
+        return self.lines[size]
+
+    def least_rows(self, t: int, others: list[int]) -> np.ndarray:
+        missing = [tp for tp in others if (t, tp) not in self.least]
+        if missing:
+            starts = self.templates[t].stage_starts
+            before = np.stack([self.templates[tp].backward_before_s for tp in missing])
+            rows = np.full((len(missing), self.width), np.inf)
+            rows[:, : len(starts)] = np.minimum.reduceat(before, starts, axis=1)
+            self.least.update(((t, tp), row) for tp, row in zip(missing, rows))
+        return np.stack([self.least[t, tp] for tp in others])
 
 
 class MixScreen:
     """`mix_seconds` of many mixes with one pipeline count (so one all-reduce table),
     caching per-template and per-template-pair data."""
 
-    def __init__(self, planner: Planner, pipelines: int):
+    def __init__(self, planner: Planner, pipelines: int, shared: _Templates):
         self.planner = planner
         self.pipelines = pipelines
         self.total = planner.job.num_microbatches
+        self._shared = shared
         self._layer_s = planner.layer_allreduce_s(pipelines) if pipelines > 1 else None
-        self._templates: dict[int, PipelineTemplate] = {}
-        self._line: dict[int, tuple[float, float] | None] = {}  # (c, beta); None: no template
         self._pair = np.full((0, 0), np.nan)  # [t, t'] by node count: P(t, t'), NaN until needed
-        # (t, t') -> per stage of t: (min backward-before of t' on it, all-reduce of its layers)
-        self._stages: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        self._width = planner.profile.num_layers  # at most one stage per layer
+        self._spans: dict[int, np.ndarray] = {}  # t -> all-reduce of each stage's layers (0-padded)
 
-    def _linear(self, size: int) -> tuple[float, float] | None:
-        if size not in self._line:
-            template = self.planner.template(size)
-            line = None if template is None else linear_cost(template)
-            if template is not None and line is not None and line[1] > 0:
-                self._templates[size] = template
-            else:
-                line = None
-            self._line[size] = line
-        return self._line[size]
+    def _spans_of(self, t: int) -> np.ndarray:
+        if t not in self._spans:
+            assert self._layer_s is not None  # pipelines > 1
+            starts = self._shared.templates[t].stage_starts
+            row = np.zeros(self._shared.width)
+            row[: len(starts)] = np.add.reduceat(self._layer_s, starts)
+            self._spans[t] = row
+        return self._spans[t]
 
     def _pairs(self, sizes: list[int]) -> np.ndarray:
         """P[t, t'] over `sizes`: max over stages s of template t of (all-reduce of s's
@@ -77,21 +106,12 @@ class MixScreen:
             grown = np.full((2 * sizes[-1] + 1,) * 2, np.nan)
             grown[: len(self._pair), : len(self._pair)] = self._pair
             self._pair = grown
-        assert self._layer_s is not None  # pipelines > 1
         index = np.array(sizes)
         pair = self._pair[np.ix_(index, index)]
         for row in np.nonzero(np.isnan(pair).any(axis=1))[0]:
             t = sizes[row]
             missing = [tp for tp, gap in zip(sizes, np.isnan(pair[row])) if gap]
-            starts = self._templates[t].stage_starts
-            spans = np.add.reduceat(self._layer_s, starts)
-            before = np.stack([self._templates[tp].backward_before_s for tp in missing])
-            least = np.minimum.reduceat(before, starts, axis=1)
-            self._pair[t, missing] = (spans[None, :] - least).max(axis=1)
-            pad = self._width - len(spans)  # padded to one width (+inf minima: -inf terms)
-            spans = np.pad(spans, (0, pad))
-            least = np.pad(least, ((0, 0), (0, pad)), constant_values=np.inf)
-            self._stages.update(((t, tp), (line, spans)) for tp, line in zip(missing, least))
+            self._pair[t, missing] = (self._spans_of(t)[None, :] - self._shared.least_rows(t, missing)).max(axis=1)
         return self._pair[np.ix_(index, index)]
 
     def seconds(self, mixes: Sequence[Mapping[int, int]]) -> list[float] | None:
@@ -99,7 +119,7 @@ class MixScreen:
         bit for bit, or None where a size has no template or there are fewer microbatches
         than pipelines (`mix_seconds` then says why)."""
         sizes = sorted({n for mix in mixes for n, x in mix.items() if x})
-        lines = [self._linear(n) for n in sizes]
+        lines = [self._shared.line(n) for n in sizes]
         need = self.total - self.pipelines
         if not sizes or need < 0 or any(line is None for line in lines):
             return None
@@ -111,7 +131,7 @@ class MixScreen:
         finish = np.full(x.shape, -np.inf)
         width = int(top.max()) + 1
         keys, where = np.unique((np.arange(len(sizes)) * width + top)[present], return_inverse=True)
-        times = np.array([self._templates[sizes[k // width]].iteration_time(int(k % width)) for k in keys])
+        times = np.array([self._shared.templates[sizes[k // width]].iteration_time(int(k % width)) for k in keys])
         finish[present] = times[where.ravel()]  # each distinct (size, microbatches) timed once, exactly
         latest = finish.max(axis=1)
         if self._layer_s is None:
@@ -122,8 +142,8 @@ class MixScreen:
         best = score.max(axis=(1, 2))
         slack = 1e-9 * (1.0 + np.abs(best))  # rounding moves a term by ~1e-13 of it
         rows, ts, tps = np.nonzero(score >= (best - slack)[:, None, None])  # the only candidates for the float maximum
-        least = np.stack([self._stages[sizes[t], sizes[tp]][0] for t, tp in zip(ts, tps)])
-        spans = np.stack([self._stages[sizes[t], sizes[tp]][1] for t, tp in zip(ts, tps)])
+        least = np.stack([self._shared.least[sizes[t], sizes[tp]] for t, tp in zip(ts, tps)])
+        spans = np.stack([self._spans[sizes[t]] for t in ts])
         terms = ((finish[rows, tps][:, None] - least) + spans).max(axis=1)  # padding: -inf
         end = np.full(len(mixes), -np.inf)
         np.maximum.at(end, rows, terms)
