@@ -103,7 +103,7 @@ class MixScreen:
         layers - min over s's layers of t''s backward-before); missing entries filled a
         row at a time. Indexed by node count (sizes are at most a few hundred)."""
         if sizes[-1] >= len(self._pair):
-            grown = np.full((2 * sizes[-1] + 1,) * 2, np.nan)
+            grown = np.full((sizes[-1] + 33,) * 2, np.nan)  # room for a few more sizes
             grown[: len(self._pair), : len(self._pair)] = self._pair
             self._pair = grown
         index = np.array(sizes)
