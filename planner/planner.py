@@ -79,6 +79,9 @@ class Planner:
 
     def template(self, num_nodes: int) -> PipelineTemplate | None:
         """The optimal template for `num_nodes` nodes, or None if no layout fits."""
+        known = self._templates.get(num_nodes)
+        if known is not None:  # searched before (so within the floors searched): nothing to extend
+            return known
         self.ensure_templates([num_nodes])
         return self._templates.get(num_nodes)
 

@@ -35,11 +35,72 @@ from ..errors import PlannerError
 from ..plan import ExecutionPlan
 from ..planner import Planner
 from ..reconfigure import Reconfiguration, finish
+from .spread_screen import screen_for
 
 EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before
 
 
 def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
+    """Each spare to the one-node growth with the shortest exact iteration time while one
+    shortens it (the module's rule, ties: the smaller size, then the later pipeline). All
+    growths of a step are timed at once by `MixScreen.seconds` (the floats of
+    `Planner.mix_seconds`), so the decisions are `_reference_spread`'s."""
+    groups = [list(g) for g in groups]
+    has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
+    sizes: dict[int, int] = {}  # size -> pipelines of that size
+    for g in groups:
+        sizes[len(g)] = sizes.get(len(g), 0) + 1
+    for size in sizes:
+        has[size] = planner.template(size) is not None
+    if not all(has.values()):
+        return None  # a pipeline without a template: no exact time to compare against
+    screen = screen_for(planner, len(groups))
+
+    def timed(mixes: list[dict[int, int]]) -> list[float]:
+        fast = screen.seconds(mixes)
+        return fast if fast is not None else [planner.mix_seconds(sorted(m.items())) for m in mixes]
+
+    seconds: float | None = None  # the current mix's, timed with the first step's growths
+    used = 0
+    for node in spares:
+        options: list[tuple[int, dict[int, int]]] = []  # (size grown, mix after), sizes increasing
+        for size in sorted(sizes):
+            if size >= largest:
+                continue
+            if size + 1 not in has:
+                has[size + 1] = planner.template(size + 1) is not None
+            if not has[size + 1]:
+                continue
+            mix = dict(sizes)
+            mix[size] -= 1
+            mix[size + 1] = mix.get(size + 1, 0) + 1
+            options.append((size, {n: x for n, x in mix.items() if x}))
+        if not options:
+            if seconds is None:
+                timed([sizes])  # as the reference: a mix that cannot be timed raises
+            break
+        times = timed(([dict(sizes)] if seconds is None else []) + [mix for _, mix in options])
+        if seconds is None:
+            seconds, times = times[0], times[1:]
+        after, size = min(zip(times, (s for s, _ in options)))
+        if not after < seconds:
+            break
+        seconds = after
+        target = max(i for i, g in enumerate(groups) if len(g) == size)  # the later pipeline
+        groups[target].append(node)
+        sizes[size] -= 1
+        if not sizes[size]:
+            del sizes[size]
+        sizes[size + 1] = sizes.get(size + 1, 0) + 1
+        used += 1
+    return groups if used else None
+
+
+def _reference_spread(
+    planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int
+) -> list[list[str]] | None:
+    """`_spread` evaluating every growth with `Planner.mix_seconds` (the rule's definition;
+    kept for tests and the benchmark)."""
     groups = [list(g) for g in groups]
     has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
     sizes: dict[int, int] = {}  # size -> pipelines of that size
