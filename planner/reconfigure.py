@@ -127,16 +127,25 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
     layers = planner.profile.layers
     alive = set(new.nodes)
     old_held = _held_by(old)
-    holder_cache: dict[int, list[str]] = {}
     where = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in old.pipelines]
-
-    def holders(layer: int) -> list[str]:
-        if layer not in holder_cache:
-            found = (nodes[position[layer]] for nodes, position in where)
-            holder_cache[layer] = [node for node in found if node in alive]
-        return holder_cache[layer]
-
     sent: dict[str, int] = {}
+
+    def source_of(layer: int) -> str | None:
+        """The surviving holder that has sent the fewest bytes, the earliest on ties; the
+        scan stops at the first that has sent nothing (it is the minimum), which is where
+        it usually stops, so a request costs a few pipelines, not all of them."""
+        best, best_sent = None, 0
+        for nodes, position in where:
+            node = nodes[position[layer]]
+            if node not in alive:
+                continue
+            count = sent.get(node, 0)
+            if not count:
+                return node
+            if best is None or count < best_sent:
+                best, best_sent = node, count
+        return best
+
     requests: dict[tuple[str, str], list[int]] = {}
     for index in changed_pipelines(old, new):
         pipe = new.pipelines[index]
@@ -145,20 +154,20 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
             for layer in needed:
                 if layer in have:
                     continue
-                sources = holders(layer)
-                if not sources:
+                src = source_of(layer)
+                if src is None:
                     raise PlannerError(f"layer {layer} has no surviving replica to copy from")
-                # the first holder that has sent nothing yet is the minimum: skip the scan
-                src = next((s for s in sources if not sent.get(s)), None) or min(sources, key=lambda s: sent.get(s, 0))
                 sent[src] = sent.get(src, 0) + layers[layer].copy_bytes
                 requests.setdefault((node, src), []).append(layer)
+    param = [layer.param_bytes for layer in layers]
+    optimizer = [layer.optimizer_bytes for layer in layers]
     return tuple(
         LayerCopy(
             dst_node=dst,
             src_node=src,
             layers=tuple(ls),
-            param_bytes=sum(layers[l].param_bytes for l in ls),
-            optimizer_bytes=sum(layers[l].optimizer_bytes for l in ls),
+            param_bytes=sum(map(param.__getitem__, ls)),
+            optimizer_bytes=sum(map(optimizer.__getitem__, ls)),
         )
         for (dst, src), ls in requests.items()
     )
