@@ -57,7 +57,7 @@ def test_a_simulated_recovery_is_the_pause_plus_one_iteration_at_the_new_plan(mo
     from sim.run import simulate
 
     spec = ValidationSpec(global_batch=8, nodes=4)
-    lead = lead_s(OVERHEADS)
+    lead = lead_s(OVERHEADS, 4)
     assert lead == pytest.approx(7.0)
     nodes = [f"n{i}" for i in range(4)]
     planner = Planner(synthetic_profile(), make_cluster("v100-16gb", 4, 1), JobSpec(8, 1, 1))
