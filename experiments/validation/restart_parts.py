@@ -128,20 +128,25 @@ def restart_once(n: int, directory: Path) -> dict[str, float]:
     procs = [ctx.Process(target=child, args=(r, n, port, str(directory), out), daemon=True) for r in range(n)]
     for p in procs:
         p.start()
+    ok = False
     try:
         while master.add("arrived", 0) < n:
-            if time.time() - t0 > TIMEOUT_S or any(p.exitcode not in (None, 0) for p in procs):
-                raise RuntimeError(f"the restart of {n} processes did not check in within {TIMEOUT_S:g} s")
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed or time.time() - t0 > TIMEOUT_S:
+                why = f"{len(failed)} exited with status {failed[0]}" if failed else f"not all within {TIMEOUT_S:g} s"
+                raise RuntimeError(f"the restart of {n} processes did not check in ({why})")
             time.sleep(0.01)
         t_go = time.time()
         master.set("go", "1")
         rows = [out.get(timeout=TIMEOUT_S) for _ in procs]
+        ok = True
     finally:
-        for p in procs:
-            p.join(timeout=30)
+        for p in procs:  # after a failure the others wait on the store: end them at once
+            if ok:
+                p.join(timeout=30)
             if p.is_alive():
                 p.kill()
-                p.join()
+            p.join()
     return {
         "startup": t_go - t0,
         "groups": max(r["groups"] for r in rows) - t_go,
