@@ -69,9 +69,10 @@ def build(ctx: BuildContext, options: BambooOptions) -> PolicyBuild:
 def pause_s(
     costs: ActionCosts, options: BambooOptions, action: Action, plan: Any, alive: Container[str] | None = None
 ) -> float:
-    """A reconfiguration relaunches Bamboo's workers (their state kept): the restart overhead."""
+    """A reconfiguration relaunches Bamboo's workers (their state kept): the relaunch of the
+    new plan's processes."""
     if isinstance(action, Reinstantiate):
-        return costs.restart_overhead_s
+        return costs.relaunch_s(plan)
     return standard_pause_s(costs, options, action, plan, alive)
 
 

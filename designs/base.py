@@ -98,9 +98,9 @@ class ActionCosts(Protocol):
     """The planner calibration's prices, from profile, cluster and storage (`sim.timing`)."""
 
     @property
-    def restart_overhead_s(self) -> float: ...  # relaunching the job's processes
-    @property
     def reconfigure_overhead_s(self) -> float: ...  # rebuilding process groups in place
+
+    def relaunch_s(self, plan: Any) -> float: ...  # starting `plan`'s processes afresh (no state loaded)
 
     def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float: ...
     def restart_s(self, plan: Any) -> float: ...  # relaunch, then load the last checkpoint onto `plan`
@@ -116,11 +116,11 @@ def standard_pause_s(
     every node's layers from peers over the network; a checkpoint writes from the plan's nodes; a
     re-instantiation rebuilds groups; layer copies move the busiest node's bytes."""
     if isinstance(action, Start):
-        return costs.restart_overhead_s
+        return costs.relaunch_s(plan)
     if isinstance(action, (Restart, RestartFromCheckpoint)):
         return costs.restart_s(plan)
     if isinstance(action, RestartFromSnapshot):
-        return costs.restart_overhead_s + costs.memory_load_s(plan)
+        return costs.relaunch_s(plan) + costs.memory_load_s(plan)
     if isinstance(action, Checkpoint):
         return costs.checkpoint_s(plan, alive)
     if isinstance(action, Reinstantiate):

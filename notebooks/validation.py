@@ -57,6 +57,7 @@ columns = [
     "varuna_samples_error",
     "overhead_reconfigure_overhead_s",
     "overhead_restart_overhead_s",
+    "overhead_restart_per_process_s",
 ]
 ok = table[table["outcome"] == "ok"]
 display(ok[[c for c in columns if c in ok]].round(3))  # noqa: F821 (IPython)

@@ -39,6 +39,8 @@ PLANNER_ONLY = (
     "varuna_max_microbatch",
     "reconfigure_overhead_s",
     "restart_overhead_s",
+    "restart_fixed_s",
+    "restart_per_process_s",
     "restart_load_gb_per_s",
     "checkpoint_fixed_s",
     "storage_gb_per_s",
@@ -86,7 +88,12 @@ class SimConfig:
     design_options: dict[str, Any] | None = None
     # pause constants (planner calibration)
     reconfigure_overhead_s: float | None = None
+    # a relaunch of n processes: restart_fixed_s + restart_per_process_s * n (defaults:
+    # `sim.timing.PlannerCosts`); restart_overhead_s, the older model, a constant in their
+    # place (not both)
     restart_overhead_s: float | None = None
+    restart_fixed_s: float | None = None
+    restart_per_process_s: float | None = None
     # checkpoints (planner calibration): every layer holder writes (reads) its share at once
     restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
     checkpoint_fixed_s: float | None = None
@@ -174,6 +181,13 @@ class SimConfig:
                     and value == 0
                 ):
                     raise SimError(f"{f.name} must be > 0")
+        if self.restart_overhead_s is not None and (
+            self.restart_fixed_s is not None or self.restart_per_process_s is not None
+        ):
+            raise SimError(
+                "restart_overhead_s (a constant relaunch) and restart_fixed_s / restart_per_process_s "
+                "(a relaunch growing with its processes) are alternatives: set one"
+            )
         if self.varuna_rollback is not None and not isinstance(self.varuna_rollback, bool):
             raise SimError(f"varuna_rollback must be true or false, got {self.varuna_rollback!r}")
         if self.artifact_quirks is not None and not isinstance(self.artifact_quirks, str):

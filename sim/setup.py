@@ -276,7 +276,9 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
     costs = PlannerCosts(
         reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
-        restart_overhead_s=_or(config.restart_overhead_s, PlannerCosts.restart_overhead_s),
+        restart_fixed_s=_or(config.restart_fixed_s, PlannerCosts.restart_fixed_s),
+        restart_per_process_s=_or(config.restart_per_process_s, PlannerCosts.restart_per_process_s),
+        restart_overhead_s=config.restart_overhead_s,
     )
     storage = storage_from_config(cluster.gpu.name, config)
     analytic = name in MODEL_SHAPES
@@ -338,6 +340,8 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         checkpoint_bytes=profile.copy_bytes,
         reconfigure_overhead_s=costs.reconfigure_overhead_s,
         restart_overhead_s=costs.restart_overhead_s,
+        restart_fixed_s=None if costs.restart_overhead_s is not None else costs.restart_fixed_s,
+        restart_per_process_s=None if costs.restart_overhead_s is not None else costs.restart_per_process_s,
         restart_load_gb_per_s=storage.node_read_bytes_per_s / GIGA,
         checkpoint_fixed_s=storage.fixed_s,
         storage_gb_per_s=storage.node_write_bytes_per_s / GIGA,

@@ -14,16 +14,16 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
   `PlannerCosts` and, for checkpoint writes and loads, `planner.checkpoint_cost` on the
   plan's layer holdings (every holder moves its share of each layer at once, at the
   `StorageSpec`'s per-node bandwidths, under its optional aggregate cap):
-    start                      restart_overhead_s
-    restart (with or without   restart_overhead_s + load onto the new plan's nodes
+    start                      relaunch of the plan's processes (`PlannerCosts.relaunch_s`)
+    restart (with or without   relaunch + load onto the new plan's nodes
       rolling back)              (split reads, then an all-gather among each layer's holders)
-    restart from a snapshot    restart_overhead_s + the busiest node's layers over the
+    restart from a snapshot    relaunch + the busiest node's layers over the
                                  network (from copies in peers' memory)
     checkpoint                 fixed_s + the busiest writer's share / write bandwidth,
                                written by the nodes of the plan that last trained, less
                                those gone (the engine passes who is alive)
     reconfiguration            reconfigure_overhead_s (Oobleck: rebuild process groups);
-                               restart_overhead_s (Bamboo relaunches its workers, state kept)
+                               relaunch (Bamboo relaunches its workers, state kept)
     layer copies               the busiest node's bytes in or out / network bandwidth
 
 `ScaledPauses` wraps either one and multiplies each kind of pause by a factor (the
@@ -157,18 +157,60 @@ class ArtifactTiming:
         return 0
 
 
+# The relaunch line's defaults (`PlannerCosts`), for a cluster whose nodes start their own
+# processes in parallel. Measured by `benchmarks/restart_fit.py` on this testbed's 2-core
+# machine, every process on the one host, 2 restarts at each of 2, 4, 8, 16 and 32
+# processes while other jobs loaded the cores (load average 8-36); the slowest rank's
+# time, least squares a + b n (docs/validation.md has the table):
+#   start-up (spawn, import torch and the worker's modules, check in    -1.9 s + 3.07 s/process
+#     with the store)
+#   group creation (`init_process_group` on the store and the pipeline  -0.01 s + 0.014 s/process
+#     and gradient groups of `real.worker.groups.build_generation`,
+#     gloo over loopback, n/2 pipelines of 2 stages)
+#   checkpoint load (each rank its stage's layers of 1 MiB)             0.11 s + 0.011 s/process
+# The residuals are the run-to-run spread (up to +-22 s at 32 processes for start-up; a
+# quadratic term lowers their RMS by 7-18% only), so a line is the form the data support.
+# On one host every part grows with n because its processes share the cores. On a cluster
+# a node's start-up and its share of the load run on that node, in parallel with every
+# other node's: they grow with the processes per node (a constant of the cluster), not with
+# the job, so they belong to the fixed part, whose default stays the 40 s intercept of the
+# artifact's fit of Varuna's restart times (docs/simulator.md: the paper's cluster, its node
+# start-up and load set-up included). What grows with the job is the rendezvous and group
+# creation at the coordinator (every rank checks in with one store; every group is created
+# collectively by the whole world): the per-process default is its measured slope. Its
+# figure comes from at most 32 processes on loopback; at thousands it is an extrapolation
+# of the form, not a measurement.
+RESTART_FIXED_S = 40.0
+RESTART_PER_PROCESS_S = 0.014
+
+
 @dataclass(frozen=True)
 class PlannerCosts:
     """Pause constants of the planner calibration (docs/simulator.md explains the fits);
-    checkpoint bandwidths are the `StorageSpec`'s."""
+    checkpoint bandwidths are the `StorageSpec`'s.
+
+    Relaunching n processes (a start, a restart before its load, Bamboo's reconfiguration)
+    takes `restart_fixed_s + restart_per_process_s * n`, n the GPUs of the plan's nodes
+    (the constants above say where the defaults come from). `restart_overhead_s`, when
+    set, is the old model: every relaunch takes that constant, whatever its size (configs
+    written before the line keep their results)."""
 
     reconfigure_overhead_s: float = 2.0
-    restart_overhead_s: float = 40.0
+    restart_fixed_s: float = RESTART_FIXED_S
+    restart_per_process_s: float = RESTART_PER_PROCESS_S
+    restart_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("reconfigure_overhead_s", "restart_overhead_s"):
-            if not getattr(self, name) >= 0:
-                raise SimError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("reconfigure_overhead_s", "restart_fixed_s", "restart_per_process_s", "restart_overhead_s"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise SimError(f"{name} must be >= 0, got {value!r}")
+
+    def relaunch_s(self, processes: int) -> float:
+        """Seconds to start `processes` fresh processes and build their groups."""
+        if self.restart_overhead_s is not None:
+            return self.restart_overhead_s
+        return self.restart_fixed_s + self.restart_per_process_s * processes
 
 
 class PlannerTiming:
@@ -257,12 +299,23 @@ class PlannerTiming:
     def _bytes(self, ranges: Any) -> int:
         return sum(sum(self.layer_bytes[a:b]) for a, b in ranges)
 
+    def processes(self, plan: Any) -> int:
+        """The processes a relaunch of `plan` starts: one per GPU of its nodes."""
+        nodes = getattr(plan, "nodes", None)
+        if nodes is None:
+            raise SimError(f"internal: a relaunch of a {type(plan).__name__}, which names no nodes")
+        return len(nodes) * self.gpus_per_node
+
+    def relaunch_s(self, plan: Any) -> float:
+        """Start `plan`'s processes afresh and build their groups (no state loaded)."""
+        return self.costs.relaunch_s(self.processes(plan))
+
     def restart_s(self, plan: Any) -> float:
         """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
         load = self._cached(
             "load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds
         )
-        return self.costs.restart_overhead_s + load
+        return self.relaunch_s(plan) + load
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
@@ -270,10 +323,6 @@ class PlannerTiming:
         return self.design.pause_s(self, self.options, action, plan, alive)
 
     # the prices a design's `pause_s` reads (`designs.ActionCosts`)
-    @property
-    def restart_overhead_s(self) -> float:
-        return self.costs.restart_overhead_s
-
     @property
     def reconfigure_overhead_s(self) -> float:
         return self.costs.reconfigure_overhead_s

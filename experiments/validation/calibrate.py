@@ -14,6 +14,14 @@ replica of every layer where the plan has one):
 - Varuna: the crash. `restart_overhead_s` = the recovery's duration minus its redone
   iterations and minus the periodic checkpoint time (the simulator charges Varuna's
   checkpoint-then-restart as a checkpoint pause plus a restart pause).
+- The restart's growth with its processes: one restart of the parts alone (process
+  start-up, group creation, checkpoint load: `restart_parts`, no training job) at the
+  setting's node count and at half of it; the line through them gives
+  `restart_per_process_s`. The simulator charges a relaunch of n processes
+  `restart_fixed_s + restart_per_process_s * n`, the fixed part set so that the measured
+  restart (of the survivors, `restart_processes`) costs exactly what was measured: a
+  restart of fewer processes after more removals, or the start of all of them, costs
+  its own.
 - Both: `checkpoint_fixed_s` = the extra time of the two iterations around each
   periodic checkpoint before the crash (median over both runs; the calibration
   checkpoints every `CHECKPOINT_EVERY` steps) above the median iteration.
@@ -34,6 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .restart_parts import total_fit
+
 CRASH_STEP = 8
 JOIN_STEP = 12
 CHECKPOINT_EVERY = 2  # the calibration runs checkpoint often, to time several checkpoints
@@ -48,12 +58,27 @@ class Overheads:
     checkpoint_fixed_s: float
     node_startup_s: float
     details: Mapping[str, Any]  # what each figure was computed from
+    # the restart measured (`restart_overhead_s`) started this many processes; each one
+    # more or fewer costs `restart_per_process_s` (0 and 0: calibrations cached before
+    # the slope was measured, a constant restart)
+    restart_processes: int = 0
+    restart_per_process_s: float = 0.0
+
+    @property
+    def restart_fixed_s(self) -> float:
+        """The relaunch line's intercept through the measured restart (never below 0)."""
+        return max(0.0, self.restart_overhead_s - self.restart_per_process_s * self.restart_processes)
+
+    def relaunch_s(self, processes: int) -> float:
+        """What the simulator charges a relaunch of `processes` (`sim.timing.PlannerCosts`)."""
+        return self.restart_fixed_s + self.restart_per_process_s * processes
 
     def sim_options(self) -> dict[str, Any]:
         """The simulator's pause options (the same for every policy)."""
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
-            "restart_overhead_s": self.restart_overhead_s,
+            "restart_fixed_s": self.restart_fixed_s,
+            "restart_per_process_s": self.restart_per_process_s,
             "checkpoint_fixed_s": self.checkpoint_fixed_s,
             "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
@@ -66,6 +91,14 @@ class Overheads:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Overheads:
         return cls(**dict(data))
+
+
+def slope_counts(processes: int) -> tuple[int, int]:
+    """The two process counts the calibration times a restart's parts at: the setting's
+    and half of it (at least 1 apart)."""
+    if processes < 2:
+        raise ValueError(f"a restart slope needs two process counts; the setting has {processes} process(es)")
+    return max(1, processes // 2), processes
 
 
 def steady_s(times: list[float]) -> float:
@@ -149,7 +182,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     victim = _victim(base, "oobleck")
     steps = JOIN_STEP + math.ceil(STARTUP_ALLOWANCE_S / pace) + 6
     progress(
-        f"calibration 1/2: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}"
+        f"calibration 1/3: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}"
     )
     run, summary = _run(
         base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory
@@ -189,7 +222,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
 
     victim = _victim(base, "varuna")
     steps = CRASH_STEP + 8
-    progress(f"calibration 2/2: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
+    progress(f"calibration 2/3: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
     run, summary = _run(base, "varuna", steps, f"{CRASH_STEP}:{victim}:crash:backward", directory)
     restart_total, rec_v = redone_overhead_s(summary)
     _, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
@@ -201,12 +234,19 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
     }
+    nodes = len(base.node_names())
+    counts = slope_counts(nodes * base.gpus_per_node)
+    progress(f"calibration 3/3: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
+    line = total_fit(counts)
+    details["restart_parts"] = line.to_dict()
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
         restart_overhead_s=max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0)),
         checkpoint_fixed_s=checkpoint,
         node_startup_s=max(0.0, startup),
         details=details,
+        restart_processes=(nodes - 1) * base.gpus_per_node,  # Varuna restarts on the survivors
+        restart_per_process_s=max(0.0, line.slope_s),
     )
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))

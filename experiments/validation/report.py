@@ -47,7 +47,12 @@ def validate(
     model = prepare_model(spec, keep, progress)
     progress(f"trace: {prepared.note}; model: {model.note}; {nodes} nodes, {spec.compute} compute")
     overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress)
-    progress("overheads: " + ", ".join(f"{k} {v:.3f} s" for k, v in overheads.to_dict().items() if k != "details"))
+    progress(
+        "overheads: "
+        + ", ".join(
+            f"{k} {v:.3f}{' s' if k.endswith('_s') else ''}" for k, v in overheads.to_dict().items() if k != "details"
+        )
+    )
     from traces import compress, load
 
     replayed = compress(load(trace_file), prepared.time_scale)
@@ -82,7 +87,10 @@ def validate(
         "trace_events_s": event_times,
         "model": model.note,
         "nodes": nodes,
-        "overheads": {k: v for k, v in overheads.to_dict().items() if k != "details"},
+        "overheads": {
+            **{k: v for k, v in overheads.to_dict().items() if k != "details"},
+            "restart_fixed_s": overheads.restart_fixed_s,
+        },
         "runs": [r.to_dict() for r in results],
         "errors": summarize([r.comparison for r in results]),
         "wall_s": time.perf_counter() - t0,

@@ -94,15 +94,16 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads,
     )
 
 
-def lead_s(overheads: Overheads) -> float:
-    """When the simulated job starts training: the first nodes' start-up, then the start pause."""
-    return overheads.node_startup_s + overheads.restart_overhead_s
+def lead_s(overheads: Overheads, processes: int) -> float:
+    """When the simulated job starts training: the first nodes' start-up, then the start
+    pause (the relaunch of its `processes`, as the simulator charges it)."""
+    return overheads.node_startup_s + overheads.relaunch_s(processes)
 
 
 def simulate(spec, model, overheads, policy, trace_file, time_scale, window_s):
     from sim.run import simulate as run_sim
 
-    lead = lead_s(overheads)
+    lead = lead_s(overheads, spec.nodes)  # one process per emulated node (`sim_config`)
     trace = sim_trace(trace_file, time_scale, lead)
     return run_sim(sim_config(spec, model, overheads, policy, lead + window_s), trace=trace), lead
 

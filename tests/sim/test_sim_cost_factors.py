@@ -13,6 +13,7 @@ import pytest
 from sim.config import SimConfig
 from sim.errors import SimError
 from sim.run import simulate
+from sim.timing import PlannerCosts
 
 from .tiny import make_trace, nodes
 
@@ -58,13 +59,15 @@ def test_free_checkpoints_every_two_iterations():
 
 
 def test_planner_calibration_start_pause_scaled():
-    # planner calibration: a start pauses restart_overhead_s (40 s by default)
+    # planner calibration: a start relaunches the 16 processes (40 s + 16 x the default
+    # per-process slope), tripled
     rows = [(0, "add", nodes(16)), (3000, "add", "end")]
     result = simulate(
         SimConfig(policy="oobleck", model="GPT-3-medium", calibration="planner", trace="hand", restart_cost_factor=3.0),
         trace=make_trace(rows),
     )
-    assert result.summary.breakdown.restart_s == pytest.approx(120.0)
+    start = PlannerCosts.restart_fixed_s + 16 * PlannerCosts.restart_per_process_s
+    assert result.summary.breakdown.restart_s == pytest.approx(3.0 * start)
     assert result.config["effective_restart_cost_factor"] == 3.0
     assert result.config["effective_checkpoint_cost_factor"] == 1.0
 

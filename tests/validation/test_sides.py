@@ -57,7 +57,7 @@ def test_a_simulated_recovery_is_the_pause_plus_one_iteration_at_the_new_plan(mo
     from sim.run import simulate
 
     spec = ValidationSpec(global_batch=8, nodes=4)
-    lead = lead_s(OVERHEADS)
+    lead = lead_s(OVERHEADS, 4)
     assert lead == pytest.approx(7.0)
     nodes = [f"n{i}" for i in range(4)]
     planner = Planner(synthetic_profile(), make_cluster("v100-16gb", 4, 1), JobSpec(8, 1, 1))
@@ -81,6 +81,27 @@ def test_a_simulated_recovery_is_the_pause_plus_one_iteration_at_the_new_plan(mo
     if policy == "oobleck":
         first = planner.instantiate(nodes).iteration_time_s
         assert side.iteration_end_s[0] == pytest.approx(first)
+
+
+def test_the_simulated_restarts_follow_the_calibrated_line(model):
+    from sim.run import simulate
+
+    # the restart measured: 5 s for 3 processes; each process more or fewer 0.5 s
+    sloped = Overheads(**{**OVERHEADS.to_dict(), "restart_processes": 3, "restart_per_process_s": 0.5})
+    spec = ValidationSpec(global_batch=8, nodes=4)
+    lead = lead_s(sloped, 4)
+    assert lead == pytest.approx(2.0 + 5.5)  # the start of all 4 processes
+    nodes = [f"n{i}" for i in range(4)]
+    trace = Trace.from_tuples([(0.0, "add", n) for n in nodes] + [(lead + 10.0, "remove", "n3")])
+    result = simulate(sim_config(spec, model, sloped, "varuna", lead + 30.0), trace=trace)
+    side = sim_timeline(result, "varuna", lead, 30.0)  # refuses a start at any other time
+    processes = [e for e in result.events if e.kind == "decision"][-1].detail["plan"]["nodes"]  # one GPU each
+    assert processes == 3
+    (fail, done) = side.recoveries[0]
+    pause = OVERHEADS.checkpoint_fixed_s + sloped.relaunch_s(processes)  # 5 s: the restart measured
+    assert pause < done - fail < pause + 3.0
+    # the start (5.5 s) and the restart (5 s), plus the load's all-gather (byte terms: ms)
+    assert result.summary.breakdown.restart_s == pytest.approx(5.5 + 5.0, abs=0.05)
 
 
 def test_a_simulation_that_starts_late_is_refused(model):
