@@ -1,0 +1,359 @@
+"""Measure pipeline communication on this machine and write `communication.json` (issue 15).
+
+One spawned group of `max(stages)` processes (ports from the OS, `die_with_parent`, every
+wait bounded by `timeout_s`, all reaped on the way out) measures:
+
+1. Point-to-point transfer time against size between ranks 0 and 1: a ping-pong of each
+   size (`sizes_bytes`), one way = half the round trip, the median of `repeats` after
+   `warmup`; `comm_fit.fit_link` fits latency + bytes / bandwidth. On the CPU that is gloo
+   over loopback, which is what both "in_node" and "across_nodes" are on one machine (the
+   source says so); with two or more CUDA devices "in_node" is NCCL between two GPUs and
+   "across_nodes" stays gloo over loopback (this machine has no second node).
+2. The per-hop runtime overhead: the backend's own pipeline schedule (`Schedule1F1B` over
+   `PipelineStage`s on a process group, as `real.worker.stage_runner` builds them) of
+   `EmulatedStage`s, one per rank, sleeping known times, for each (S, m, boundary bytes)
+   of `hop_settings`. Each stage's compute is timed as it runs (autograd hooks around its
+   forward and backward), so sleep overshoot is not taken for runtime overhead; the
+   iteration is rank 0's start to the last rank's end (one machine: one monotonic clock),
+   median over repeats. `comm_fit.fit_hop_overhead` fits `hop_overhead_s` against the 1F1B
+   cost model with the fitted transfer time charged in full; `fit_overlap` also fits how
+   much of the transfer is on the critical path (settings with two boundary sizes make it
+   identifiable). Both keep their residuals.
+
+The pipeline runs on the CPU over gloo, as the emulated backend's workers do; what the
+NCCL runtime adds per hop on GPUs is not measured here.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from .comm_fit import HopFit, HopRun, LinkFit, check_communication, communication_dict, fit_hop_overhead, fit_link
+from .comm_fit import fit_overlap, hostname
+
+COMMUNICATION_FILE = "communication.json"
+DETAILS_FILE = "communication_fit.json"  # the hop runs, both fits, their residuals (informational)
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class CommSettings:
+    sizes_bytes: tuple[int, ...] = tuple(KIB * 4**i for i in range(8))  # 1 KiB .. 16 MiB
+    repeats: int = 7
+    warmup: int = 2
+    # (stages, microbatches, boundary bytes): two boundary sizes, so the overlap is identifiable
+    hop_settings: tuple[tuple[int, int, int], ...] = (
+        (2, 4, 64 * KIB),
+        (2, 8, 64 * KIB),
+        (3, 3, 64 * KIB),
+        (3, 6, 64 * KIB),
+        (3, 6, 4096 * KIB),
+    )
+    stage_forward_s: float = 0.004
+    stage_backward_s: float = 0.008
+    hop_repeats: int = 3
+    hop_warmup: int = 1  # the first iteration also infers the stages' shapes
+    timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if len(set(self.sizes_bytes)) < 2 or min(self.sizes_bytes) < 4:
+            raise ValueError("communication: at least two distinct transfer sizes of >= 4 bytes")
+        if min(self.repeats, self.hop_repeats) < 1 or min(self.warmup, self.hop_warmup) < 0:
+            raise ValueError("communication: repeats must be >= 1, warmup >= 0")
+        for s, m, b in self.hop_settings:
+            if s < 2 or m < s or b < 4:
+                raise ValueError(f"communication: hop setting {(s, m, b)} needs S >= 2, m >= S (1F1B), bytes >= 4")
+        if not self.hop_settings:
+            raise ValueError("communication: at least one hop setting")
+        if min(self.stage_forward_s, self.stage_backward_s) <= 0 or self.timeout_s <= 0:
+            raise ValueError("communication: stage times and the timeout must be positive")
+
+    @property
+    def world(self) -> int:
+        return max(2, *(s for s, _, _ in self.hop_settings))
+
+
+@dataclass(frozen=True)
+class CommMeasurement:
+    source: str
+    links: dict[str, LinkFit]
+    samples: tuple[tuple[str, int, float], ...]  # (link, bytes, one-way seconds)
+    runs: tuple[HopRun, ...]
+    hop: HopFit  # transfer charged in full: what communication.json holds
+    overlap: HopFit | None  # hop overhead and the non-overlapped fraction of the transfer
+    stage_sleep_s: float  # the emulated stages' nominal compute per microbatch (f + b)
+    measure_s: float = field(default=0.0)
+    startup_s: float = field(default=0.0)  # spawn to the last rank's process group
+
+    def to_dict(self) -> dict[str, Any]:
+        """`communication.json`: the schema exactly."""
+        return communication_dict(self.source, self.links, self.hop.hop_overhead_s, self.samples)
+
+    def details(self) -> dict[str, Any]:
+        def fit(f: HopFit | None) -> dict[str, Any] | None:
+            if f is None:
+                return None
+            return {"hop_overhead_s": f.hop_overhead_s, "alpha": f.alpha, "rms_residual_s": f.rms_residual_s}
+
+        return {
+            "runs": [
+                {
+                    "stages": r.num_stages,
+                    "microbatches": r.num_microbatches,
+                    "boundary_bytes": r.boundary_bytes,
+                    "measured_s": r.measured_s,
+                    "stage_compute_s": list(r.stage_compute_s),
+                    "residual_s": res,
+                    "residual_with_overlap_s": self.overlap.residuals_s[i] if self.overlap else None,
+                }
+                for i, (r, res) in enumerate(zip(self.runs, self.hop.residuals_s))
+            ],
+            "fit": fit(self.hop),
+            "fit_with_overlap": fit(self.overlap),
+            "stage_sleep_s": self.stage_sleep_s,
+            "measure_s": self.measure_s,
+            "startup_s": self.startup_s,
+        }
+
+
+# -- the spawned processes ---------------------------------------------------------------
+
+
+def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, device, group) -> dict[int, float]:
+    import torch
+    import torch.distributed as dist
+
+    cuda = device.type == "cuda"
+    out: dict[int, float] = {}
+    for size in sizes:
+        buffer = torch.zeros(max(1, size // 4), dtype=torch.float32, device=device)
+        times = []
+        for i in range(warmup + repeats):
+            if cuda:
+                torch.cuda.synchronize(device)
+            begin = time.perf_counter()
+            if rank == 0:
+                dist.send(buffer, 1, group=group)
+                dist.recv(buffer, 1, group=group)
+            else:
+                dist.recv(buffer, 0, group=group)
+                dist.send(buffer, 0, group=group)
+            if cuda:
+                torch.cuda.synchronize(device)
+            if i >= warmup:
+                times.append((time.perf_counter() - begin) / 2)
+        out[buffer.numel() * 4] = statistics.median(times)
+    return out
+
+
+class _ComputeClock:
+    """Times one stage's compute per microbatch: forward from its pre-hook to its hook, backward
+    from the output's gradient arriving to the weight's gradient being accumulated."""
+
+    def __init__(self, module) -> None:
+        self.forward: list[float] = []
+        self.backward: list[float] = []
+        self._begin = 0.0
+        self._back = 0.0
+        module.register_forward_pre_hook(self._start)
+        module.register_forward_hook(self._stop)
+        module.weights[0].register_post_accumulate_grad_hook(self._back_done)
+
+    def _start(self, module, args) -> None:
+        self._begin = time.perf_counter()
+
+    def _stop(self, module, args, output) -> None:
+        self.forward.append(time.perf_counter() - self._begin)
+        output.register_hook(self._back_start)
+
+    def _back_start(self, grad) -> None:
+        self._back = time.perf_counter()
+
+    def _back_done(self, param) -> None:
+        self.backward.append(time.perf_counter() - self._back)
+
+    def reset(self) -> None:
+        self.forward.clear()
+        self.backward.clear()
+
+
+def _pipeline(
+    rank: int, setting: tuple[int, int, int], settings: CommSettings, group
+) -> list[tuple[float, float, float]]:
+    """(start, end, compute per microbatch) of each timed iteration of one setting on this rank."""
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    from ..models.emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
+
+    stages, microbatches, boundary = setting
+    last = rank == stages - 1
+    layer = EmulatedLayerTimes(settings.stage_forward_s, settings.stage_backward_s, boundary)
+    module = EmulatedStage([layer], 1, last=last)
+    clock = _ComputeClock(module)
+    stage = PipelineStage(module, rank, stages, "cpu", group=group)
+    schedule = Schedule1F1B(stage, microbatches, loss_fn=emulated_loss, scale_grads=False)
+    data = emulated_input(microbatches)
+    out = []
+    for i in range(settings.hop_warmup + settings.hop_repeats):
+        clock.reset()
+        dist.barrier(group=group)
+        begin = time.perf_counter()
+        if rank == 0:
+            schedule.step(data)
+        elif last:
+            schedule.step(target=data, losses=[])
+        else:
+            schedule.step()
+        end = time.perf_counter()
+        if i >= settings.hop_warmup:
+            if len(clock.forward) != microbatches or len(clock.backward) != microbatches:
+                raise RuntimeError(f"stage {rank} timed {len(clock.forward)}/{len(clock.backward)} of {microbatches}")
+            out.append((begin, end, statistics.median(clock.forward) + statistics.median(clock.backward)))
+    return out
+
+
+def _worker(rank: int, world: int, port: int, settings: CommSettings, queue) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.pipelining  # noqa: F401  (slow to import: before the ready mark)
+
+    from .local import die_with_parent
+
+    die_with_parent()
+    torch.set_num_threads(1)
+    timeout = timedelta(seconds=settings.timeout_s)
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+    dist.init_process_group("gloo", store=dist.PrefixStore("comm", store), rank=rank, world_size=world, timeout=timeout)
+    try:
+        result: dict[str, Any] = {"rank": rank, "p2p": {}, "hops": [], "ready": time.perf_counter()}
+        nccl = torch.cuda.is_available() and torch.cuda.device_count() >= 2
+        pair = dist.new_group([0, 1], timeout=timeout)
+        pair_nccl = dist.new_group([0, 1], backend="nccl", timeout=timeout) if nccl else None
+        groups = {
+            s: dist.new_group(list(range(s)), timeout=timeout) for s in sorted({s for s, _, _ in settings.hop_settings})
+        }
+        if rank < 2:
+            cpu = torch.device("cpu")
+            result["p2p"]["gloo"] = _pingpong(rank, settings.sizes_bytes, settings.repeats, settings.warmup, cpu, pair)
+            if pair_nccl is not None:
+                torch.cuda.set_device(rank)
+                gpu = torch.device("cuda", rank)
+                result["p2p"]["nccl"] = _pingpong(
+                    rank, settings.sizes_bytes, settings.repeats, settings.warmup, gpu, pair_nccl
+                )
+        dist.barrier()
+        for setting in settings.hop_settings:
+            result["hops"].append(_pipeline(rank, setting, settings, groups[setting[0]]) if rank < setting[0] else None)
+            dist.barrier()
+        queue.put(result)
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(settings: CommSettings) -> list[dict[str, Any]]:
+    from ..protocol.transport import loopback_store
+
+    world = settings.world
+    store = loopback_store(settings.timeout_s)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    processes = [
+        ctx.Process(target=_worker, args=(rank, world, store.port, settings, queue), daemon=True)
+        for rank in range(world)
+    ]
+    for p in processes:
+        p.start()
+    results: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + settings.timeout_s
+        while len(results) < world:
+            left = deadline - time.monotonic()
+            if left <= 0 or (any(p.exitcode not in (None, 0) for p in processes) and queue.empty()):
+                break
+            try:
+                results.append(queue.get(timeout=min(1.0, left)))
+            except Exception:  # queue.Empty: poll the processes again
+                continue
+    finally:
+        for p in processes:
+            p.join(max(1.0, settings.timeout_s / 10))
+            if p.is_alive():
+                p.kill()
+                p.join()
+    failed = [p.exitcode for p in processes if p.exitcode != 0]
+    if failed or len(results) < world:
+        raise RuntimeError(
+            f"communication measurement failed: exit codes {[p.exitcode for p in processes]}, "
+            f"{len(results)} of {world} ranks reported within {settings.timeout_s:g} s"
+        )
+    return sorted(results, key=lambda r: r["rank"])
+
+
+def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasurement:
+    """Measure, fit, and return everything `communication.json` and its details hold."""
+    begin = time.perf_counter()
+    ranks = _spawn(settings)
+    gloo = ranks[0]["p2p"]["gloo"]
+    nccl = ranks[0]["p2p"].get("nccl")
+    loopback = fit_link(sorted(gloo.items()))
+    samples: list[tuple[str, int, float]]
+    if nccl:
+        links = {"in_node": fit_link(sorted(nccl.items())), "across_nodes": loopback}
+        samples = [("in_node", b, s) for b, s in sorted(nccl.items())] + [
+            ("across_nodes", b, s) for b, s in sorted(gloo.items())
+        ]
+        how = "in_node NCCL between two GPUs, across_nodes gloo over loopback (no second node)"
+    else:
+        links = {"in_node": loopback, "across_nodes": loopback}
+        samples = [("in_node", b, s) for b, s in sorted(gloo.items())]
+        how = "gloo over loopback for both in_node and across_nodes (one machine)"
+    runs = []
+    for index, (stages, microbatches, boundary) in enumerate(settings.hop_settings):
+        per_rank = [ranks[r]["hops"][index] for r in range(stages)]
+        iterations = [max(rank[i][1] for rank in per_rank) - per_rank[0][i][0] for i in range(settings.hop_repeats)]
+        compute = tuple(statistics.median(c for _, _, c in rank) for rank in per_rank)
+        runs.append(HopRun(compute, microbatches, boundary, statistics.median(iterations)))
+    hop = fit_hop_overhead(runs, loopback)
+    overlap = fit_overlap(runs, loopback) if len({r.boundary_bytes for r in runs}) > 1 else None
+    source = (
+        f"ooblab profile, {how} on {hostname()}, {date.today().isoformat()}; hop overhead from Schedule1F1B on gloo"
+    )
+    return CommMeasurement(
+        source,
+        links,
+        tuple(samples),
+        tuple(runs),
+        hop,
+        overlap,
+        settings.stage_forward_s + settings.stage_backward_s,
+        time.perf_counter() - begin,
+        max(r["ready"] for r in ranks) - begin,
+    )
+
+
+def write_communication(data: dict[str, Any], directory: str | Path, details: dict[str, Any] | None = None) -> Path:
+    """Write `communication.json` (checked against the schema) into the profile directory, and
+    `communication_fit.json` beside it when `details` are given."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / COMMUNICATION_FILE
+    path.write_text(json.dumps(check_communication(data, str(path)), indent=2))
+    if details is not None:
+        (directory / DETAILS_FILE).write_text(json.dumps(details, indent=2))
+    return path
+
+
+def read_communication(directory: str | Path) -> dict[str, Any] | None:
+    """The profile directory's `communication.json` (schema-checked), or None without one."""
+    path = Path(directory) / COMMUNICATION_FILE
+    if not path.exists():
+        return None
+    return check_communication(json.loads(path.read_text()), str(path))
