@@ -22,6 +22,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from designs import cli as design_cli
 
@@ -126,6 +127,11 @@ def register(subparsers) -> None:
     )
     prof.add_argument("--threads", type=int, default=1, help="intra-op threads (match the workers')")
     prof.add_argument("--out", required=True, help="profile directory to write")
+    prof.add_argument(
+        "--skip-comm",
+        action="store_true",
+        help="do not measure pipeline communication (p2p latency/bandwidth, per-hop overhead: communication.json)",
+    )
     prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
     prof.set_defaults(handler=handle_profile)
 
@@ -610,15 +616,25 @@ def handle_profile(args) -> int:
         from planner.oobleck_format import write_oobleck_profile
 
         directory = write_oobleck_profile(profile, args.out)
+        comm = None
+        if not args.skip_comm:
+            from .profiler import measure_and_write_communication
+
+            comm = measure_and_write_communication(directory, settings)
     except Exception:
         return _internal_error("profile", None)
     if args.json:
-        print(json.dumps({"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}, indent=2))
+        printed: dict[str, Any] = {"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}
+        if comm is not None:
+            printed["communication"] = {**comm.to_dict(), "fit": comm.details()}
+        print(json.dumps(printed, indent=2))
     else:
         total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
         print(
             f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
         )
+        if comm is not None:
+            print(comm.summary())
     return 0
 
 

@@ -35,8 +35,17 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from .comm_fit import HopFit, HopRun, LinkFit, check_communication, communication_dict, fit_hop_overhead, fit_link
-from .comm_fit import fit_overlap, hostname
+from .comm_fit import (
+    HopFit,
+    HopRun,
+    LinkFit,
+    check_communication,
+    communication_dict,
+    fit_hop_overhead,
+    fit_link,
+    fit_overlap,
+    hostname,
+)
 
 COMMUNICATION_FILE = "communication.json"
 DETAILS_FILE = "communication_fit.json"  # the hop runs, both fits, their residuals (informational)
@@ -92,9 +101,34 @@ class CommMeasurement:
     measure_s: float = field(default=0.0)
     startup_s: float = field(default=0.0)  # spawn to the last rank's process group
 
+    @property
+    def hop_overhead_s(self) -> float:
+        """The fitted overhead, or 0 where the fit is negative (the schedule hides more than
+        the cost model's full transfer charge: `details` keep the fitted value)."""
+        return max(0.0, self.hop.hop_overhead_s)
+
+    @property
+    def compute_overshoot_s(self) -> float:
+        """How much longer the emulated stages computed than they were told to (sleep
+        overshoot), per microbatch, forward and backward together: mean over runs and stages."""
+        measured = [c for r in self.runs for c in r.stage_compute_s]
+        return statistics.fmean(measured) - self.stage_sleep_s
+
     def to_dict(self) -> dict[str, Any]:
         """`communication.json`: the schema exactly."""
-        return communication_dict(self.source, self.links, self.hop.hop_overhead_s, self.samples)
+        return communication_dict(self.source, self.links, self.hop_overhead_s, self.samples)
+
+    def summary(self) -> str:
+        """One line of the figures, for the profiler's output."""
+        link = self.links["in_node"]
+        text = (
+            f"communication: latency {link.latency_s * 1e6:.0f} us, {link.bytes_per_s / 1e9:.2f} GB/s, "
+            f"hop overhead {self.hop.hop_overhead_s * 1e3:.3f} ms (rms residual {self.hop.rms_residual_s * 1e3:.2f} ms "
+            f"over {len(self.runs)} 1F1B runs)"
+        )
+        if self.overlap is not None:
+            text += f"; with the overlap fitted: {self.overlap.hop_overhead_s * 1e3:.3f} ms, {self.overlap.alpha:.2f} of the transfer on the critical path"
+        return text + ("" if self.hop.hop_overhead_s >= 0 else "; the negative overhead is written as 0")
 
     def details(self) -> dict[str, Any]:
         def fit(f: HopFit | None) -> dict[str, Any] | None:
@@ -117,7 +151,9 @@ class CommMeasurement:
             ],
             "fit": fit(self.hop),
             "fit_with_overlap": fit(self.overlap),
+            "hop_overhead_clipped_to_zero": self.hop.hop_overhead_s < 0,
             "stage_sleep_s": self.stage_sleep_s,
+            "compute_overshoot_s": self.compute_overshoot_s,
             "measure_s": self.measure_s,
             "startup_s": self.startup_s,
         }
@@ -127,15 +163,16 @@ class CommMeasurement:
 
 
 def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, device, group) -> dict[int, float]:
+    """{bytes: median one-way seconds}; rounds go over every size in turn, so a burst of load
+    from elsewhere spreads over the sizes instead of bending the fit at one of them."""
     import torch
     import torch.distributed as dist
 
     cuda = device.type == "cuda"
-    out: dict[int, float] = {}
-    for size in sizes:
-        buffer = torch.zeros(max(1, size // 4), dtype=torch.float32, device=device)
-        times = []
-        for i in range(warmup + repeats):
+    buffers = [torch.zeros(max(1, size // 4), dtype=torch.float32, device=device) for size in sizes]
+    times: list[list[float]] = [[] for _ in sizes]
+    for i in range(warmup + repeats):
+        for buffer, kept in zip(buffers, times):
             if cuda:
                 torch.cuda.synchronize(device)
             begin = time.perf_counter()
@@ -148,9 +185,8 @@ def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, devi
             if cuda:
                 torch.cuda.synchronize(device)
             if i >= warmup:
-                times.append((time.perf_counter() - begin) / 2)
-        out[buffer.numel() * 4] = statistics.median(times)
-    return out
+                kept.append((time.perf_counter() - begin) / 2)
+    return {buffer.numel() * 4: statistics.median(kept) for buffer, kept in zip(buffers, times)}
 
 
 class _ComputeClock:
@@ -188,6 +224,7 @@ def _pipeline(
     rank: int, setting: tuple[int, int, int], settings: CommSettings, group
 ) -> list[tuple[float, float, float]]:
     """(start, end, compute per microbatch) of each timed iteration of one setting on this rank."""
+    import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
@@ -198,7 +235,7 @@ def _pipeline(
     layer = EmulatedLayerTimes(settings.stage_forward_s, settings.stage_backward_s, boundary)
     module = EmulatedStage([layer], 1, last=last)
     clock = _ComputeClock(module)
-    stage = PipelineStage(module, rank, stages, "cpu", group=group)
+    stage = PipelineStage(module, rank, stages, torch.device("cpu"), group=group)
     schedule = Schedule1F1B(stage, microbatches, loss_fn=emulated_loss, scale_grads=False)
     data = emulated_input(microbatches)
     out = []
