@@ -12,7 +12,10 @@ Pure arithmetic on measured points (no torch, no processes: `comm_profile` measu
   of those weights. With `alpha` = 1 (the transfer fully on the critical path, what the
   planner charges) this fits `hop_overhead_s` alone; `fit_overlap` also fits `alpha`
   (0: transfers hidden behind compute), which boundary sizes that differ make
-  identifiable. Both report each setting's residual.
+  identifiable. `fit_latency_only` reads the hop cost as a pure delay on each message
+  instead (a replay of torch's 1F1B order, `schedule_s`: the stages go on while messages
+  travel), the other end of what may overlap. All report each setting's residual; the
+  smaller ones say which reading the runtime follows.
 
 The model is piecewise linear in (h, alpha) (the bottleneck stage can change), so the fits
 are Gauss-Newton steps on exact slopes, repeated until the bottleneck stays put.
@@ -76,6 +79,7 @@ class HopRun:
     num_microbatches: int
     boundary_bytes: int
     measured_s: float
+    forward_share: float = 1 / 3  # forward's part of each stage's compute (for `schedule_s`)
 
     @property
     def num_stages(self) -> int:
@@ -155,6 +159,76 @@ def fit_hop_overhead(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
 def fit_overlap(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
     """`hop_overhead_s` and the fraction `alpha` of the transfer that is not overlapped."""
     return _solve(runs, link, fit_alpha=True)
+
+
+def _torch_1f1b_order(num_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
+    """Each stage's operations in `Schedule1F1B`'s order: min(m, S - i) forwards, then
+    backward and forward alternately, then the remaining backwards."""
+    orders = []
+    for i in range(num_stages):
+        warm = min(num_microbatches, num_stages - i)
+        ops = [("F", j) for j in range(warm)]
+        forward, backward = warm, 0
+        while backward < num_microbatches:
+            ops.append(("B", backward))
+            backward += 1
+            if forward < num_microbatches:
+                ops.append(("F", forward))
+                forward += 1
+        orders.append(ops)
+    return orders
+
+
+def schedule_s(run: HopRun, delay_s: float) -> float:
+    """The iteration of torch's 1F1B order when each boundary message arrives `delay_s` after
+    it is sent and the sender goes on at once (the hop cost as pure latency)."""
+    s = run.num_stages
+    orders = _torch_1f1b_order(s, run.num_microbatches)
+    done: dict[tuple[str, int, int], float] = {}
+    clock, cursor = [0.0] * s, [0] * s
+    moved = True
+    while moved:
+        moved = False
+        for i in range(s):
+            forward_s = run.stage_compute_s[i] * run.forward_share
+            backward_s = run.stage_compute_s[i] - forward_s
+            while cursor[i] < len(orders[i]):
+                kind, j = orders[i][cursor[i]]
+                if kind == "F":
+                    source, hop = ("F", i - 1, j), i > 0
+                else:
+                    source, hop = (("F", i, j), False) if i == s - 1 else (("B", i + 1, j), True)
+                if source[1] >= 0 and source not in done:
+                    break  # waits for a message not sent yet
+                ready = done[source] + (delay_s if hop else 0.0) if source[1] >= 0 else 0.0
+                clock[i] = max(clock[i], ready) + (forward_s if kind == "F" else backward_s)
+                done[(kind, i, j)] = clock[i]
+                cursor[i] += 1
+                moved = True
+    if any(c < len(o) for c, o in zip(cursor, orders)):
+        raise FitError("internal error: the 1F1B replay deadlocked")
+    return max(clock)
+
+
+def fit_latency_only(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+    """`hop_overhead_s` read as a delay on each message with the transfer (`schedule_s`), not
+    a cost the stages pay. Gauss-Newton with slopes by differences (the replay is piecewise
+    linear in the delay)."""
+    if not runs or any(r.num_stages < 2 for r in runs):
+        raise FitError("the hop fit needs runs of at least two stages")
+
+    def predict(r: HopRun, h: float) -> float:
+        return schedule_s(r, h + link.transfer_s(r.boundary_bytes))
+
+    h, step = 0.0, 1e-6
+    for _ in range(20):
+        predicted = [predict(r, h) for r in runs]
+        slopes = [(predict(r, h + step) - p) / step for r, p in zip(runs, predicted)]
+        change = sum(a * (r.measured_s - p) for a, r, p in zip(slopes, runs, predicted)) / sum(a * a for a in slopes)
+        h += change
+        if abs(change) < 1e-12:
+            break
+    return HopFit(h, 1.0, tuple(r.measured_s - predict(r, h) for r in runs))
 
 
 # -- communication.json ------------------------------------------------------------------

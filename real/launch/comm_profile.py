@@ -18,7 +18,9 @@ wait bounded by `timeout_s`, all reaped on the way out) measures:
    median over repeats. `comm_fit.fit_hop_overhead` fits `hop_overhead_s` against the 1F1B
    cost model with the fitted transfer time charged in full; `fit_overlap` also fits how
    much of the transfer is on the critical path (settings with two boundary sizes make it
-   identifiable). Both keep their residuals.
+   identifiable), `fit_latency_only` reads the hop cost as a pure message delay (stages
+   go on meanwhile). All keep their residuals (`communication_fit.json`): which reading
+   fits is measured, not assumed; the file holds the first, what the planner charges.
 
 The pipeline runs on the CPU over gloo, as the emulated backend's workers do; what the
 NCCL runtime adds per hop on GPUs is not measured here.
@@ -42,6 +44,7 @@ from .comm_fit import (
     check_communication,
     communication_dict,
     fit_hop_overhead,
+    fit_latency_only,
     fit_link,
     fit_overlap,
     hostname,
@@ -55,8 +58,8 @@ KIB = 1024
 @dataclass(frozen=True)
 class CommSettings:
     sizes_bytes: tuple[int, ...] = tuple(KIB * 4**i for i in range(8))  # 1 KiB .. 16 MiB
-    repeats: int = 7
-    warmup: int = 2
+    repeats: int = 21  # rounds over all sizes (a few ms each): cheap, and the median needs them under load
+    warmup: int = 3
     # (stages, microbatches, boundary bytes): two boundary sizes, so the overlap is identifiable
     hop_settings: tuple[tuple[int, int, int], ...] = (
         (2, 4, 64 * KIB),
@@ -67,7 +70,7 @@ class CommSettings:
     )
     stage_forward_s: float = 0.004
     stage_backward_s: float = 0.008
-    hop_repeats: int = 3
+    hop_repeats: int = 5
     hop_warmup: int = 1  # the first iteration also infers the stages' shapes
     timeout_s: float = 120.0
 
@@ -97,6 +100,7 @@ class CommMeasurement:
     runs: tuple[HopRun, ...]
     hop: HopFit  # transfer charged in full: what communication.json holds
     overlap: HopFit | None  # hop overhead and the non-overlapped fraction of the transfer
+    delay: HopFit  # the hop cost read as a pure message delay (fit_latency_only)
     stage_sleep_s: float  # the emulated stages' nominal compute per microbatch (f + b)
     measure_s: float = field(default=0.0)
     startup_s: float = field(default=0.0)  # spawn to the last rank's process group
@@ -128,6 +132,7 @@ class CommMeasurement:
         )
         if self.overlap is not None:
             text += f"; with the overlap fitted: {self.overlap.hop_overhead_s * 1e3:.3f} ms, {self.overlap.alpha:.2f} of the transfer on the critical path"
+        text += f"; read as a pure delay: {self.delay.hop_overhead_s * 1e3:.3f} ms (rms {self.delay.rms_residual_s * 1e3:.2f} ms)"
         return text + ("" if self.hop.hop_overhead_s >= 0 else "; the negative overhead is written as 0")
 
     def details(self) -> dict[str, Any]:
@@ -146,11 +151,13 @@ class CommMeasurement:
                     "stage_compute_s": list(r.stage_compute_s),
                     "residual_s": res,
                     "residual_with_overlap_s": self.overlap.residuals_s[i] if self.overlap else None,
+                    "residual_as_delay_s": self.delay.residuals_s[i],
                 }
                 for i, (r, res) in enumerate(zip(self.runs, self.hop.residuals_s))
             ],
             "fit": fit(self.hop),
             "fit_with_overlap": fit(self.overlap),
+            "fit_as_delay": fit(self.delay),
             "hop_overhead_clipped_to_zero": self.hop.hop_overhead_s < 0,
             "stage_sleep_s": self.stage_sleep_s,
             "compute_overshoot_s": self.compute_overshoot_s,
@@ -357,9 +364,11 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         per_rank = [ranks[r]["hops"][index] for r in range(stages)]
         iterations = [max(rank[i][1] for rank in per_rank) - per_rank[0][i][0] for i in range(settings.hop_repeats)]
         compute = tuple(statistics.median(c for _, _, c in rank) for rank in per_rank)
-        runs.append(HopRun(compute, microbatches, boundary, statistics.median(iterations)))
+        share = settings.stage_forward_s / (settings.stage_forward_s + settings.stage_backward_s)
+        runs.append(HopRun(compute, microbatches, boundary, statistics.median(iterations), share))
     hop = fit_hop_overhead(runs, loopback)
     overlap = fit_overlap(runs, loopback) if len({r.boundary_bytes for r in runs}) > 1 else None
+    delay = fit_latency_only(runs, loopback)
     source = (
         f"ooblab profile, {how} on {hostname()}, {date.today().isoformat()}; hop overhead from Schedule1F1B on gloo"
     )
@@ -370,6 +379,7 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         tuple(runs),
         hop,
         overlap,
+        delay,
         settings.stage_forward_s + settings.stage_backward_s,
         time.perf_counter() - begin,
         max(r["ready"] for r in ranks) - begin,

@@ -162,3 +162,25 @@ def test_a_short_real_measurement_on_two_processes(tmp_path):
         # least the schedule's compute (S + m - 1 stage steps)
         assert all(c >= 0.006 for c in run["stage_compute_s"])
         assert run["measured_s"] >= (run["stages"] + run["microbatches"] - 1) * 0.006
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.sampled_from(RUN_SHAPES),
+    compute_s=st.floats(0.005, 0.02),
+    h=st.floats(0.0, 0.005),
+)
+def test_the_1f1b_replay_is_the_cost_model_without_delay_and_its_fit_recovers_the_delay(shape, compute_s, h):
+    from planner.costmodel import pipeline_time_s
+    from real.launch.comm_fit import fit_latency_only, schedule_s
+
+    s, m, b = shape
+    run = HopRun((compute_s,) * s, m, b, 0.0)
+    assert schedule_s(run, 0.0) == pytest.approx(pipeline_time_s([compute_s] * s, m))  # (S + m - 1) w
+    # a delay on every message stretches the warm-up and drain: at least one hop's worth per stage boundary
+    assert schedule_s(run, h) >= schedule_s(run, 0.0) + 2 * (s - 1) * h - 1e-12
+    link = LinkFit(1e-4, 2e9)
+    runs = [HopRun((c,) * s2, m2, b2, schedule_s(HopRun((c,) * s2, m2, b2, 0.0), h + link.transfer_s(b2)))
+            for (s2, m2, b2), c in zip(RUN_SHAPES, [compute_s, 0.01, 0.015, 0.007, 0.012, 0.009])]  # fmt: skip
+    fit = fit_latency_only(runs, link)
+    assert fit.hop_overhead_s == pytest.approx(h, abs=1e-8)
