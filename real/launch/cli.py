@@ -616,13 +616,23 @@ def handle_profile(args) -> int:
         from planner.oobleck_format import write_oobleck_profile
 
         directory = write_oobleck_profile(profile, args.out)
-        comm = None
-        if not args.skip_comm:
-            from .profiler import measure_and_write_communication
-
-            comm = measure_and_write_communication(directory, settings)
     except Exception:
         return _internal_error("profile", None)
+    comm = None
+    if not args.skip_comm:
+        from .comm_fit import FitError
+        from .profiler import measure_and_write_communication
+
+        try:
+            comm = measure_and_write_communication(directory, settings)
+        except FitError as exc:  # the machine was too noisy for the fit: a measurement outcome, not a bug
+            print(
+                f"ooblab profile: failed: communication measurement: {exc} (the layers are written; --skip-comm skips it)",
+                file=sys.stderr,
+            )
+            return 1
+        except Exception:
+            return _internal_error("profile", None)
     if args.json:
         printed: dict[str, Any] = {"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}
         if comm is not None:

@@ -26,10 +26,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from planner.profile import LayerProfile, ModelProfile
+
+if TYPE_CHECKING:
+    from .comm_profile import CommMeasurement, CommSettings
 
 from ..config import TINY_GPT, TinyGptSpec
 from ..models.tinygpt import DTYPES, batch, build_layer, lm_loss
@@ -278,7 +283,9 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
     return ModelProfile(TINY_GPT, settings.microbatch_size, profiles, source=source)
 
 
-def measure_and_write_communication(directory, settings: ProfilerSettings = ProfilerSettings(), comm=None):
+def measure_and_write_communication(
+    directory: str | Path, settings: ProfilerSettings = ProfilerSettings(), comm: CommSettings | None = None
+) -> CommMeasurement:
     """Measure pipeline communication on this machine (`comm_profile.CommSettings`, its
     timeout the profiler's) and write `communication.json` and its fit details into the
     profile `directory`; returns the measurement."""

@@ -79,6 +79,9 @@ def test_the_synthetic_profile_carries_a_given_communication_file(tmp_path):
     given.write_text(json.dumps(_communication()))
     model = prepare_model(ValidationSpec(communication=str(given)), tmp_path / "out", progress=lambda _: None)
     assert json.loads((model.profile_dir / "communication.json").read_text()) == _communication()
+    from planner.oobleck_format import load_oobleck_profile
+
+    assert load_oobleck_profile(model.profile_dir, 1).num_layers == 8  # the profile still reads as before
 
 
 def test_kept_communication_is_reused_and_bad_files_are_named(tmp_path):
