@@ -4,8 +4,12 @@ One spawned group of `max(stages)` processes (ports from the OS, `die_with_paren
 wait bounded by `timeout_s`, all reaped on the way out) measures:
 
 1. Point-to-point transfer time against size between ranks 0 and 1: a ping-pong of each
-   size (`sizes_bytes`), one way = half the round trip, the median of `repeats` after
-   `warmup`; `comm_fit.fit_link` fits latency + bytes / bandwidth. On the CPU that is gloo
+   size (`sizes_bytes`), one way = half the round trip, the fastest of `repeats` rounds
+   after `warmup`; `comm_fit.fit_link` fits latency + bytes / bandwidth. The fastest, not
+   the median: load from elsewhere only adds time, and on this shared machine it added
+   1-4 ms to the median of a 1 KiB message (a sleeping receiver waits for a core), which
+   the link figures would then charge on top of the hop overhead, measured in the real
+   schedule where such waits happen as they do (the medians are kept in the details). On the CPU that is gloo
    over loopback, which is what both "in_node" and "across_nodes" are on one machine (the
    source says so); with two or more CUDA devices "in_node" is NCCL between two GPUs and
    "across_nodes" stays gloo over loopback (this machine has no second node).
@@ -58,7 +62,7 @@ KIB = 1024
 @dataclass(frozen=True)
 class CommSettings:
     sizes_bytes: tuple[int, ...] = tuple(KIB * 4**i for i in range(8))  # 1 KiB .. 16 MiB
-    repeats: int = 21  # rounds over all sizes (a few ms each): cheap, and the median needs them under load
+    repeats: int = 21  # rounds over all sizes (a few ms each): cheap, and under load the fastest needs them
     warmup: int = 3
     # (stages, microbatches, boundary bytes): two boundary sizes, so the overlap is identifiable
     hop_settings: tuple[tuple[int, int, int], ...] = (
@@ -77,8 +81,8 @@ class CommSettings:
     def __post_init__(self) -> None:
         if len(set(self.sizes_bytes)) < 2 or min(self.sizes_bytes) < 4:
             raise ValueError("communication: at least two distinct transfer sizes of >= 4 bytes")
-        if min(self.repeats, self.hop_repeats) < 1 or min(self.warmup, self.hop_warmup) < 0:
-            raise ValueError("communication: repeats must be >= 1, warmup >= 0")
+        if min(self.repeats, self.hop_repeats) < 1 or self.warmup < 0 or self.hop_warmup < 1:
+            raise ValueError("communication: repeats must be >= 1, warmup >= 0, hop warmup >= 1 (shape inference)")
         for s, m, b in self.hop_settings:
             if s < 2 or m < s or b < 4:
                 raise ValueError(f"communication: hop setting {(s, m, b)} needs S >= 2, m >= S (1F1B), bytes >= 4")
@@ -102,6 +106,9 @@ class CommMeasurement:
     overlap: HopFit | None  # hop overhead and the non-overlapped fraction of the transfer
     delay: HopFit  # the hop cost read as a pure message delay (fit_latency_only)
     stage_sleep_s: float  # the emulated stages' nominal compute per microbatch (f + b)
+    p2p_median_s: dict[
+        str, dict[int, float]
+    ]  # {"gloo" | "nccl": {bytes: median one-way s}} (the fit takes the fastest)
     measure_s: float = field(default=0.0)
     startup_s: float = field(default=0.0)  # spawn to the last rank's process group
 
@@ -161,6 +168,7 @@ class CommMeasurement:
             "hop_overhead_clipped_to_zero": self.hop.hop_overhead_s < 0,
             "stage_sleep_s": self.stage_sleep_s,
             "compute_overshoot_s": self.compute_overshoot_s,
+            "p2p_median_s": {name: {str(b): t for b, t in sizes.items()} for name, sizes in self.p2p_median_s.items()},
             "measure_s": self.measure_s,
             "startup_s": self.startup_s,
         }
@@ -169,9 +177,9 @@ class CommMeasurement:
 # -- the spawned processes ---------------------------------------------------------------
 
 
-def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, device, group) -> dict[int, float]:
-    """{bytes: median one-way seconds}; rounds go over every size in turn, so a burst of load
-    from elsewhere spreads over the sizes instead of bending the fit at one of them."""
+def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, device, group) -> dict[int, list[float]]:
+    """{bytes: one-way seconds of each round}; rounds go over every size in turn, so a burst
+    of load from elsewhere spreads over the sizes instead of bending the fit at one of them."""
     import torch
     import torch.distributed as dist
 
@@ -193,7 +201,7 @@ def _pingpong(rank: int, sizes: tuple[int, ...], repeats: int, warmup: int, devi
                 torch.cuda.synchronize(device)
             if i >= warmup:
                 kept.append((time.perf_counter() - begin) / 2)
-    return {buffer.numel() * 4: statistics.median(kept) for buffer, kept in zip(buffers, times)}
+    return {buffer.numel() * 4: kept for buffer, kept in zip(buffers, times)}
 
 
 class _ComputeClock:
@@ -227,41 +235,46 @@ class _ComputeClock:
         self.backward.clear()
 
 
-def _pipeline(
-    rank: int, setting: tuple[int, int, int], settings: CommSettings, group
-) -> list[tuple[float, float, float]]:
-    """(start, end, compute per microbatch) of each timed iteration of one setting on this rank."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+class _HopPipeline:
+    """One (S, m, boundary) setting on this rank: an emulated stage under `Schedule1F1B`."""
 
-    from ..models.emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
+    def __init__(self, rank: int, setting: tuple[int, int, int], settings: CommSettings, group) -> None:
+        import torch
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
-    stages, microbatches, boundary = setting
-    last = rank == stages - 1
-    layer = EmulatedLayerTimes(settings.stage_forward_s, settings.stage_backward_s, boundary)
-    module = EmulatedStage([layer], 1, last=last)
-    clock = _ComputeClock(module)
-    stage = PipelineStage(module, rank, stages, torch.device("cpu"), group=group)
-    schedule = Schedule1F1B(stage, microbatches, loss_fn=emulated_loss, scale_grads=False)
-    data = emulated_input(microbatches)
-    out = []
-    for i in range(settings.hop_warmup + settings.hop_repeats):
-        clock.reset()
-        dist.barrier(group=group)
+        from ..models.emulated import EmulatedLayerTimes, EmulatedStage, emulated_input, emulated_loss
+
+        stages, self.microbatches, boundary = setting
+        self.rank, self.group, self.last = rank, group, rank == stages - 1
+        module = EmulatedStage(
+            [EmulatedLayerTimes(settings.stage_forward_s, settings.stage_backward_s, boundary)], 1, last=self.last
+        )
+        self.clock = _ComputeClock(module)
+        stage = PipelineStage(module, rank, stages, torch.device("cpu"), group=group)
+        self.schedule = Schedule1F1B(stage, self.microbatches, loss_fn=emulated_loss, scale_grads=False)
+        self.data = emulated_input(self.microbatches)
+        self.warm = False
+
+    def iteration(self) -> tuple[float, float, float]:
+        """(start, end, this stage's compute per microbatch) of one iteration (the first one
+        also runs the stage's shape inference: a warm-up)."""
+        import torch.distributed as dist
+
+        self.clock.reset()
+        dist.barrier(group=self.group)
         begin = time.perf_counter()
-        if rank == 0:
-            schedule.step(data)
-        elif last:
-            schedule.step(target=data, losses=[])
+        if self.rank == 0:
+            self.schedule.step(self.data)
+        elif self.last:
+            self.schedule.step(target=self.data, losses=[])
         else:
-            schedule.step()
+            self.schedule.step()
         end = time.perf_counter()
-        if i >= settings.hop_warmup:
-            if len(clock.forward) != microbatches or len(clock.backward) != microbatches:
-                raise RuntimeError(f"stage {rank} timed {len(clock.forward)}/{len(clock.backward)} of {microbatches}")
-            out.append((begin, end, statistics.median(clock.forward) + statistics.median(clock.backward)))
-    return out
+        m = self.microbatches
+        if self.warm and (len(self.clock.forward) != m or len(self.clock.backward) != m):
+            raise RuntimeError(f"stage {self.rank} timed {len(self.clock.forward)}/{len(self.clock.backward)} of {m}")
+        self.warm = True
+        return begin, end, statistics.median(self.clock.forward) + statistics.median(self.clock.backward)
 
 
 def _worker(rank: int, world: int, port: int, settings: CommSettings, queue) -> None:
@@ -294,9 +307,20 @@ def _worker(rank: int, world: int, port: int, settings: CommSettings, queue) -> 
                     rank, settings.sizes_bytes, settings.repeats, settings.warmup, gpu, pair_nccl
                 )
         dist.barrier()
-        for setting in settings.hop_settings:
-            result["hops"].append(_pipeline(rank, setting, settings, groups[setting[0]]) if rank < setting[0] else None)
-            dist.barrier()
+        # rounds over every setting in turn (like the ping-pong's), so load from elsewhere
+        # spreads over the settings instead of bending the fit at one of them
+        pipelines = [
+            _HopPipeline(rank, setting, settings, groups[setting[0]]) if rank < setting[0] else None
+            for setting in settings.hop_settings
+        ]
+        result["hops"] = [[] if p is not None else None for p in pipelines]
+        for i in range(settings.hop_warmup + settings.hop_repeats):
+            for pipeline, kept in zip(pipelines, result["hops"]):
+                if pipeline is not None:
+                    timed = pipeline.iteration()
+                    if i >= settings.hop_warmup:
+                        kept.append(timed)
+                dist.barrier()
         queue.put(result)
     finally:
         dist.destroy_process_group()
@@ -345,8 +369,10 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
     """Measure, fit, and return everything `communication.json` and its details hold."""
     begin = time.perf_counter()
     ranks = _spawn(settings)
-    gloo = ranks[0]["p2p"]["gloo"]
-    nccl = ranks[0]["p2p"].get("nccl")
+    rounds = ranks[0]["p2p"]
+    gloo = {b: min(t) for b, t in rounds["gloo"].items()}
+    nccl = {b: min(t) for b, t in rounds["nccl"].items()} if "nccl" in rounds else None
+    medians = {name: {b: statistics.median(t) for b, t in sizes.items()} for name, sizes in rounds.items()}
     loopback = fit_link(sorted(gloo.items()))
     samples: list[tuple[str, int, float]]
     if nccl:
@@ -381,6 +407,7 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         overlap,
         delay,
         settings.stage_forward_s + settings.stage_backward_s,
+        medians,
         time.perf_counter() - begin,
         max(r["ready"] for r in ranks) - begin,
     )
