@@ -17,8 +17,12 @@ Pure arithmetic on measured points (no torch, no processes: `comm_profile` measu
   travel), the other end of what may overlap. All report each setting's residual; the
   smaller ones say which reading the runtime follows.
 
-The model is piecewise linear in (h, alpha) (the bottleneck stage can change), so the fits
-are Gauss-Newton steps on exact slopes, repeated until the bottleneck stays put.
+The cost model is piecewise linear in h (linear between the points where a run's
+bottleneck stage changes, with jumps there: Eq. 1-4 is not continuous in the weights), so
+`fit_hop_overhead` takes each piece's least-squares optimum and keeps the best: exact, not
+a local search. `fit_overlap` does that for each alpha of a grid, then refines alpha by a
+golden-section search; `fit_latency_only` (the replay is continuous, max-plus) uses
+Gauss-Newton steps.
 """
 
 from __future__ import annotations
@@ -118,47 +122,93 @@ class HopFit:
         return math.sqrt(sum(r * r for r in self.residuals_s) / len(self.residuals_s))
 
 
-def _solve(runs: Sequence[HopRun], link: LinkFit, fit_alpha: bool) -> HopFit:
+def _breaks(run: HopRun) -> list[float]:
+    """Per-hop costs at which the cost model's bottleneck stage can change (two stages with
+    different hop counts tie); between them the iteration is linear in the per-hop cost."""
+    hops, c = hops_per_stage(run.num_stages), run.stage_compute_s
+    return [
+        (c[b] - c[a]) / (hops[a] - hops[b])
+        for a in range(run.num_stages)
+        for b in range(a + 1, run.num_stages)
+        if hops[a] != hops[b]
+    ]
+
+
+def _check_runs(runs: Sequence[HopRun]) -> None:
     if not runs or any(r.num_stages < 2 for r in runs):
         raise FitError("the hop fit needs runs of at least two stages")
-    h, alpha = 0.0, 1.0
-    for _ in range(8):
-        slopes = [_slope(r, link, h, alpha) for r in runs]
-        transfers = [link.transfer_s(r.boundary_bytes) for r in runs]
-        # T(h, alpha) = T(0, 0) + a (h + alpha t) on the current linear piece
-        base = [
-            r.measured_s - (model_s(r, link, h, alpha) - a * (h + alpha * t))
-            for r, a, t in zip(runs, slopes, transfers)
-        ]
-        if fit_alpha:
-            x = slopes
-            y = [a * t for a, t in zip(slopes, transfers)]
-            sxx, sxy, syy = sum(v * v for v in x), sum(u * v for u, v in zip(x, y)), sum(v * v for v in y)
-            sxb, syb = sum(u * v for u, v in zip(x, base)), sum(u * v for u, v in zip(y, base))
-            det = sxx * syy - sxy * sxy
-            if det <= 1e-12 * sxx * syy:
-                raise FitError("fitting the overlap needs runs whose boundary transfers differ")
-            new_h, new_alpha = (syy * sxb - sxy * syb) / det, (sxx * syb - sxy * sxb) / det
+
+
+def _fit_h(runs: Sequence[HopRun], link: LinkFit, alpha: float) -> HopFit:
+    """The least-squares `hop_overhead_s` for a given `alpha`, exactly: the model is linear
+    in h between the bottleneck changes of all runs (and may jump at them, Eq. 1-4 is not
+    continuous there), so each interval's own optimum, kept inside it, is a candidate, and
+    the best candidate by the true squared residuals wins."""
+    offsets = [alpha * link.transfer_s(r.boundary_bytes) for r in runs]
+    cuts = sorted({p - o for r, o in zip(runs, offsets) for p in _breaks(r)})
+    edges = [-math.inf, *cuts, math.inf]
+    inside = 1e-12  # seconds: candidates stay this far inside their interval
+    best: tuple[float, float] | None = None
+    for lo, hi in zip(edges, edges[1:]):
+        if hi - lo <= 2 * inside:
+            continue
+        mid = (lo + hi) / 2 if math.isfinite(lo + hi) else (hi - 1.0 if math.isfinite(hi) else lo + 1.0)
+        if not (math.isfinite(lo) or math.isfinite(hi)):
+            mid = 0.0
+        slopes = [_slope(r, link, mid, alpha) for r in runs]
+        values = [model_s(r, link, mid, alpha) for r in runs]
+        h = mid + sum(a * (r.measured_s - v) for a, r, v in zip(slopes, runs, values)) / sum(a * a for a in slopes)
+        h = min(max(h, lo + inside), hi - inside)
+        sse = sum((r.measured_s - model_s(r, link, h, alpha)) ** 2 for r in runs)
+        if best is None or sse < best[0]:
+            best = (sse, h)
+    assert best is not None  # the unbounded intervals are always there
+    h = best[1]
+    return HopFit(h, alpha, tuple(r.measured_s - model_s(r, link, h, alpha) for r in runs))
+
+
+ALPHA_RANGE = (-2.0, 10.0)  # where fit_overlap looks for the transfer's share
+
+
+def _fit_alpha(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+    """Both parameters: for each alpha the exact h (`_fit_h`); alpha on a grid of 0.1 over
+    `ALPHA_RANGE`, then a golden-section search around the best grid point."""
+    if len({link.transfer_s(r.boundary_bytes) for r in runs}) < 2:
+        raise FitError("fitting the overlap needs runs whose boundary transfers differ")
+
+    def sse(alpha: float) -> float:
+        return sum(r * r for r in _fit_h(runs, link, alpha).residuals_s)
+
+    lo_range, hi_range = ALPHA_RANGE
+    grid = [lo_range + 0.1 * i for i in range(round((hi_range - lo_range) / 0.1) + 1)]
+    start = min(grid, key=sse)
+    lo, hi = max(lo_range, start - 0.1), min(hi_range, start + 0.1)
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = sse(a), sse(b)
+    while hi - lo > 1e-9:
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = sse(a)
         else:
-            new_alpha = 1.0
-            t_part = [a * t for a, t in zip(slopes, transfers)]
-            new_h = sum(a * (b - tp) for a, b, tp in zip(slopes, base, t_part)) / sum(a * a for a in slopes)
-        done = abs(new_h - h) < 1e-12 and abs(new_alpha - alpha) < 1e-9
-        h, alpha = new_h, new_alpha
-        if done:
-            break
-    residuals = tuple(r.measured_s - model_s(r, link, h, alpha) for r in runs)
-    return HopFit(h, alpha, residuals)
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = sse(b)
+    return _fit_h(runs, link, min((start, a, b), key=sse))
 
 
 def fit_hop_overhead(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
     """`hop_overhead_s` with the whole transfer charged (the cost model's charge)."""
-    return _solve(runs, link, fit_alpha=False)
+    _check_runs(runs)
+    return _fit_h(runs, link, 1.0)
 
 
 def fit_overlap(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
-    """`hop_overhead_s` and the fraction `alpha` of the transfer that is not overlapped."""
-    return _solve(runs, link, fit_alpha=True)
+    """`hop_overhead_s` and the fraction `alpha` of the transfer that is not overlapped
+    (searched in `ALPHA_RANGE`)."""
+    _check_runs(runs)
+    return _fit_alpha(runs, link)
 
 
 def _torch_1f1b_order(num_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:

@@ -74,7 +74,7 @@ compute_lists = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(h=st.floats(0.0, 0.005), alpha=st.floats(0.0, 2.0), compute=compute_lists)
 def test_hop_fits_recover_the_overhead_and_the_overlap(h, alpha, compute):
     link = LinkFit(1e-4, 2e9)
