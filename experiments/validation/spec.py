@@ -166,8 +166,8 @@ def measured_communication(
     from `source` (a file, or a profile directory with one) when given, else the one kept
     in the profile `directory`, else measured here once and kept there (about 30 s: three
     processes start torch, then a few seconds of transfers and 1F1B runs)."""
-    from real.launch.comm_fit import FitError, check_communication
-    from real.launch.comm_profile import COMMUNICATION_FILE, read_communication
+    from real.launch.comm_file import COMMUNICATION_FILE, check_communication, read_communication
+    from real.launch.comm_fit import FitError
 
     if source is not None:
         path = Path(source)
@@ -184,7 +184,8 @@ def measured_communication(
         ) from None
     if kept is not None:
         return kept
-    from real.launch.comm_profile import measure_communication, write_communication
+    from real.launch.comm_file import write_communication
+    from real.launch.comm_profile import measure_communication
 
     progress("measuring pipeline communication on this machine (p2p transfers, per-hop overhead of 1F1B) ...")
     measured = measure_communication()
@@ -244,7 +245,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
 def _carry_communication(spec: ValidationSpec, target: Path, progress: Callable[[str], None]) -> None:
     """`target/communication.json`: the given file's figures (copied in), or this machine's
     (measured once, then kept)."""
-    from real.launch.comm_profile import write_communication
+    from real.launch.comm_file import write_communication
 
     data = measured_communication(target, spec.communication, progress)
     if spec.communication is not None:

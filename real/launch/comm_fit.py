@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import math
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from planner.costmodel import bottleneck_index, pipeline_time_s
 
@@ -279,56 +278,6 @@ def fit_latency_only(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
         if abs(change) < 1e-12:
             break
     return HopFit(h, 1.0, tuple(r.measured_s - predict(r, h) for r in runs))
-
-
-# -- communication.json ------------------------------------------------------------------
-
-KEYS = ("source", "in_node", "across_nodes", "hop_overhead_s", "samples")
-
-
-def communication_dict(
-    source: str, links: Mapping[str, LinkFit], hop_overhead_s: float, samples: Sequence[tuple[str, int, float]]
-) -> dict[str, Any]:
-    """The `communication.json` object (schema in DESIGN/issue 15's interface)."""
-    return {
-        "source": source,
-        "in_node": links["in_node"].to_dict(),
-        "across_nodes": links["across_nodes"].to_dict(),
-        "hop_overhead_s": hop_overhead_s,
-        "samples": [{"link": link, "bytes": int(b), "seconds": float(s)} for link, b, s in samples],
-    }
-
-
-def check_communication(data: Any, where: str = "communication.json") -> dict[str, Any]:
-    """`data` if it has the schema's keys and physical figures; FitError naming the field otherwise."""
-
-    def positive(value: Any, name: str, zero_ok: bool = False) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < 0 or (value == 0 and not zero_ok):
-            raise FitError(
-                f"{where}: {name} must be a {'non-negative' if zero_ok else 'positive'} number, got {value!r}"
-            )
-
-    if not isinstance(data, dict) or set(data) != set(KEYS):
-        got = sorted(data) if isinstance(data, dict) else type(data).__name__
-        raise FitError(f"{where}: expected the keys {', '.join(KEYS)}, got {got}")
-    if not isinstance(data["source"], str):
-        raise FitError(f"{where}: source must be a string")
-    for link in LINKS:
-        entry = data[link]
-        if not isinstance(entry, dict) or set(entry) != {"latency_s", "bytes_per_s"}:
-            raise FitError(f"{where}: {link} must be {{latency_s, bytes_per_s}}, got {entry!r}")
-        positive(entry["latency_s"], f"{link}.latency_s")
-        positive(entry["bytes_per_s"], f"{link}.bytes_per_s")
-    positive(data["hop_overhead_s"], "hop_overhead_s", zero_ok=True)
-    if not isinstance(data["samples"], list):
-        raise FitError(f"{where}: samples must be a list")
-    for i, sample in enumerate(data["samples"]):
-        if not isinstance(sample, dict) or set(sample) != {"link", "bytes", "seconds"} or sample["link"] not in LINKS:
-            raise FitError(f"{where}: samples[{i}] must be {{link (in_node|across_nodes), bytes, seconds}}")
-        positive(sample["bytes"], f"samples[{i}].bytes", zero_ok=True)
-        positive(sample["seconds"], f"samples[{i}].seconds")
-    return data
 
 
 def hostname() -> str:

@@ -32,21 +32,18 @@ NCCL runtime adds per hop on GPUs is not measured here.
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
+from .comm_file import communication_dict
 from .comm_fit import (
     HopFit,
     HopRun,
     LinkFit,
-    check_communication,
-    communication_dict,
     fit_hop_overhead,
     fit_latency_only,
     fit_link,
@@ -54,8 +51,6 @@ from .comm_fit import (
     hostname,
 )
 
-COMMUNICATION_FILE = "communication.json"
-DETAILS_FILE = "communication_fit.json"  # the hop runs, both fits, their residuals (informational)
 KIB = 1024
 
 
@@ -322,6 +317,8 @@ def _worker(rank: int, world: int, port: int, settings: CommSettings, queue) -> 
                         kept.append(timed)
                 dist.barrier()
         queue.put(result)
+        queue.close()
+        queue.join_thread()  # the result is in the pipe before teardown starts
     finally:
         dist.destroy_process_group()
 
@@ -351,12 +348,15 @@ def _spawn(settings: CommSettings) -> list[dict[str, Any]]:
             except Exception:  # queue.Empty: poll the processes again
                 continue
     finally:
+        # a rank that has reported may still be tearing torch down (seen taking over 12 s on
+        # the loaded machine): wait a while, then kill it; its figures are in
+        deadline = time.monotonic() + max(5.0, settings.timeout_s / 4)
         for p in processes:
-            p.join(max(1.0, settings.timeout_s / 10))
+            p.join(max(0.1, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
                 p.join()
-    failed = [p.exitcode for p in processes if p.exitcode != 0]
+    failed = [p.exitcode for p in processes if p.exitcode is not None and p.exitcode > 0]  # < 0: killed above
     if failed or len(results) < world:
         raise RuntimeError(
             f"communication measurement failed: exit codes {[p.exitcode for p in processes]}, "
@@ -411,23 +411,3 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         time.perf_counter() - begin,
         max(r["ready"] for r in ranks) - begin,
     )
-
-
-def write_communication(data: dict[str, Any], directory: str | Path, details: dict[str, Any] | None = None) -> Path:
-    """Write `communication.json` (checked against the schema) into the profile directory, and
-    `communication_fit.json` beside it when `details` are given."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / COMMUNICATION_FILE
-    path.write_text(json.dumps(check_communication(data, str(path)), indent=2))
-    if details is not None:
-        (directory / DETAILS_FILE).write_text(json.dumps(details, indent=2))
-    return path
-
-
-def read_communication(directory: str | Path) -> dict[str, Any] | None:
-    """The profile directory's `communication.json` (schema-checked), or None without one."""
-    path = Path(directory) / COMMUNICATION_FILE
-    if not path.exists():
-        return None
-    return check_communication(json.loads(path.read_text()), str(path))

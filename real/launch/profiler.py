@@ -291,7 +291,8 @@ def measure_and_write_communication(
     profile `directory`; returns the measurement."""
     from dataclasses import replace
 
-    from .comm_profile import CommSettings, measure_communication, write_communication
+    from .comm_file import write_communication
+    from .comm_profile import CommSettings, measure_communication
 
     comm = replace(comm or CommSettings(), timeout_s=settings.timeout_s)
     measured = measure_communication(comm)

@@ -11,13 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from real.launch.comm_file import KEYS, check_communication, communication_dict
 from real.launch.comm_fit import (
-    KEYS,
     FitError,
     HopRun,
     LinkFit,
-    check_communication,
-    communication_dict,
     fit_hop_overhead,
     fit_link,
     fit_overlap,
@@ -133,7 +131,8 @@ def test_communication_dict_has_the_schema_and_bad_files_are_named():
 @pytest.mark.timeout(150)
 def test_a_short_real_measurement_on_two_processes(tmp_path):
     pytest.importorskip("torch")
-    from real.launch.comm_profile import CommSettings, read_communication
+    from real.launch.comm_file import read_communication
+    from real.launch.comm_profile import CommSettings
     from real.launch.profiler import ProfilerSettings, measure_and_write_communication
 
     comm = CommSettings(

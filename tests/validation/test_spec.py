@@ -64,7 +64,8 @@ def test_a_window_slices_the_trace_and_a_bad_one_is_named():
 
 
 def _communication(hop_overhead_s: float = 1.2e-3) -> dict:
-    from real.launch.comm_fit import LinkFit, communication_dict
+    from real.launch.comm_file import communication_dict
+    from real.launch.comm_fit import LinkFit
 
     link = LinkFit(1e-4, 4e9)
     return communication_dict("a measured file", {"in_node": link, "across_nodes": link}, hop_overhead_s, [])
@@ -88,7 +89,7 @@ def test_kept_communication_is_reused_and_bad_files_are_named(tmp_path):
     import json
 
     from experiments.validation.spec import measured_communication
-    from real.launch.comm_profile import write_communication
+    from real.launch.comm_file import write_communication
 
     write_communication(_communication(2e-3), tmp_path)  # as a first validation in this directory left it
     said: list[str] = []
