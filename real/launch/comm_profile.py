@@ -19,7 +19,9 @@ wait bounded by `timeout_s`, all reaped on the way out) measures:
    of `hop_settings`. Each stage's compute is timed as it runs (autograd hooks around its
    forward and backward), so sleep overshoot is not taken for runtime overhead; the
    iteration is rank 0's start to the last rank's end (one machine: one monotonic clock),
-   median over repeats. `comm_fit.fit_hop_overhead` fits `hop_overhead_s` against the 1F1B
+   the fastest of `hop_repeats` rounds over all settings (as for the ping-pong: under load
+   the median of 5 still varied 2x between measurements; every iteration holds the
+   runtime's own waits, the fastest holds the fewest of other jobs'). `comm_fit.fit_hop_overhead` fits `hop_overhead_s` against the 1F1B
    cost model with the fitted transfer time charged in full; `fit_overlap` also fits how
    much of the transfer is on the critical path (settings with two boundary sizes make it
    identifiable), `fit_latency_only` reads the hop cost as a pure message delay (stages
@@ -52,6 +54,7 @@ from .comm_fit import (
 )
 
 KIB = 1024
+NOISY = 0.05  # the summary calls a fit whose rms residual exceeds this share of an iteration noisy
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class CommSettings:
     )
     stage_forward_s: float = 0.004
     stage_backward_s: float = 0.008
-    hop_repeats: int = 5
+    hop_repeats: int = 7
     hop_warmup: int = 1  # the first iteration also infers the stages' shapes
     timeout_s: float = 120.0
 
@@ -135,6 +138,9 @@ class CommMeasurement:
         if self.overlap is not None:
             text += f"; with the overlap fitted: {self.overlap.hop_overhead_s * 1e3:.3f} ms, {self.overlap.alpha:.2f} of the transfer on the critical path"
         text += f"; read as a pure delay: {self.delay.hop_overhead_s * 1e3:.3f} ms (rms {self.delay.rms_residual_s * 1e3:.2f} ms)"
+        mean_s = statistics.fmean(r.measured_s for r in self.runs)
+        if self.hop.rms_residual_s > NOISY * mean_s:
+            text += f"; noisy (rms residual {self.hop.rms_residual_s / mean_s:.0%} of an iteration): re-measure on a quieter machine"
         return text + ("" if self.hop.hop_overhead_s >= 0 else "; the negative overhead is written as 0")
 
     def details(self) -> dict[str, Any]:
@@ -391,7 +397,7 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         iterations = [max(rank[i][1] for rank in per_rank) - per_rank[0][i][0] for i in range(settings.hop_repeats)]
         compute = tuple(statistics.median(c for _, _, c in rank) for rank in per_rank)
         share = settings.stage_forward_s / (settings.stage_forward_s + settings.stage_backward_s)
-        runs.append(HopRun(compute, microbatches, boundary, statistics.median(iterations), share))
+        runs.append(HopRun(compute, microbatches, boundary, min(iterations), share))
     hop = fit_hop_overhead(runs, loopback)
     overlap = fit_overlap(runs, loopback) if len({r.boundary_bytes for r in runs}) > 1 else None
     delay = fit_latency_only(runs, loopback)
