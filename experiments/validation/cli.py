@@ -77,6 +77,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument(
+        "--communication",
+        default=None,
+        help="a measured communication.json (or a profile directory with one) for the synthetic/tiny-gpt profile; "
+        "default: measured here once per output directory",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="the small setting (4 emulated nodes, two removals, about 40 s of trace)"
     )
     p.add_argument(
@@ -107,6 +113,7 @@ def spec_from_args(args):
         time_scale=args.time_scale,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
+        communication=args.communication,
         **values,
     )
 

@@ -18,11 +18,23 @@ report says), `prepare_model` makes the profile both sides plan with:
   by its live worker count.
 
 Both sides read the same profile directory, so they start from the same plan.
+
+Pipeline communication (issue 15): the synthetic and tiny-gpt profiles carry the
+communication figures of this machine (`communication.json` in the profile directory:
+point-to-point latency and bandwidth over gloo loopback, the per-hop overhead of the real
+1F1B schedule; `real.launch.comm_profile`), which the emulated and real runs pay for real.
+`measured_communication` measures them once per output directory (kept in the profile
+directory, like the calibration's overheads.json) or takes them from a measured file
+(`ValidationSpec.communication`: a `communication.json` or a profile directory holding
+one, e.g. measured on a quiet machine). Built-in analytic models and other profile
+directories get none (the planner then uses the cluster's links and no hop overhead).
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +70,7 @@ class ValidationSpec:
     heartbeat_timeout_s: float = 10.0
     seed: int = 0
     label: str = ""
+    communication: str | None = None  # a measured communication.json (or its profile directory) instead of measuring
 
     def __post_init__(self) -> None:
         if self.compute not in COMPUTE:
@@ -147,6 +160,42 @@ def synthetic_profile(layers: int = 8, forward_s: float = 0.010, backward_s: flo
     )
 
 
+def measured_communication(
+    directory: Path, source: str | Path | None = None, progress: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The pipeline-communication figures the validation's profile carries, as the
+    `communication.json` dict (the planner's `ModelProfile.communication` reads that file):
+    from `source` (a file, or a profile directory with one) when given, else the one kept
+    in the profile `directory`, else measured here once and kept there (about 30 s: three
+    processes start torch, then a few seconds of transfers and 1F1B runs)."""
+    from real.launch.comm_file import COMMUNICATION_FILE, check_communication, read_communication
+    from real.launch.comm_fit import FitError
+
+    if source is not None:
+        path = Path(source)
+        path = path / COMMUNICATION_FILE if path.is_dir() else path
+        try:
+            return check_communication(json.loads(path.read_text()), str(path))
+        except (OSError, ValueError) as exc:  # FitError and json's errors are ValueErrors
+            raise ValidationError(f"communication {str(source)!r}: {exc}") from None
+    try:
+        kept = read_communication(directory)
+    except (ValueError, FitError) as exc:
+        raise ValidationError(
+            f"the kept {Path(directory) / COMMUNICATION_FILE}: {exc} (delete it to measure again)"
+        ) from None
+    if kept is not None:
+        return kept
+    from real.launch.comm_file import write_communication
+    from real.launch.comm_profile import measure_communication
+
+    progress("measuring pipeline communication on this machine (p2p transfers, per-hop overhead of 1F1B) ...")
+    measured = measure_communication()
+    write_communication(measured.to_dict(), directory, measured.details())
+    progress(measured.summary())
+    return measured.to_dict()
+
+
 @dataclass(frozen=True)
 class PreparedModel:
     run_fields: dict  # RunConfig fields that name the model
@@ -177,6 +226,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
             if profile.contention is None:
                 raise RuntimeError("internal error: the contended profile came back without its contention sweep")
             write_contention(profile.contention, target)
+        _carry_communication(spec, target, progress)
         shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
         return PreparedModel(
             {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},
@@ -185,17 +235,26 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
             f"compute scaled per live worker count (contention.json)",
         )
     if spec.model == SYNTHETIC:
-        profile = synthetic_profile()
-        note = f"{profile.name} (synthetic)"
-    else:
-        from planner.errors import PlannerError
-        from real.config import RunConfig
-        from real.control.planning import resolve_run_profile
+        write_oobleck_profile(synthetic_profile(), target)
+        _carry_communication(spec, target, progress)
+        return PreparedModel({"model": str(target)}, target, f"{synthetic_profile().name} (synthetic)")
+    from planner.errors import PlannerError
+    from real.config import RunConfig
+    from real.control.planning import resolve_run_profile
 
-        try:
-            profile = resolve_run_profile(RunConfig(model=spec.model, compute="emulated", gpu=spec.gpu))
-        except PlannerError as exc:
-            raise ValidationError(f"model {spec.model!r}: {exc}") from None
-        note = f"{spec.model} ({profile.source})"
+    try:
+        profile = resolve_run_profile(RunConfig(model=spec.model, compute="emulated", gpu=spec.gpu))
+    except PlannerError as exc:
+        raise ValidationError(f"model {spec.model!r}: {exc}") from None
     write_oobleck_profile(profile, target)
-    return PreparedModel({"model": str(target)}, target, note)
+    return PreparedModel({"model": str(target)}, target, f"{spec.model} ({profile.source})")
+
+
+def _carry_communication(spec: ValidationSpec, target: Path, progress: Callable[[str], None]) -> None:
+    """`target/communication.json`: the given file's figures (copied in), or this machine's
+    (measured once, then kept)."""
+    from real.launch.comm_file import write_communication
+
+    data = measured_communication(target, spec.communication, progress)
+    if spec.communication is not None:
+        write_communication(data, target)

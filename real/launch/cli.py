@@ -22,6 +22,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from designs import cli as design_cli
 
@@ -139,6 +140,11 @@ def register(subparsers) -> None:
         help="busy neighbour processes beside which the profile's own layer times are measured",
     )
     prof.add_argument("--out", required=True, help="profile directory to write")
+    prof.add_argument(
+        "--skip-comm",
+        action="store_true",
+        help="do not measure pipeline communication (p2p latency/bandwidth, per-hop overhead: communication.json)",
+    )
     prof.add_argument("--json", action="store_true", help="print the measured layers as JSON")
     prof.set_defaults(handler=handle_profile)
 
@@ -637,9 +643,28 @@ def handle_profile(args) -> int:
     except Exception:
         return _internal_error("profile", None)
     factors = {str(k): v for k, v in profile.contention.compute_factor} if profile.contention else None
+    comm = None
+    if not args.skip_comm:
+        from .comm_fit import FitError
+        from .profiler import measure_and_write_communication
+
+        try:
+            comm = measure_and_write_communication(directory, settings)
+        except FitError as exc:  # the machine was too noisy for the fit: a measurement outcome, not a bug
+            print(
+                f"ooblab profile: failed: communication measurement: {exc} (the layers are written; --skip-comm skips it)",
+                file=sys.stderr,
+            )
+            return 1
+        except Exception:
+            return _internal_error("profile", None)
     if args.json:
-        out = {"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}
-        print(json.dumps(out if factors is None else {**out, "compute_factor": factors}, indent=2))
+        printed: dict[str, Any] = {"directory": str(directory), "layers": [_layer_json(l) for l in profile.layers]}
+        if factors is not None:
+            printed["compute_factor"] = factors
+        if comm is not None:
+            printed["communication"] = {**comm.to_dict(), "fit": comm.details()}
+        print(json.dumps(printed, indent=2))
     else:
         total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
         print(
@@ -648,6 +673,8 @@ def handle_profile(args) -> int:
         if factors is not None:
             listed = ", ".join(f"{k}: {v:.3f}" for k, v in factors.items())
             print(f"compute factor by busy neighbours (vs {args.reference_neighbours}): {listed}")
+        if comm is not None:
+            print(comm.summary())
     return 0
 
 

@@ -8,6 +8,11 @@ once) and the bytes it hands on. Then the gradient all-reduce time of every laye
 the number of participants 2..P: P processes on gloo (NCCL on GPUs), one subgroup per
 count, the median over repeats, each distinct gradient size measured once.
 
+Pipeline communication (issue 15) is measured apart, by `real.launch.comm_profile`:
+`measure_and_write_communication` writes `communication.json` (point-to-point latency and
+bandwidth, the per-hop runtime overhead of the real 1F1B schedule) into the profile
+directory; `ooblab profile` runs it unless `--skip-comm`.
+
 No in-node (d > 1) all-reduce is recorded: the backend runs one-GPU stages only, and a
 profile without those times makes the planner plan exactly that. The result is a
 `ModelProfile`; `ooblab profile` writes it in the Oobleck format the planner reads.
@@ -21,10 +26,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from planner.profile import LayerProfile, ModelProfile
+
+if TYPE_CHECKING:
+    from .comm_profile import CommMeasurement, CommSettings
 
 from ..config import TINY_GPT, TinyGptSpec
 from ..models.tinygpt import DTYPES, batch, build_layer, lm_loss
@@ -271,3 +281,20 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
     )
     source = f"measured:{TINY_GPT}@{device.type},mb{settings.microbatch_size},{settings.dtype}"
     return ModelProfile(TINY_GPT, settings.microbatch_size, profiles, source=source)
+
+
+def measure_and_write_communication(
+    directory: str | Path, settings: ProfilerSettings = ProfilerSettings(), comm: CommSettings | None = None
+) -> CommMeasurement:
+    """Measure pipeline communication on this machine (`comm_profile.CommSettings`, its
+    timeout the profiler's) and write `communication.json` and its fit details into the
+    profile `directory`; returns the measurement."""
+    from dataclasses import replace
+
+    from .comm_file import write_communication
+    from .comm_profile import CommSettings, measure_communication
+
+    comm = replace(comm or CommSettings(), timeout_s=settings.timeout_s)
+    measured = measure_communication(comm)
+    write_communication(measured.to_dict(), directory, measured.details())
+    return measured

@@ -51,6 +51,7 @@ def test_profile_command_writes_a_profile_the_planner_uses(tmp_path):
             "1",
             "--max-participants",
             "3",
+            "--skip-comm",  # measured by tests/real/test_real_comm_profile.py (its processes take ~20 s here)
             "--out",
             str(out),
             "--json",
@@ -61,6 +62,7 @@ def test_profile_command_writes_a_profile_the_planner_uses(tmp_path):
     printed = result.json()
     assert len(printed["layers"]) == SPEC.num_layers
     assert all(set(layer["allreduce_across_nodes_s"]) == {"2", "3"} for layer in printed["layers"])
+    assert "communication" not in printed and not (out / "communication.json").exists()
     profile = load_oobleck_profile(out, 1)
     assert profile.num_layers == SPEC.num_layers
     assert [l.param_bytes for l in profile.layers] == [4 * p for p in tiny_gpt_layer_params(SPEC)]

@@ -61,3 +61,43 @@ def test_a_window_slices_the_trace_and_a_bad_one_is_named():
     assert removals == [1800.0, 5400.0]  # the removals at 2 h and 3 h, rebased to the slice
     with pytest.raises(ValidationError, match="START:END"):
         prepare_trace(ValidationSpec(trace="fixed:interval=1h,nodes=8,removals=4", window="2h"))
+
+
+def _communication(hop_overhead_s: float = 1.2e-3) -> dict:
+    from real.launch.comm_file import communication_dict
+    from real.launch.comm_fit import LinkFit
+
+    link = LinkFit(1e-4, 4e9)
+    return communication_dict("a measured file", {"in_node": link, "across_nodes": link}, hop_overhead_s, [])
+
+
+def test_the_synthetic_profile_carries_a_given_communication_file(tmp_path):
+    import json
+
+    from experiments.validation.spec import prepare_model
+
+    given = tmp_path / "measured.json"
+    given.write_text(json.dumps(_communication()))
+    model = prepare_model(ValidationSpec(communication=str(given)), tmp_path / "out", progress=lambda _: None)
+    assert json.loads((model.profile_dir / "communication.json").read_text()) == _communication()
+    from planner.oobleck_format import load_oobleck_profile
+
+    assert load_oobleck_profile(model.profile_dir, 1).num_layers == 8  # the profile still reads as before
+
+
+def test_kept_communication_is_reused_and_bad_files_are_named(tmp_path):
+    import json
+
+    from experiments.validation.spec import measured_communication
+    from real.launch.comm_file import write_communication
+
+    write_communication(_communication(2e-3), tmp_path)  # as a first validation in this directory left it
+    said: list[str] = []
+    assert measured_communication(tmp_path, progress=said.append)["hop_overhead_s"] == 2e-3
+    assert not said  # nothing measured
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**_communication(), "hop_overhead_s": -1.0}))
+    with pytest.raises(ValidationError, match="bad.json.*hop_overhead_s"):
+        measured_communication(tmp_path, bad)
+    with pytest.raises(ValidationError, match="missing.json"):
+        measured_communication(tmp_path, tmp_path / "missing.json")

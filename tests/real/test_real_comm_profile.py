@@ -1,0 +1,184 @@
+"""Pipeline communication measured for the profile (issue 15): the fits recover what made the
+points, `communication.json` has the schema, and a short real measurement gives figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from real.launch.comm_file import KEYS, check_communication, communication_dict
+from real.launch.comm_fit import (
+    FitError,
+    HopRun,
+    LinkFit,
+    fit_hop_overhead,
+    fit_link,
+    fit_overlap,
+    model_s,
+)
+
+SIZES = [1024 * 4**i for i in range(8)]  # 1 KiB .. 16 MiB, as the profiler measures
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    latency=st.floats(1e-6, 1e-2),
+    bandwidth=st.floats(1e8, 1e11),
+    noise=st.lists(st.floats(-0.01, 0.01), min_size=len(SIZES), max_size=len(SIZES)),
+)
+def test_link_fit_recovers_latency_and_bandwidth(latency, bandwidth, noise):
+    truth = LinkFit(latency, bandwidth)
+    exact = fit_link([(b, truth.transfer_s(b)) for b in SIZES])
+    assert exact.latency_s == pytest.approx(latency, rel=1e-6)
+    assert exact.bytes_per_s == pytest.approx(bandwidth, rel=1e-6)
+    noisy = fit_link([(b, truth.transfer_s(b) * (1 + e)) for b, e in zip(SIZES, noise)])
+    # with 1% noise on every point, the fitted line stays within a few % at every size ...
+    for b in SIZES:
+        assert noisy.transfer_s(b) == pytest.approx(truth.transfer_s(b), rel=0.03)
+    # ... and each parameter is recovered where it holds at least half of some point's time
+    if latency >= SIZES[0] / bandwidth:
+        assert noisy.latency_s == pytest.approx(latency, rel=0.1)
+    if SIZES[-1] / bandwidth >= latency:
+        assert noisy.bytes_per_s == pytest.approx(bandwidth, rel=0.1)
+
+
+def test_link_fit_rejects_what_does_not_determine_it():
+    with pytest.raises(FitError, match="two sizes"):
+        fit_link([(1024, 1e-4), (1024, 2e-4)])
+    with pytest.raises(FitError, match="not physical"):
+        fit_link([(1024, 2e-4), (1 << 20, 1e-4)])  # slower for fewer bytes
+    with pytest.raises(FitError, match="positive"):
+        fit_link([(1024, 0.0), (2048, 1e-4)])
+
+
+RUN_SHAPES = [(2, 4, 65536), (2, 8, 65536), (3, 3, 65536), (3, 6, 65536), (3, 6, 4 << 20), (4, 8, 1 << 20)]
+
+
+def runs_from(link: LinkFit, h: float, alpha: float, compute: list[list[float]], noise: list[float]):
+    runs = []
+    for (s, m, b), stages, e in zip(RUN_SHAPES, compute, noise):
+        ideal = HopRun(tuple(stages[:s]), m, b, 0.0)
+        runs.append(HopRun(ideal.stage_compute_s, m, b, model_s(ideal, link, h, alpha) + e))
+    return runs
+
+
+compute_lists = st.lists(
+    st.lists(st.floats(0.005, 0.02), min_size=4, max_size=4), min_size=len(RUN_SHAPES), max_size=len(RUN_SHAPES)
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.floats(0.0, 0.005), alpha=st.floats(0.0, 2.0), compute=compute_lists)
+def test_hop_fits_recover_the_overhead_and_the_overlap(h, alpha, compute):
+    link = LinkFit(1e-4, 2e9)
+    exact = runs_from(link, h, 1.0, compute, [0.0] * len(RUN_SHAPES))
+    fit = fit_hop_overhead(exact, link)
+    assert fit.hop_overhead_s == pytest.approx(h, abs=1e-9)
+    assert max(map(abs, fit.residuals_s)) < 1e-9
+    both = fit_overlap(runs_from(link, h, alpha, compute, [0.0] * len(RUN_SHAPES)), link)
+    assert both.hop_overhead_s == pytest.approx(h, abs=1e-9)
+    assert both.alpha == pytest.approx(alpha, abs=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    h=st.floats(0.0, 0.005),
+    compute=compute_lists,
+    noise=st.lists(st.floats(-0.003, 0.003), min_size=len(RUN_SHAPES), max_size=len(RUN_SHAPES)),
+)
+def test_hop_fit_is_the_least_squares_optimum(h, compute, noise):
+    """Brute force: no overhead on a fine grid around the fit has smaller squared residuals."""
+    link = LinkFit(1e-4, 2e9)
+    runs = runs_from(link, h, 1.0, compute, noise)
+    fit = fit_hop_overhead(runs, link)
+    assert [r.measured_s - model_s(r, link, fit.hop_overhead_s) for r in runs] == pytest.approx(fit.residuals_s)
+    sse = sum(r * r for r in fit.residuals_s)
+    for step in range(-50, 51):
+        other = fit.hop_overhead_s + step * 2e-5
+        assert sum((r.measured_s - model_s(r, link, other)) ** 2 for r in runs) >= sse - 1e-15
+
+
+def example(**changes):
+    data = communication_dict(
+        "test", {"in_node": LinkFit(1e-4, 2e9), "across_nodes": LinkFit(2e-4, 1e9)}, 1e-3, [("in_node", 1024, 1.5e-4)]
+    )
+    data.update(changes)
+    return data
+
+
+def test_communication_dict_has_the_schema_and_bad_files_are_named():
+    data = json.loads(json.dumps(example()))
+    assert tuple(data) == KEYS and check_communication(data) == data
+    assert data["in_node"] == {"latency_s": 1e-4, "bytes_per_s": 2e9}
+    assert data["samples"] == [{"link": "in_node", "bytes": 1024, "seconds": 1.5e-4}]
+    for bad, field in [
+        (example(hop_overhead_s=-1e-3), "hop_overhead_s"),
+        (example(in_node={"latency_s": 0.0, "bytes_per_s": 1e9}), "in_node.latency_s"),
+        (example(across_nodes={"latency_s": 1e-4}), "across_nodes"),
+        (example(samples=[{"link": "nvlink", "bytes": 1, "seconds": 1.0}]), "samples"),
+        ({k: v for k, v in example().items() if k != "source"}, "keys"),
+        (example(extra=1), "keys"),
+    ]:
+        with pytest.raises(FitError, match=field):
+            check_communication(bad)
+
+
+@pytest.mark.timeout(150)
+def test_a_short_real_measurement_on_two_processes(tmp_path):
+    pytest.importorskip("torch")
+    from real.launch.comm_file import read_communication
+    from real.launch.comm_profile import CommSettings
+    from real.launch.profiler import ProfilerSettings, measure_and_write_communication
+
+    comm = CommSettings(
+        repeats=11,  # rounds over the default 1 KiB .. 16 MiB (~10 ms each): the fastest must miss the load
+        warmup=1,
+        hop_settings=((2, 2, 4096), (2, 4, 4096)),
+        stage_forward_s=0.002,
+        stage_backward_s=0.004,
+        hop_repeats=2,
+        hop_warmup=1,
+    )
+    measured = measure_and_write_communication(tmp_path, ProfilerSettings(timeout_s=120.0), comm)
+    assert not mp.active_children()  # every measuring process reaped
+    data = read_communication(tmp_path)
+    assert data == json.loads(json.dumps(measured.to_dict()))
+    for link in ("in_node", "across_nodes"):
+        assert math.isfinite(data[link]["latency_s"]) and data[link]["latency_s"] > 0
+        assert math.isfinite(data[link]["bytes_per_s"]) and data[link]["bytes_per_s"] > 0
+    assert math.isfinite(data["hop_overhead_s"]) and data["hop_overhead_s"] >= 0
+    assert sorted(s["bytes"] for s in data["samples"]) == SIZES
+    details = json.loads((tmp_path / "communication_fit.json").read_text())
+    assert [r["stages"] for r in details["runs"]] == [2, 2]
+    for run in details["runs"]:
+        # the stages computed at least what they were told to, and the iteration took at
+        # least the schedule's compute (S + m - 1 stage steps)
+        assert all(c >= 0.006 for c in run["stage_compute_s"])
+        assert run["measured_s"] >= (run["stages"] + run["microbatches"] - 1) * 0.006
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.sampled_from(RUN_SHAPES),
+    compute_s=st.floats(0.005, 0.02),
+    h=st.floats(0.0, 0.005),
+)
+def test_the_1f1b_replay_is_the_cost_model_without_delay_and_its_fit_recovers_the_delay(shape, compute_s, h):
+    from planner.costmodel import pipeline_time_s
+    from real.launch.comm_fit import fit_latency_only, schedule_s
+
+    s, m, b = shape
+    run = HopRun((compute_s,) * s, m, b, 0.0)
+    assert schedule_s(run, 0.0) == pytest.approx(pipeline_time_s([compute_s] * s, m))  # (S + m - 1) w
+    # a delay on every message stretches the warm-up and drain: at least one hop's worth per stage boundary
+    assert schedule_s(run, h) >= schedule_s(run, 0.0) + 2 * (s - 1) * h - 1e-12
+    link = LinkFit(1e-4, 2e9)
+    runs = [HopRun((c,) * s2, m2, b2, schedule_s(HopRun((c,) * s2, m2, b2, 0.0), h + link.transfer_s(b2)))
+            for (s2, m2, b2), c in zip(RUN_SHAPES, [compute_s, 0.01, 0.015, 0.007, 0.012, 0.009])]  # fmt: skip
+    fit = fit_latency_only(runs, link)
+    assert fit.hop_overhead_s == pytest.approx(h, abs=1e-8)
