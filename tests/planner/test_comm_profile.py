@@ -125,7 +125,7 @@ def test_comm_profile_rejects_bad_numbers(links, message):
 
 
 def _layer(output_mib: int) -> LayerProfile:
-    return LayerProfile("l", 1.0, 2.0, MIB, MIB, 2 * MIB, 0, output_mib * MIB, allreduce_in_node_s={2: 0.5})
+    return LayerProfile("l", 1.0, 2.0, MIB, MIB, 2 * MIB, 0, output_mib * MIB, allreduce_in_node_s=((2, 0.5),))
 
 
 def test_stage_weights_carry_the_sends_of_their_links():
