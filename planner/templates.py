@@ -17,6 +17,11 @@ bound on T at that beta (`_lower_bound_s`, from the sum of cheapest layer weight
 S >= n stages) exceeds its best T. The Oobleck paper's
 divide-and-conquer keeps one best sub-plan per sub-problem and is not always optimal; this
 search is checked against brute force in tests/planner.
+
+With pipeline communication charged (`costmodel`), a stage's weight also depends on whether
+its neighbours share its node. That is fixed by the transition that places it (see
+`_transitions`), so each transition block uses the weights of its own link pair and the
+search stays exact; the candidate betas are the weights of every reachable link pair.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ _BATCH = 8
 @dataclass(frozen=True)
 class Stage:
     """One stage of a template: layers [first_layer, end_layer) on `num_gpus` GPUs
-    starting at GPU `gpu_offset` of the template's node `node_index`."""
+    starting at GPU `gpu_offset` of the template's node `node_index`. `forward_s` and
+    `backward_s` include the stage's outgoing sends when the cost model charges them."""
 
     first_layer: int
     end_layer: int
