@@ -155,3 +155,22 @@ def test_a_wrong_charge_is_caught():
     for wrong in (_always_across, _forward_only, _own_output, _no_hop):
         caught = sum(bool(check_exact(tables, comm, 3, wrong)) for tables, comm in instances)
         assert caught > 0, wrong.__name__
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=6, varied_outputs=True, max_allreduce_s=4.0),
+    comm=comm_profiles(),
+    gpus_per_node=st.sampled_from([1, 2, 4]),
+)
+def test_pruning_bound_holds_with_communication(model, comm, gpus_per_node):
+    """The sweep's lower bound (sum of cheapest compute-only layer weights) stays below T of
+    every real layout once sends are charged."""
+    from planner.templates import _lower_bound_s, build_template
+
+    tables = CostTables(replace(model, communication=comm), comm_cluster(100_000, 3, gpus_per_node))
+    w_min = tables.min_total_weight_s()
+    for n in range(1, 4):
+        for layout in all_layouts(tables, n):
+            template = build_template(tables, n, layout)
+            assert _lower_bound_s(w_min, n, template.bottleneck_s) <= template.iteration_time_s * (1 + 1e-9)
