@@ -9,6 +9,8 @@ GPT-3 175B (analytic), 8 x A100 80 GB per node, f = 3, global batch 24 x nodes (
 2. the whole `ooblab plan` process (text output) under /usr/bin/time -v: wall seconds and
    peak resident memory, killed after --process-limit-s.
 Targets: 12,500 nodes < 5 s and < 2 GB whole process; 1,024 nodes < 1 s.
+The pipeline-communication term (issue 15) is on, as in `ooblab plan`; --no-pipeline-comm
+measures the paper's Eq. 1-4 (the figures before the term).
 
     python benchmarks/scale_plan_bench.py [--nodes 256 1024 2048 12500]
 """
@@ -32,10 +34,13 @@ from planner.planner import Planner
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PIPELINE_COMM = "--no-pipeline-comm" not in sys.argv
+
+
 def make_planner(num_nodes: int) -> Planner:
     return Planner(
         analytic_profile("gpt3-175b", "a100-80gb", 1),
-        make_cluster("a100-80gb", num_nodes, 8),
+        make_cluster("a100-80gb", num_nodes, 8, pipeline_comm=PIPELINE_COMM),
         JobSpec(24 * num_nodes, 1, 3),
     )
 
@@ -112,6 +117,7 @@ def whole_process(num_nodes: int, limit_s: float) -> None:
         str(num_nodes),
         "--global-batch",
         str(24 * num_nodes),
+        *([] if PIPELINE_COMM else ["--no-pipeline-comm"]),
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, cwd=ROOT)
@@ -134,6 +140,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[256, 1024, 2048, 12500])
     parser.add_argument("--reference-limit-s", type=float, default=120.0, help="0: skip the reference search")
     parser.add_argument("--process-limit-s", type=float, default=600.0)
+    parser.add_argument("--no-pipeline-comm", action="store_true", help="plan with Eq. 1-4 (no communication term)")
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     for num_nodes in args.nodes:

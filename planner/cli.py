@@ -44,6 +44,11 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--inter-node-gbps", type=float, default=None, help="override the GPU type's default network bandwidth (Gb/s)"
     )
+    parser.add_argument(
+        "--no-pipeline-comm",
+        action="store_true",
+        help="charge nothing for stage-boundary sends (the paper's Eq. 1-4)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     cli_reconf.register_arguments(parser)
     parser.set_defaults(handler=run)
@@ -51,7 +56,13 @@ def register(subparsers) -> None:
 
 def plan_from_args(args) -> tuple[Planner, TemplateSet, ExecutionPlan]:
     profile = resolve_profile(args.model, args.gpu, args.microbatch)
-    cluster = make_cluster(args.gpu, args.nodes, args.gpus_per_node, inter_node_gbps=args.inter_node_gbps)
+    cluster = make_cluster(
+        args.gpu,
+        args.nodes,
+        args.gpus_per_node,
+        inter_node_gbps=args.inter_node_gbps,
+        pipeline_comm=not getattr(args, "no_pipeline_comm", False),
+    )
     planner = Planner(profile, cluster, JobSpec(args.global_batch, args.microbatch, args.f))
     templates = planner.template_set()
     plan = planner.instantiate([f"node{i}" for i in range(args.nodes)])
@@ -90,9 +101,21 @@ def to_json(planner: Planner, templates: TemplateSet, plan: ExecutionPlan) -> di
         "fault_tolerance": planner.job.fault_tolerance,
         "min_nodes": templates.min_nodes,
         "stage_gpu_counts": list(templates.stage_gpu_counts),
+        "pipeline_comm": _comm_line(planner),
         "templates": [t.to_dict() for t in templates.templates],
         "plan": plan.to_dict(),
     }
+
+
+def _comm_line(planner: Planner) -> str | None:
+    comm = planner.tables.comm
+    if comm is None:
+        return None
+    return (
+        f"in node {comm.in_node.latency_s * 1e6:.1f} us + B / {comm.in_node.bytes_per_s / 1e9:.3g} GB/s, "
+        f"across {comm.across_nodes.latency_s * 1e6:.1f} us + B / {comm.across_nodes.bytes_per_s / 1e9:.3g} GB/s, "
+        f"hop overhead {comm.hop_overhead_s * 1e3:.3g} ms ({comm.source})"
+    )
 
 
 def _layers(stages) -> str:
@@ -107,6 +130,7 @@ def render(planner: Planner, templates: TemplateSet, plan: ExecutionPlan) -> str
         f"cluster {c.num_nodes} nodes x {c.gpus_per_node} {c.gpu.name}; f = {j.fault_tolerance}; "
         f"global batch {j.global_batch} = {j.num_microbatches} microbatches of {j.microbatch_size}",
         f"n0 = {templates.min_nodes}; stage widths {list(templates.stage_gpu_counts)} GPUs",
+        f"pipeline sends: {_comm_line(planner) or 'not charged (Eq. 1-4)'}",
         "",
         f"{'nodes':>5} {'stages':>6} {'T (N_b=4S) s':>13} {'bottleneck s':>12}  layers per stage",
     ]

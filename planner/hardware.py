@@ -13,6 +13,15 @@ Sources (public data sheets / instance pages):
 - A40 48 GB: 149.7 TFLOP/s FP16 tensor; PCIe 4 x16 between GPUs (about 32 GB/s); 100 Gb/s.
 - H100 SXM 80 GB: 989 TFLOP/s FP16/BF16 dense; NVLink 4, 900 GB/s total; 400 Gb/s.
 
+Pipeline links (`ClusterSpec.pipeline_comm`; `make_cluster`, which every CLI, the simulator
+and the real backend use, turns it on; a bare `ClusterSpec` leaves it off): where a profile has no
+measured `communication.json`, a stage-boundary send costs latency + bytes / bandwidth over
+the intra-node or inter-node bandwidth above, with a latency from NCCL's own cost model
+(NVIDIA/nccl src/graph/tuning.cc, the Ring/Simple protocol that large activations use):
+base latency 8.4 us plus one hop of 5.7 us over NVLink/PCIe (14.1 us in a node) or 6.6 us
+over the network (15.0 us across nodes); no runtime hop overhead. `pipeline_comm=False`
+gives the paper's Eq. 1-4, which charge nothing for pipeline traffic.
+
 Default efficiency: 40% of peak, a typical model-FLOPs utilisation of well-tuned
 transformer training (Megatron-LM reports 40-52% on A100 for GPT-3-class models); the
 analytic profiles divide FLOPs by `peak_flops * efficiency`.
@@ -28,6 +37,8 @@ GIB = 1 << 30
 GBIT_PER_S = 1e9 / 8  # bytes per second in one Gb/s
 DEFAULT_EFFICIENCY = 0.40
 DEFAULT_RESERVED_BYTES = 1 * GIB  # CUDA context, allocator slack, communication buffers
+DEFAULT_IN_NODE_LATENCY_S = 14.1e-6  # NCCL tuning model: 8.4 us base + 5.7 us NVLink/PCIe hop
+DEFAULT_ACROSS_NODES_LATENCY_S = 15.0e-6  # NCCL tuning model: 8.4 us base + 6.6 us network hop
 
 
 @dataclass(frozen=True)
@@ -68,12 +79,17 @@ def get_gpu(name: str) -> GpuSpec:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """A homogeneous cluster: `num_nodes` nodes of `gpus_per_node` GPUs of one type."""
+    """A homogeneous cluster: `num_nodes` nodes of `gpus_per_node` GPUs of one type.
+
+    `pipeline_comm`: whether the cost model charges stage-boundary sends (False, the bare
+    default: the paper's Eq. 1-4, bit-identical to the cost model before the term existed;
+    `make_cluster` defaults to True)."""
 
     gpu: GpuSpec
     num_nodes: int
     gpus_per_node: int = 1
     reserved_bytes: int = DEFAULT_RESERVED_BYTES
+    pipeline_comm: bool = False
 
     def __post_init__(self) -> None:
         if self.num_nodes < 1:
@@ -108,6 +124,7 @@ def make_cluster(
     inter_node_gbps: float | None = None,
     efficiency: float | None = None,
     reserved_bytes: int = DEFAULT_RESERVED_BYTES,
+    pipeline_comm: bool = True,
 ) -> ClusterSpec:
     """Build a cluster from a GPU name, overriding the network or efficiency if asked."""
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
@@ -119,7 +136,7 @@ def make_cluster(
         if not 0 < efficiency <= 1:
             raise PlannerError(f"efficiency must be in (0, 1], got {efficiency}")
         spec = replace(spec, efficiency=efficiency)
-    return ClusterSpec(spec, num_nodes, gpus_per_node, reserved_bytes)
+    return ClusterSpec(spec, num_nodes, gpus_per_node, reserved_bytes, pipeline_comm)
 
 
 def ring_allreduce_s(num_bytes: float, participants: int, bw_bytes_per_s: float) -> float:

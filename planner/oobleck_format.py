@@ -10,6 +10,11 @@ used here both as what it keeps per in-flight microbatch and as what it sends.
 
 The in-node files key "1" means one GPU: the planner treats that all-reduce as free
 (DESIGN 3.2), so only keys >= 2 are kept.
+
+Optional `communication.json` (written by the real backend's profiler): the pipeline links,
+`{"source": str, "in_node": {"latency_s", "bytes_per_s"}, "across_nodes": {...},
+"hop_overhead_s": s, "samples": [...]}` in seconds and bytes per second (the measured
+`samples` are informational and not read). It becomes `ModelProfile.communication`.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError
-from .profile import LayerProfile, ModelProfile
+from .profile import CommProfile, LayerProfile, LinkProfile, ModelProfile
 
 MS = 1e-3
+COMMUNICATION_FILE = "communication.json"
 
 
 def available_microbatch_sizes(directory: Path) -> list[int]:
@@ -75,6 +81,64 @@ def _allreduce_table(path: Path, num_layers: int, skip_one: bool) -> list[dict[i
             table[int(key)] = _number(value, where, key) * MS
         tables.append(table)
     return tables
+
+
+def _comm_number(data: dict, path: Path, field: str, *, positive: bool = False) -> float:
+    key = field.rsplit(".", 1)[-1]
+    if key not in data:
+        raise ProfileError(f"{path}: missing field {field!r}")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProfileError(f"{path}: field {field!r} must be a finite number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ProfileError(f"{path}: field {field!r} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+def load_communication(directory: str | Path) -> CommProfile | None:
+    """`directory/communication.json` as a CommProfile, or None when the file is absent."""
+    path = Path(directory) / COMMUNICATION_FILE
+    if not path.exists():
+        return None
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected an object, got {type(data).__name__}")
+    links = {}
+    for label in ("in_node", "across_nodes"):
+        entry = data.get(label)
+        if not isinstance(entry, dict):
+            raise ProfileError(f"{path}: field {label!r} must be an object {{latency_s, bytes_per_s}}, got {entry!r}")
+        links[label] = LinkProfile(
+            _comm_number(entry, path, f"{label}.latency_s"),
+            _comm_number(entry, path, f"{label}.bytes_per_s", positive=True),
+        )
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ProfileError(f"{path}: field 'source' must be a string, got {source!r}")
+    samples = data.get("samples", [])
+    if not isinstance(samples, list):
+        raise ProfileError(f"{path}: field 'samples' must be a list, got {type(samples).__name__}")
+    return CommProfile(
+        links["in_node"],
+        links["across_nodes"],
+        _comm_number(data, path, "hop_overhead_s"),
+        source or str(path),
+    )
+
+
+def write_communication(comm: CommProfile, directory: str | Path, samples: list[dict] | None = None) -> Path:
+    """Write `comm` (and the measured `samples`, informational) as `directory/communication.json`."""
+    path = Path(directory) / COMMUNICATION_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "source": comm.source,
+        "in_node": {"latency_s": comm.in_node.latency_s, "bytes_per_s": comm.in_node.bytes_per_s},
+        "across_nodes": {"latency_s": comm.across_nodes.latency_s, "bytes_per_s": comm.across_nodes.bytes_per_s},
+        "hop_overhead_s": comm.hop_overhead_s,
+        "samples": list(samples or []),
+    }
+    path.write_text(json.dumps(body, indent=1))
+    return path
 
 
 def load_oobleck_profile(directory: str | Path, microbatch_size: int = 1, name: str | None = None) -> ModelProfile:
@@ -130,6 +194,7 @@ def load_oobleck_profile(directory: str | Path, microbatch_size: int = 1, name: 
         microbatch_size=microbatch_size,
         layers=tuple(layers),
         source=str(path),
+        communication=load_communication(directory),
     )
 
 
@@ -160,4 +225,6 @@ def write_oobleck_profile(profile: ModelProfile, directory: str | Path) -> Path:
     (directory / "allreduce_across_nodes.json").write_text(
         json.dumps([{str(k): s / MS for k, s in layer.allreduce_across_nodes_s} for layer in layers])
     )
+    if profile.communication is not None:
+        write_communication(profile.communication, directory)
     return directory

@@ -79,16 +79,50 @@ class LayerProfile:
 
 
 @dataclass(frozen=True)
+class LinkProfile:
+    """One point-to-point link: moving B bytes one way takes latency_s + B / bytes_per_s."""
+
+    latency_s: float
+    bytes_per_s: float
+
+    def transfer_s(self, num_bytes: float) -> float:
+        return self.latency_s + num_bytes / self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class CommProfile:
+    """Pipeline communication (a profile's `communication.json`, f15 interface).
+
+    - `in_node`: the link between stages on the same node; `across_nodes`: between nodes.
+    - `hop_overhead_s`: the runtime's own cost per microbatch, per stage boundary, per
+      direction, that its 1F1B schedule does not overlap with compute.
+    The cost model charges each stage its outgoing sends (`costmodel`)."""
+
+    in_node: LinkProfile
+    across_nodes: LinkProfile
+    hop_overhead_s: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        validate_comm(self, self.source or "communication profile")
+
+    def link(self, in_node: bool) -> LinkProfile:
+        return self.in_node if in_node else self.across_nodes
+
+
+@dataclass(frozen=True)
 class ModelProfile:
-    """A model as a sequence of layers profiled at one microbatch size. `contention`:
-    compute factors by number of busy neighbours (`planner.contention`; None: none
-    measured, the layer times hold whatever the workers share)."""
+    """A model as a sequence of layers profiled at one microbatch size. `communication`,
+    when measured, says what its pipeline sends cost (None: the cluster's links);
+    `contention`: compute factors by number of busy neighbours (`planner.contention`;
+    None: none measured, the layer times hold whatever the workers share)."""
 
     name: str
     microbatch_size: int
     layers: tuple[LayerProfile, ...]
     source: str = ""
     contention: ContentionProfile | None = None
+    communication: CommProfile | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -105,6 +139,10 @@ class ModelProfile:
                 raise ProfileError(
                     f"{where}: contention measured_s lists {measured} layers, the model has {len(self.layers)}"
                 )
+        if self.communication is not None:
+            if not isinstance(self.communication, CommProfile):
+                raise ProfileError(f"{where}: communication must be a CommProfile, got {self.communication!r}")
+            validate_comm(self.communication, f"{where}: communication")
 
     @property
     def num_layers(self) -> int:
@@ -155,3 +193,21 @@ def validate_layer(layer: LayerProfile, where: str) -> None:
         for count, seconds in pairs:
             if count < 1 or not math.isfinite(seconds) or seconds < 0:
                 raise ProfileError(f"{where}: {label}[{count}] = {seconds!r} is not a valid time")
+
+
+def _finite(value: object, where: str, name: str, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProfileError(f"{where}: {name} must be a finite number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ProfileError(f"{where}: {name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+
+
+def validate_comm(comm: CommProfile, where: str) -> None:
+    """Latencies and the hop overhead finite and >= 0, bandwidths finite and > 0."""
+    for label in ("in_node", "across_nodes"):
+        link = getattr(comm, label)
+        if not isinstance(link, LinkProfile):
+            raise ProfileError(f"{where}: {label} must be a LinkProfile, got {link!r}")
+        _finite(link.latency_s, where, f"{label}.latency_s")
+        _finite(link.bytes_per_s, where, f"{label}.bytes_per_s", positive=True)
+    _finite(comm.hop_overhead_s, where, "hop_overhead_s")

@@ -17,6 +17,11 @@ bound on T at that beta (`_lower_bound_s`, from the sum of cheapest layer weight
 S >= n stages) exceeds its best T. The Oobleck paper's
 divide-and-conquer keeps one best sub-plan per sub-problem and is not always optimal; this
 search is checked against brute force in tests/planner.
+
+With pipeline communication charged (`costmodel`), a stage's weight also depends on whether
+its neighbours share its node. That is fixed by the transition that places it (see
+`_transitions`), so each transition block uses the weights of its own link pair and the
+search stays exact; the candidate betas are the weights of every reachable link pair.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ _BATCH = 8
 @dataclass(frozen=True)
 class Stage:
     """One stage of a template: layers [first_layer, end_layer) on `num_gpus` GPUs
-    starting at GPU `gpu_offset` of the template's node `node_index`."""
+    starting at GPU `gpu_offset` of the template's node `node_index`. `forward_s` and
+    `backward_s` include the stage's outgoing sends when the cost model charges them."""
 
     first_layer: int
     end_layer: int
@@ -188,6 +194,15 @@ def template_node_range(n0: int, num_nodes: int, fault_tolerance: int) -> range:
     return range(n0, upper + 1)
 
 
+Links = tuple[bool, bool] | None  # (next stage in the node, previous stage in the node); None: no comm term
+
+
+def stage_links(offset: int, d: int, g: int) -> tuple[bool, bool]:
+    """Whether the stage on GPUs [offset, offset + d) of a pipeline (g GPUs per node) shares
+    its node with the next and with the previous stage (at the ends: no neighbour, False)."""
+    return (offset + d) % g != 0, offset % g != 0
+
+
 class TemplateSearch:
     """The exact search of the module docstring, over one profile and GPU count per node."""
 
@@ -196,37 +211,74 @@ class TemplateSearch:
         self.g = tables.gpus_per_node
         self.num_layers = tables.num_layers
         self.widths = tables.widths
+        self._comm = tables.comm is not None
         # For every stage end b and width d: the feasible starts a (contiguous: memory grows
-        # with the range), their weights and in-flight capacities.
-        self._columns: dict[tuple[int, int], tuple[int, np.ndarray, np.ndarray]] = {}
+        # with the range), their weights per link pair (`_links_of`) and in-flight capacities.
+        self._columns: dict[tuple[int, int], tuple[int, dict[Links, np.ndarray], np.ndarray]] = {}
         for d in self.widths:
-            w = tables.weight_matrix(d)
             k = tables.max_inflight_matrix(d)
+            matrices = {links: tables.weight_matrix(d, *(links or (False, False))) for links in self._links_of(d)}
             for b in range(1, self.num_layers + 1):
                 fits = np.nonzero(k[:b, b] >= 1)[0]
                 if fits.size:
                     lo = int(fits[0])
-                    self._columns[(b, d)] = (lo, w[lo:b, b].copy(), k[lo:b, b].copy())
-        # For every stage start a: the stages that may begin there, as (end, d, weight,
-        # in-flight capacity) in the order the trace-back tries them.
-        self._from: list[list[tuple[int, int, float, float]]] = [[] for _ in range(self.num_layers)]
+                    columns = {links: w[lo:b, b].copy() for links, w in matrices.items()}
+                    self._columns[(b, d)] = (lo, columns, k[lo:b, b].copy())
+        # For every stage start a: the stages that may begin there, as (end, d, weights per
+        # link pair, in-flight capacity) in the order the trace-back tries them.
+        self._from: list[list[tuple[int, int, dict[Links, float], float]]] = [[] for _ in range(self.num_layers)]
         for end in range(1, self.num_layers + 1):
             for d in self.widths:
                 column = self._columns.get((end, d))
                 if column is not None:
-                    lo, w_col, k_col = column
+                    lo, w_cols, k_col = column
                     for a in range(lo, end):
-                        self._from[a].append((end, d, float(w_col[a - lo]), float(k_col[a - lo])))
+                        weights = {links: float(w[a - lo]) for links, w in w_cols.items()}
+                        self._from[a].append((end, d, weights, float(k_col[a - lo])))
         self._least_inflight = {key: float(column[2].min()) for key, column in self._columns.items()}
-        self._weight_offsets: dict[tuple[int, int], int] = {}
-        weights, offset = [], 0
-        for key, (_, w, _) in self._columns.items():  # every stage weight, one flat vector
-            self._weight_offsets[key] = offset
-            weights.append(w)
-            offset += len(w)
-        self._all_weights = np.concatenate(weights) if weights else np.zeros(0)
+        # every stage weight of one link pair, one flat vector per pair
+        self._weight_offsets: dict[Links, dict[tuple[int, int], int]] = {}
+        flat: dict[Links, list[np.ndarray]] = {}
+        for key, (_, w_cols, _) in self._columns.items():
+            for links, w in w_cols.items():
+                parts = flat.setdefault(links, [])
+                offsets = self._weight_offsets.setdefault(links, {})
+                offsets[key] = sum(len(v) for v in parts)
+                parts.append(w)
+        self._all_weights = {links: np.concatenate(parts) for links, parts in flat.items()}
         self._memory_masks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._floor_cache: tuple[int, dict[int, float]] = (0, {})
+
+    def _links_of(self, d: int) -> tuple[Links, ...]:
+        """The link pairs a stage of d GPUs can have (`_transitions`); (None,) without the
+        communication term."""
+        if not self._comm:
+            return (None,)
+        if d == self.g:
+            return ((False, False),)
+        return ((True, True), (True, False), (False, True)) if d < self.g - 1 else ((True, False), (False, True))
+
+    def _transitions(self, d: int, nodes: int) -> list[tuple[Any, Any, Any, Links, Any]]:
+        """(to slot, from slot, from node, link pair, memory mask part) of a stage on d GPUs.
+
+        Block 1 (slots q >= d, from slot q - d of the same node) has the next stage in the
+        node; its stage starts a node exactly at q = g - 1 (previous stage across nodes).
+        Block 2 (slot d - 1, from the previous node's last slot) has the next stage on the
+        next node (or none), the previous one in the node unless d = g."""
+        g = self.g
+        out: list[tuple[Any, Any, Any, Links, Any]] = []
+        if d < g:
+            if not self._comm:
+                out.append((np.s_[d:g], np.s_[0 : g - d], np.s_[1:], None, (0, np.s_[:])))
+            else:
+                if d < g - 1:
+                    out.append(
+                        (np.s_[d : g - 1], np.s_[0 : g - 1 - d], np.s_[1:], (True, True), (0, np.s_[: g - 1 - d]))
+                    )
+                out.append((g - 1, g - 1 - d, np.s_[1:], (True, False), (0, g - 1 - d)))
+        links: Links = None if not self._comm else (False, d < g)
+        out.append((d - 1, g - 1, np.s_[:nodes], links, (1, None)))
+        return out
 
     def _memory_masks_for(self, b: int, d: int, nodes: int) -> tuple[np.ndarray, np.ndarray] | None:
         """inf where a stage [a, b) on d GPUs cannot hold 1 + u' in-flight microbatches (u'
@@ -273,15 +325,22 @@ class TemplateSearch:
         count = 1 if betas is None else len(betas)
         states = np.full((count, 1 if minmax else 2, n_layers + 1, g, nodes + 1), INF)
         states[:, 0, n_layers, g - 1, 0] = 0.0  # u = 0; stage weights are > 0, so max(0, w) = w in min-max mode
+        keep: dict[Links, np.ndarray] = {}
+        neck: dict[Links, np.ndarray] = {}
+        has_neck: dict[Links, np.ndarray] = {}
         if not minmax:
             beta = np.asarray(betas, dtype=float)[:, None]
-            w_all = self._all_weights[None, :]
-            keep = np.stack(  # [beta, phase, stage]: after -> after, done -> done
-                [np.where(w_all < beta, 2 * w_all + 3 * beta, INF), np.where(w_all <= beta, w_all + 4 * beta, INF)],
-                axis=1,
-            )
-            neck = np.where(w_all == beta, 4 * beta, INF)
-            has_neck = np.asarray(np.isfinite(neck).any(axis=0))
+            for links, weights in self._all_weights.items():
+                w_all = weights[None, :]
+                keep[links] = np.stack(  # [beta, phase, stage]: after -> after, done -> done
+                    [
+                        np.where(w_all < beta, 2 * w_all + 3 * beta, INF),
+                        np.where(w_all <= beta, w_all + 4 * beta, INF),
+                    ],
+                    axis=1,
+                )
+                neck[links] = np.where(w_all == beta, 4 * beta, INF)
+                has_neck[links] = np.asarray(np.isfinite(neck[links]).any(axis=0))
         for b in range(n_layers, 0, -1):
             if not np.isfinite(states[:, :, b]).any():
                 continue
@@ -289,36 +348,30 @@ class TemplateSearch:
                 column = self._columns.get((b, d))
                 if column is None:
                     continue
-                lo, w, _ = column
+                lo, w_cols, _ = column
                 rows = b - lo
-                offset = self._weight_offsets[(b, d)]
                 masks = self._memory_masks_for(b, d, nodes)
-                # block 1: slots q >= d from slot q - d of the same node; block 2: slot d - 1
-                # from the previous node's last slot
-                transitions: tuple[tuple[Any, Any, Any], ...] = (
-                    (np.s_[d:g], np.s_[0 : g - d], np.s_[1:]),
-                    (d - 1, g - 1, np.s_[:nodes]),
-                )
-                for index, (to_slot, from_slot, from_node) in enumerate(transitions):
-                    if index == 0 and d == g:
-                        continue
+                for to_slot, from_slot, from_node, links, (block, part) in self._transitions(d, nodes):
                     source = states[:, :, b, from_slot, from_node][:, :, None]  # [beta, phase, 1, (slot,) node]
                     if masks is not None:
-                        source = source + masks[index]
+                        mask = masks[block] if part is None else masks[block][:, part]
+                        source = source + mask
                     extra = (1,) * (source.ndim - 3)
                     target = states[:, :, lo:b, to_slot, 1:]
                     if minmax:
+                        w = w_cols[links]
                         np.minimum(target, np.maximum(source, w.reshape((1, 1, rows) + extra)), out=target)
                         continue
-                    cost = keep[:, :, offset : offset + rows].reshape((count, 2, rows) + extra)
+                    offset = self._weight_offsets[links][(b, d)]
+                    cost = keep[links][:, :, offset : offset + rows].reshape((count, 2, rows) + extra)
                     np.minimum(target, source + cost, out=target)
-                    hit = np.nonzero(has_neck[offset : offset + rows])[0]
+                    hit = np.nonzero(has_neck[links][offset : offset + rows])[0]
                     if hit.size:
                         first, last = int(hit[0]), int(hit[-1]) + 1
                         target = states[:, 1, lo + first : lo + last, to_slot, 1:]
-                        part = source[:, 0] if masks is None else source[:, 0, first:last]
-                        cost = neck[:, offset + first : offset + last].reshape((count, last - first) + extra)
-                        np.minimum(target, part + cost, out=target)
+                        part_source = source[:, 0] if masks is None else source[:, 0, first:last]
+                        cost = neck[links][:, offset + first : offset + last].reshape((count, last - first) + extra)
+                        np.minimum(target, part_source + cost, out=target)
         if minmax:
             return _by_gpus(states[:, 0]), np.empty(0)
         return _by_gpus(states[:, 0]), _by_gpus(states[:, 1])
@@ -344,7 +397,7 @@ class TemplateSearch:
         return sorted(self.min_bottlenecks(max_nodes))
 
     def _candidates(self) -> np.ndarray:
-        values = [column[1] for column in self._columns.values()]
+        values = [w for column in self._columns.values() for w in column[1].values()]
         return np.unique(np.concatenate(values)) if values else np.array([])
 
     def best(self, node_counts: Iterable[int], *, prune: bool = True) -> dict[int, PipelineTemplate]:
@@ -405,10 +458,11 @@ class TemplateSearch:
         while layer < self.num_layers:
             here = (done if phase == "done" else after)[layer, gpus]
             step = None
-            for end, d, w, kmax in self._from[layer]:
+            for end, d, weights, kmax in self._from[layer]:
                 rest = gpus - d
                 if d > gpus or (rest % g) + d > g or not rest < kmax:
                     continue
+                w = weights[(rest % g != 0, gpus % g != 0) if self._comm else None]
                 if phase == "done":
                     if w <= beta and done[end, rest] + (w + 4 * beta) == here:
                         step = (end, d, "done", rest)
@@ -435,6 +489,7 @@ def build_template(tables: CostTables, num_nodes: int, layout: list[tuple[int, i
     total = num_nodes * g
     for first, end, d in layout:
         gpus_after = total - offset - d
+        forward_in_node, backward_in_node = stage_links(offset, d, g)
         stages.append(
             Stage(
                 first_layer=first,
@@ -442,9 +497,9 @@ def build_template(tables: CostTables, num_nodes: int, layout: list[tuple[int, i
                 num_gpus=d,
                 node_index=offset // g,
                 gpu_offset=offset % g,
-                forward_s=tables.forward_s(first, end, d),
-                backward_s=tables.backward_s(first, end, d),
-                weight_s=tables.weight_s(first, end, d),
+                forward_s=tables.forward_s(first, end, d, forward_in_node),
+                backward_s=tables.backward_s(first, end, d, backward_in_node),
+                weight_s=tables.weight_s(first, end, d, forward_in_node, backward_in_node),
                 memory_bytes=tables.memory_bytes(first, end, d, 1 + gpus_after),
             )
         )

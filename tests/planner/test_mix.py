@@ -254,9 +254,13 @@ def test_last_template_floor_holds_for_every_mix(model, num_nodes, microbatches,
 def test_last_template_floor_is_nearly_tight_on_gpt3_175b():
     """The floor has teeth: on the issue's 12,500-node setting, for its optimum (127 x 98 +
     1 x 54 nodes) it is within 1e-3 s of the exposure and well above the first-stage floor
-    (which let 41,293 mixes through)."""
+    (which let 41,293 mixes through). Eq. 1-4 (no pipeline-communication term): with the
+    term the templates and the optimum differ, and this floor is no tighter than the
+    first-stage one there (docs/planner.md)."""
     planner = Planner(
-        analytic_profile("gpt3-175b", "a100-80gb", 1), make_cluster("a100-80gb", 12500, 8), JobSpec(300_000, 1, 3)
+        analytic_profile("gpt3-175b", "a100-80gb", 1),
+        make_cluster("a100-80gb", 12500, 8, pipeline_comm=False),
+        JobSpec(300_000, 1, 3),
     )
     counts = ((54, 1), (98, 127))
     search = planner.mix_search(12500, 4)
