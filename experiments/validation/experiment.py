@@ -1,8 +1,8 @@
 """The validation experiment: the simulator against the real backend on three traces, for
 Oobleck and the Varuna baseline, in three settings.
 
-Settings (compute, nodes, model): emulated 8 and 16 nodes (the synthetic profile), real 4
-nodes (tiny-gpt, profiled here). Traces per setting: the paper's fixed-interval trace
+Settings (compute, nodes, model): emulated 8, 16 and 32 nodes (the synthetic profile), real
+4 nodes (tiny-gpt, profiled here). Traces per setting: the paper's fixed-interval trace
 (one removal per hour), a slice of a real spot trace (EC2 P3, Bamboo's, hours 10-12,
 rescaled onto the node count; without ../shared a generated look-alike stands in and is
 labelled so) and a generated spot trace (the P3 fit). Each replays in about 90 s. The
@@ -31,7 +31,12 @@ from .cli import QUICK
 NAME = "validation"
 KIND = "validate"
 TARGETS = {"throughput_error": 0.05, "samples_error": 0.05, "recovery_error": 0.20}
-SETTINGS = (("emulated", 8, "synthetic"), ("emulated", 16, "synthetic"), ("real", 4, "tiny-gpt"))
+SETTINGS = (
+    ("emulated", 8, "synthetic"),
+    ("emulated", 16, "synthetic"),
+    ("emulated", 32, "synthetic"),
+    ("real", 4, "tiny-gpt"),
+)
 P3 = "bamboo/traces/p3-trace.csv"
 
 
@@ -54,7 +59,7 @@ def _traces(nodes: int, shared: Path | None) -> list[dict[str, Any]]:
             }
         )
     out.append(
-        {"trace_label": "generated spot (P3 fit)", "trace": f"spot:nodes={16 if nodes >= 16 else 8},hours=1.5,seed=1"}
+        {"trace_label": "generated spot (P3 fit)", "trace": f"spot:nodes={min(max(nodes, 8), 32)},hours=1.5,seed=1"}
     )
     return out
 
@@ -81,7 +86,16 @@ def specs(setting: Setting) -> list[RunSpec]:
                 RunSpec(
                     NAME,
                     KIND,
-                    {**trace, "compute": compute, "nodes": nodes, "model": model, "setting": f"{compute}-{nodes}"},
+                    {
+                        **trace,
+                        "compute": compute,
+                        "nodes": nodes,
+                        "model": model,
+                        "setting": f"{compute}-{nodes}",
+                        # 16 samples (the default) keep 8 microbatches per 8-stage pipeline up
+                        # to 16 nodes; 32 nodes need 32 for the same
+                        **({"global_batch": nodes} if nodes > 16 else {}),
+                    },
                 )
             )
     return out
