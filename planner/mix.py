@@ -332,7 +332,8 @@ class _Class:
             for j, count_j in picks:
                 have = have + count_j * run.caps(deadline, self.ids[j])
             ok &= have >= total
-        for index in np.nonzero(ok)[0]:
+        chosen = np.nonzero(ok)[0]
+        for index in chosen[np.lexsort((-x[chosen], level[chosen]))]:  # per level, most pipelines first
             j, xj = int(level[index]), int(x[index])
             picks.append((j, xj))
             if leaf[index]:
