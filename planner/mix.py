@@ -71,6 +71,8 @@ import numpy as np
 
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
 _CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capacity
+_IMPROVE_BUDGET = 8  # Lagrangian incumbent rounds started from leaves, per search
+PENALTY_FRACTIONS = (0.5, 1.0, 2.0)  # lambdas of the pipeline-count bound, x the class size's capacity
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ class _Run:
         self.key: tuple[float, int] | None = None  # the incumbent's (seconds, -pipelines); ties compare sizes
         self.counts: tuple[tuple[int, int], ...] | None = None  # set with `key`
         self.solved = self.expanded = 0
+        self.improvements = 0  # calls of _Class.improve after a leaf improved the incumbent
 
     # -- capacities and the incumbent --------------------------------------------------------
     def caps(self, deadline_s, levels) -> np.ndarray:
@@ -264,6 +267,7 @@ class _Class:
         self.largest_after = pad(np.maximum.accumulate(size[::-1])[::-1], 1)
         self.value_s: float | None = None  # the incumbent value the tables were built for
         self.tables = np.empty((0, 0))  # built by `refresh`
+        self.penalised: list[tuple[float, np.ndarray]] = []  # (lambda, tables of caps - lambda)
         self.built = False
         # [K] floors of the class: `always` holds for every mix in it, `above` when the
         # makespan exceeds every forced first microbatch
@@ -291,6 +295,15 @@ class _Class:
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
         caps = run.caps(deadline, self.ids)
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
+        self.penalised = []
+        finite = caps[np.isfinite(caps)]
+        if len(finite):
+            for fraction in PENALTY_FRACTIONS:
+                lam = float(fraction * finite[0]) if np.isfinite(caps[0]) else float(fraction * finite.min())
+                if lam > 0:
+                    self.penalised.append(
+                        (lam, np.array(knapsack_suffixes(list(self.size), list(caps - lam), run.num_nodes)))
+                    )
         self.built = True
 
     def search(self) -> None:
@@ -301,8 +314,80 @@ class _Class:
             if (fastest + floor) * _SLACK > run.key[0]:
                 return
         self.refresh()
+        self.improve()
         if self.tables[0, self.run.num_nodes] > -np.inf:
             self.visit(0, 0, self.run.num_nodes, [])
+
+    def improve(self, rounds: int = 4) -> None:
+        """Incumbents before the search (see "Incumbent"): at the incumbent's deadline, the
+        mix of the class with enough capacity and the fewest pipelines a Lagrangian
+        knapsack finds; solved like any mix, so only the incumbent can change."""
+        run = self.run
+        for _ in range(rounds):
+            if run.key is None:
+                return
+            pipelines = min(-run.key[1], run.kmax)
+            deadline = run.deadline(run.key[0], self.above[pipelines], self.always[pipelines])
+            counts = self.fewest_pipelines(run.caps(np.full(len(self.ids), deadline), self.ids))
+            if counts is None:
+                return
+            before = run.key
+            run.record(counts)
+            self.refresh()
+            if run.key == before:
+                return
+
+    def fewest_pipelines(self, caps: np.ndarray) -> tuple[tuple[int, int], ...] | None:
+        """A mix of the class on exactly N nodes whose capacities `caps` reach M, with few
+        pipelines: a pipelines of the size with the most capacity per node, b of one other
+        size, the rest of the nodes filled by the most capacity the knapsack finds; per other
+        size the largest b that still fits (None: none found)."""
+        total, nodes = self.run.total, self.run.num_nodes
+        usable = np.isfinite(caps)
+        if not usable.any():
+            return None
+        value = np.where(usable, caps, 0.0)
+        tables = knapsack_suffixes(list(self.size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
+        fill = tables[0]
+        base = int(np.argmax(np.where(usable, value / self.size, -np.inf)))
+        n_base, cap_base = int(self.size[base]), value[base]
+        best: tuple[int, int, int, int, int] | None = None  # (pipelines estimate, a, level, b, rest)
+        for level in np.nonzero(usable)[0]:
+            n = int(self.size[level])
+            b = np.arange(nodes // n + 1)
+            for shift in range(3):
+                a = (nodes - b * n) // n_base - shift
+                rest = nodes - b * n - a * n_base
+                good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
+                capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
+                estimate = a + b + -(-rest // int(self.size.max()))
+                fits = good & (capacity >= total)
+                if fits.any():
+                    i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
+                    key = (int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i]))
+                    best = key if best is None or key < best else best
+        if best is None:
+            return None
+        _, a_count, level, b_count, rest = best
+        y = np.zeros(len(self.size), dtype=int)
+        y[base] += a_count
+        y[level] += b_count
+        for i, n in enumerate(self.size):  # the filler, from the knapsack's tables
+            if rest == 0:
+                break
+            if not usable[i]:
+                continue
+            q = np.arange(rest // int(n) + 1)
+            take = int(np.argmax(tables[i + 1][rest - q * int(n)] + q * value[i]))
+            y[i] += take
+            rest -= take * int(n)
+        if rest != 0:
+            return None
+        counts: dict[int, int] = {}
+        for n, m in zip(self.size, y):
+            if m > 0:
+                counts[int(n)] = counts.get(int(n), 0) + int(m)
+        return tuple(sorted(counts.items()))
 
     def visit(self, start: int, count: int, remaining: int, picks: list[tuple[int, int]]) -> None:
         """Children of a partial mix: a class level >= start and how many pipelines of
@@ -328,16 +413,34 @@ class _Class:
         if run.key is not None:
             k_floor = np.minimum(pipes + few, run.kmax)
             deadline = run.deadline(run.key[0] / _SLACK, self.above[k_floor], self.always[k_floor])
-            have = later + x * run.caps(deadline, self.ids[level])
+            decided = x * run.caps(deadline, self.ids[level])
             for j, count_j in picks:
-                have = have + count_j * run.caps(deadline, self.ids[j])
-            ok &= have >= total
+                decided = decided + count_j * run.caps(deadline, self.ids[j])
+            ok &= later + decided >= total
+            if self.penalised and ok.any():
+                # completions reaching the capacity still missing need Y >= (missing - H_lam) / lam
+                missing = np.where(ok, total - decided, 0.0)
+                extra = few.astype(float)
+                for lam, table in self.penalised:
+                    extra = np.maximum(extra, np.ceil((missing - table[after, rest]) / lam - _CAP_SLACK))
+                k_tight = np.minimum(pipes + np.where(leaf, 0, extra), run.kmax).astype(int)
+                tighter = ok & (k_tight > k_floor)
+                if tighter.any():
+                    deadline = run.deadline(run.key[0] / _SLACK, self.above[k_tight], self.always[k_tight])
+                    have = later + x * run.caps(deadline, self.ids[level])
+                    for j, count_j in picks:
+                        have = have + count_j * run.caps(deadline, self.ids[j])
+                    ok &= have >= total
         chosen = np.nonzero(ok)[0]
         for index in chosen[np.lexsort((-x[chosen], level[chosen]))]:  # per level, most pipelines first
             j, xj = int(level[index]), int(x[index])
             picks.append((j, xj))
             if leaf[index]:
+                before = run.key
                 run.record(tuple(sorted((int(self.size[l]), m) for l, m in picks)))
+                if run.key != before and run.improvements < _IMPROVE_BUDGET:
+                    run.improvements += 1
+                    self.improve()
                 self.refresh()
             elif self.tables[j + 1, rest[index]] > -np.inf:
                 self.visit(j + 1, int(pipes[index]), int(rest[index]), picks)
