@@ -72,7 +72,7 @@ import numpy as np
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
 _CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capacity
 _IMPROVE_BUDGET = 8  # Lagrangian incumbent rounds started from leaves, per search
-PENALTY_FRACTIONS = (0.5, 1.0, 2.0)  # lambdas of the pipeline-count bound, x the class size's capacity
+PENALTY_FRACTIONS = (0.01, 0.04, 0.16, 1.0)  # lambdas of the pipeline-count bound, x the class size's capacity
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,7 @@ class _Run:
         self.counts: tuple[tuple[int, int], ...] | None = None  # set with `key`
         self.solved = self.expanded = 0
         self.improvements = 0  # calls of _Class.improve after a leaf improved the incumbent
+        self.improved_at: tuple[float, int] | None = None  # the incumbent improve() last started from
 
     # -- capacities and the incumbent --------------------------------------------------------
     def caps(self, deadline_s, levels) -> np.ndarray:
@@ -324,8 +325,9 @@ class _Class:
         knapsack finds; solved like any mix, so only the incumbent can change."""
         run = self.run
         for _ in range(rounds):
-            if run.key is None:
+            if run.key is None or run.key == run.improved_at:
                 return
+            run.improved_at = run.key
             pipelines = min(-run.key[1], run.kmax)
             deadline = run.deadline(run.key[0], self.above[pipelines], self.always[pipelines])
             counts = self.fewest_pipelines(run.caps(np.full(len(self.ids), deadline), self.ids))
