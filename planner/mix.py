@@ -72,6 +72,7 @@ import numpy as np
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
 _CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capacity
 _IMPROVE_BUDGET = 8  # Lagrangian incumbent rounds started from leaves, per search
+_PENALTY_AFTER = 4  # surviving children above which the pipeline-count bound is worth its tables
 PENALTY_FRACTIONS = (0.01, 0.04, 0.16, 1.0)  # lambdas of the pipeline-count bound, x the class size's capacity
 
 
@@ -269,6 +270,8 @@ class _Class:
         self.value_s: float | None = None  # the incumbent value the tables were built for
         self.tables = np.empty((0, 0))  # built by `refresh`
         self.penalised: list[tuple[float, np.ndarray]] = []  # (lambda, tables of caps - lambda)
+        self.penalised_for: float | None = None  # the incumbent value they were built for
+        self.caps_now = np.empty(0)  # the capacities the tables were built with
         self.built = False
         # [K] floors of the class: `always` holds for every mix in it, `above` when the
         # makespan exceeds every forced first microbatch
@@ -294,18 +297,26 @@ class _Class:
             return
         self.value_s = run.key[0]
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
-        caps = run.caps(deadline, self.ids)
+        caps = self.caps_now = run.caps(deadline, self.ids)
         self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
-        self.penalised = []
-        finite = caps[np.isfinite(caps)]
-        if len(finite):
-            for fraction in PENALTY_FRACTIONS:
-                lam = float(fraction * finite[0]) if np.isfinite(caps[0]) else float(fraction * finite.min())
-                if lam > 0:
-                    self.penalised.append(
-                        (lam, np.array(knapsack_suffixes(list(self.size), list(caps - lam), run.num_nodes)))
-                    )
+        self.penalised_for = None  # `penalties` rebuilds them lazily
         self.built = True
+
+    def penalties(self) -> list[tuple[float, np.ndarray]]:
+        """(lambda, suffix tables of caps - lambda) for the pipeline-count bound, built on
+        first use for the current incumbent (a search that cuts without them skips them)."""
+        if self.penalised_for != self.value_s:
+            self.penalised_for = self.value_s
+            caps, self.penalised = self.caps_now, []
+            finite = caps[np.isfinite(caps)]
+            if len(finite):
+                unit = float(caps[0]) if np.isfinite(caps[0]) else float(finite.min())
+                for fraction in PENALTY_FRACTIONS:
+                    lam = fraction * unit
+                    if lam > 0:
+                        tables = knapsack_suffixes(list(self.size), list(caps - lam), self.run.num_nodes)
+                        self.penalised.append((lam, np.array(tables)))
+        return self.penalised
 
     def search(self) -> None:
         run = self.run
@@ -370,20 +381,20 @@ class _Class:
                     best = key if best is None or key < best else best
         if best is None:
             return None
-        _, a_count, level, b_count, rest = best
+        _, a_count, other, b_count, left = best
         y = np.zeros(len(self.size), dtype=int)
         y[base] += a_count
-        y[level] += b_count
+        y[other] += b_count
         for i, n in enumerate(self.size):  # the filler, from the knapsack's tables
-            if rest == 0:
+            if left == 0:
                 break
             if not usable[i]:
                 continue
-            q = np.arange(rest // int(n) + 1)
-            take = int(np.argmax(tables[i + 1][rest - q * int(n)] + q * value[i]))
+            q = np.arange(left // int(n) + 1)
+            take = int(np.argmax(tables[i + 1][left - q * int(n)] + q * value[i]))
             y[i] += take
-            rest -= take * int(n)
-        if rest != 0:
+            left -= take * int(n)
+        if left != 0:
             return None
         counts: dict[int, int] = {}
         for n, m in zip(self.size, y):
@@ -419,11 +430,11 @@ class _Class:
             for j, count_j in picks:
                 decided = decided + count_j * run.caps(deadline, self.ids[j])
             ok &= later + decided >= total
-            if self.penalised and ok.any():
+            if np.count_nonzero(ok) > _PENALTY_AFTER and self.penalties():
                 # completions reaching the capacity still missing need Y >= (missing - H_lam) / lam
                 missing = np.where(ok, total - decided, 0.0)
                 extra = few.astype(float)
-                for lam, table in self.penalised:
+                for lam, table in self.penalised:  # built by penalties() above
                     extra = np.maximum(extra, np.ceil((missing - table[after, rest]) / lam - _CAP_SLACK))
                 k_tight = np.minimum(pipes + np.where(leaf, 0, extra), run.kmax).astype(int)
                 tighter = ok & (k_tight > k_floor)
