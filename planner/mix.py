@@ -52,12 +52,37 @@ Search. Depth first; a node picks the next size it uses (a later one in the orde
 how many pipelines of it, all such children tested in one vectorised step, so the depth
 is the number of distinct sizes in a mix, not its pipelines (thousands at 12,500 nodes).
 Sizes are ordered by the bound of running each alone on all N nodes; children go in that
-order, most pipelines first.
+order, per size most pipelines first.
 
-Incumbent. Before searching, the smallest t at which the knapsack over all sizes reaches
-M microbatches on exactly N nodes (deadline t - floor A_n per size) is found by bisection:
-no mix is faster than that t (the test above with U = t), and the knapsack's own mix at t
-is solved first, so the search starts with U within the all-reduce's slack of the optimum.
+Pipeline count (issue 12, with the pipeline-communication term). The floors are
+nondecreasing in K (minima over K' >= K; the ring factor 2 (K - 1) / K), and a partial
+mix only knew K >= pipes + ceil(R / largest size left). With the sends charged the optimum at 12,500 nodes is 792 x 14 + 2 x 20 +
+28 x 49 nodes, and thousands of mixes share its makespan (a 14-node pipeline's T(m)) and
+its exposure (A_14(K) exactly): they differ only through K, about 1.3e-6 s per pipeline,
+so the loose K let almost every partial mix pass. Tighter, for any price lam > 0: a
+completion y (Y pipelines, R nodes) of a mix of value <= U has every pipeline end by
+d(K) <= d(pipes + few) (floors nondecreasing in K, so deadlines nonincreasing), so the
+decided pipelines hold at most D = their capacity at d(pipes + few) and the completion
+must hold sum y_n cap_n >= M - D =: missing, with caps at the tables' deadline (an upper
+bound, K >= k_any). Then sum y_n (cap_n - lam) <= H_lam(R), the knapsack of the capacity
+tables with every value lowered by lam, gives lam Y >= missing - H_lam(R):
+K >= pipes + max(few, ceil((missing - H_lam(R)) / lam - 1e-6)) =: k' (the 1e-6 keeps
+rounding from raising it), and the capacity test is
+redone at d(k') (valid by the same monotonicity). A few prices (PENALTY_FRACTIONS x the
+class size's capacity, near the rates at which pipelines trade capacity per node for
+fewer pipelines) are tried; their tables are built only where more than _PENALTY_AFTER
+children survive the plain test. Any price gives a valid bound, so the choice is speed.
+
+Incumbent. Children are tried most pipelines first, so the first leaf is a near-
+homogeneous mix (at 12,500 nodes 891 x 14 + 26, within 1e-4 s of the optimum; fewest
+first, the old order, met 27 sizes x 1 pipeline at 84.9 s against 79.41 s at 1,024
+nodes and then improved 402 times). After a leaf improves it (at most _IMPROVE_BUDGET
+times) and when a class starts from an incumbent it has not tried, `_Class.improve` solves a mix with few pipelines that still has
+the capacity at the incumbent's deadline: a pipelines of the size with the most capacity
+per node, b of one other size (per size the largest b that fits), the rest filled by the
+capacity knapsack. It only proposes mixes, each solved exactly, so the answer is unchanged;
+at 12,500 nodes it finds the optimum from the first leaf (5,939 mixes solved -> 9).
+
 Checked against the part-by-part search it replaces (`planner.mix_reference`) and against
 enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_plan_bench.py.
 """

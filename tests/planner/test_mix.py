@@ -344,3 +344,23 @@ def test_search_with_pipeline_communication_matches_enumerating_every_mix(
         return
     assert found is not None and found[0] == expected[2]
     assert planner.mix_seconds(tuple(sorted(Counter(found[0]).items()))) == expected[0]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=5, varied_outputs=True),
+    comm=comm_profiles(),
+    num_nodes=st.integers(12, 40),
+    k=st.integers(1, 3),
+    per_node=st.integers(2, 30),
+    gbps=st.sampled_from([0.05, 0.5, 5.0]),
+)
+def test_near_ties_in_pipeline_count_match_the_reference(model, comm, num_nodes, k, per_node, gbps):
+    """Many pipelines of one-node templates, so mixes differ mostly in their pipeline count
+    (the exposure grows with it): where the pipeline-count bound and the incumbent matter."""
+    spec = comm_cluster(100_000, num_nodes, 1)
+    spec = replace(spec, gpu=replace(spec.gpu, inter_node_bw_bytes_per_s=gbps * 1e9 / 8))
+    planner = Planner(replace(model, communication=comm), spec, JobSpec(per_node * num_nodes, 1, k - 1))
+    if planner.min_nodes > 2:
+        return
+    assert shape_or_none(planner, num_nodes, k) == shape_or_none(planner, num_nodes, k, reference=True)
