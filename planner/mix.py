@@ -77,7 +77,7 @@ Incumbent. Children are tried most pipelines first, so the first leaf is a near-
 homogeneous mix (at 12,500 nodes 891 x 14 + 26, within 1e-4 s of the optimum; fewest
 first, the old order, met 27 sizes x 1 pipeline at 84.9 s against 79.41 s at 1,024
 nodes and then improved 402 times). After a leaf improves it (at most _IMPROVE_BUDGET
-times) and when a class starts from an incumbent it has not tried, `_Class.improve` solves a mix with few pipelines that still has
+times) and when a class starts from an incumbent it has not tried, `_Class.improve` solves (`knapsack.fewest_pipelines`) a mix with few pipelines that still has
 the capacity at the incumbent's deadline: a pipelines of the size with the most capacity
 per node, b of one other size (per size the largest b that fits), the rest filled by the
 capacity knapsack. It only proposes mixes, each solved exactly, so the answer is unchanged;
@@ -93,6 +93,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .knapsack import fewest_pipelines, knapsack_suffixes
 
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
 _CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capacity
@@ -115,27 +117,6 @@ class MixResult:
     def sizes(self) -> tuple[int, ...]:
         """One entry per pipeline, increasing."""
         return tuple(n for n, x in self.counts for _ in range(x))
-
-
-def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> list[np.ndarray]:
-    """table[i][r] = max sum y_j values[j] over y >= 0 (integers) on sizes[i:] with
-    sum y_j sizes[j] = r exactly, -inf when r is no such sum; 0 <= r <= num_nodes.
-    A value of -inf leaves its size out."""
-    table = [np.where(np.arange(num_nodes + 1) == 0, 0.0, -np.inf)]
-    for s, w in zip(reversed(sizes), reversed(values)):
-        previous = table[0]
-        if w == -np.inf:
-            table.insert(0, previous)
-            continue
-        # G'[r] = max_q G[r - q s] + q w: a running max per residue class of G[r] - (r // s) w
-        rows = -(-(num_nodes + 1) // s)
-        padded = np.full(rows * s, -np.inf)
-        padded[: num_nodes + 1] = previous
-        grid = padded.reshape(rows, s)
-        steps = np.arange(rows, dtype=float)[:, None] * w
-        best = np.maximum.accumulate(grid - steps, axis=0) + steps
-        table.insert(0, best.reshape(-1)[: num_nodes + 1])
-    return table
 
 
 def _expand(counts: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
@@ -366,7 +347,8 @@ class _Class:
             run.improved_at = run.key
             pipelines = min(-run.key[1], run.kmax)
             deadline = run.deadline(run.key[0], self.above[pipelines], self.always[pipelines])
-            counts = self.fewest_pipelines(run.caps(np.full(len(self.ids), deadline), self.ids))
+            caps = run.caps(np.full(len(self.ids), deadline), self.ids)
+            counts = fewest_pipelines(self.size, caps, run.num_nodes, run.total)
             if counts is None:
                 return
             before = run.key
@@ -374,58 +356,6 @@ class _Class:
             self.refresh()
             if run.key == before:
                 return
-
-    def fewest_pipelines(self, caps: np.ndarray) -> tuple[tuple[int, int], ...] | None:
-        """A mix of the class on exactly N nodes whose capacities `caps` reach M, with few
-        pipelines: a pipelines of the size with the most capacity per node, b of one other
-        size, the rest of the nodes filled by the most capacity the knapsack finds; per other
-        size the largest b that still fits (None: none found)."""
-        total, nodes = self.run.total, self.run.num_nodes
-        usable = np.isfinite(caps)
-        if not usable.any():
-            return None
-        value = np.where(usable, caps, 0.0)
-        tables = knapsack_suffixes(list(self.size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
-        fill = tables[0]
-        base = int(np.argmax(np.where(usable, value / self.size, -np.inf)))
-        n_base, cap_base = int(self.size[base]), value[base]
-        best: tuple[int, int, int, int, int] | None = None  # (pipelines estimate, a, level, b, rest)
-        for level in np.nonzero(usable)[0]:
-            n = int(self.size[level])
-            b = np.arange(nodes // n + 1)
-            for shift in range(3):
-                a = (nodes - b * n) // n_base - shift
-                rest = nodes - b * n - a * n_base
-                good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
-                capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
-                estimate = a + b + -(-rest // int(self.size.max()))
-                fits = good & (capacity >= total)
-                if fits.any():
-                    i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
-                    key = (int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i]))
-                    best = key if best is None or key < best else best
-        if best is None:
-            return None
-        _, a_count, other, b_count, left = best
-        y = np.zeros(len(self.size), dtype=int)
-        y[base] += a_count
-        y[other] += b_count
-        for i, n in enumerate(self.size):  # the filler, from the knapsack's tables
-            if left == 0:
-                break
-            if not usable[i]:
-                continue
-            q = np.arange(left // int(n) + 1)
-            take = int(np.argmax(tables[i + 1][left - q * int(n)] + q * value[i]))
-            y[i] += take
-            left -= take * int(n)
-        if left != 0:
-            return None
-        counts: dict[int, int] = {}
-        for n, m in zip(self.size, y):
-            if m > 0:
-                counts[int(n)] = counts.get(int(n), 0) + int(m)
-        return tuple(sorted(counts.items()))
 
     def visit(self, start: int, count: int, remaining: int, picks: list[tuple[int, int]]) -> None:
         """Children of a partial mix: a class level >= start and how many pipelines of

@@ -19,7 +19,7 @@ from planner.batching import distribute_microbatches
 from planner.costmodel import pipeline_time_s
 from planner.errors import InfeasibleError
 from planner.hardware import make_cluster
-from planner.mix import knapsack_suffixes
+from planner.knapsack import fewest_pipelines, knapsack_suffixes
 from planner.plan import JobSpec
 from planner.planner import Planner
 
@@ -364,3 +364,25 @@ def test_near_ties_in_pipeline_count_match_the_reference(model, comm, num_nodes,
     if planner.min_nodes > 2:
         return
     assert shape_or_none(planner, num_nodes, k) == shape_or_none(planner, num_nodes, k, reference=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 7), min_size=1, max_size=4, unique=True),
+    caps=st.lists(st.sampled_from([-np.inf, 1.0, 2.0, 3.0, 5.0, 9.0]), min_size=4, max_size=4),
+    num_nodes=st.integers(1, 16),
+    total=st.integers(1, 40),
+)
+def test_fewest_pipelines_proposes_a_real_mix_with_the_capacity(sizes, caps, num_nodes, total):
+    """The incumbent heuristic: every mix it proposes uses exactly the nodes, only usable
+    sizes, and carries the microbatches; it finds one whenever a single size alone does."""
+    size, cap = np.array(sorted(sizes)), np.array(caps[: len(sizes)])
+    counts = fewest_pipelines(size, cap, num_nodes, total)
+    by_size = dict(zip(size.tolist(), cap.tolist()))
+    if counts is not None:
+        assert sum(n * x for n, x in counts) == num_nodes
+        assert all(np.isfinite(by_size[n]) and x > 0 for n, x in counts)
+        assert sum(x * by_size[n] for n, x in counts) >= total
+    alone = [n for n, c in by_size.items() if np.isfinite(c) and num_nodes % n == 0 and num_nodes // n * c >= total]
+    if alone:
+        assert counts is not None
