@@ -1,0 +1,108 @@
+"""Unbounded knapsacks over node counts for the instantiation search (planner/mix.py).
+
+`knapsack_suffixes`: the most a multiset of template sizes can carry on exactly r nodes,
+for every r and every suffix of the sizes (the search's capacity tables and, with every
+value lowered by a price per pipeline, its pipeline-count bound). `fewest_pipelines`: an
+incumbent mix with enough capacity and few pipelines (a heuristic; the search solves it
+like any other mix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+_TRIED = 8  # incumbent candidates, by estimated pipelines, completed with their filler
+
+
+def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> list[np.ndarray]:
+    """table[i][r] = max sum y_j values[j] over y >= 0 (integers) on sizes[i:] with
+    sum y_j sizes[j] = r exactly, -inf when r is no such sum; 0 <= r <= num_nodes.
+    A value of -inf leaves its size out."""
+    table = [np.where(np.arange(num_nodes + 1) == 0, 0.0, -np.inf)]
+    for s, w in zip(reversed(sizes), reversed(values)):
+        previous = table[0]
+        if w == -np.inf:
+            table.insert(0, previous)
+            continue
+        # G'[r] = max_q G[r - q s] + q w: a running max per residue class of G[r] - (r // s) w
+        rows = -(-(num_nodes + 1) // s)
+        padded = np.full(rows * s, -np.inf)
+        padded[: num_nodes + 1] = previous
+        grid = padded.reshape(rows, s)
+        steps = np.arange(rows, dtype=float)[:, None] * w
+        best = np.maximum.accumulate(grid - steps, axis=0) + steps
+        table.insert(0, best.reshape(-1)[: num_nodes + 1])
+    return table
+
+
+def fewest_pipelines(
+    size: np.ndarray, caps: np.ndarray, num_nodes: int, total: int
+) -> tuple[tuple[int, int], ...] | None:
+    """A mix over `size` (caps: a pipeline's capacity, -inf: unusable) on exactly
+    `num_nodes` nodes whose capacity reaches `total` microbatches, with few
+    pipelines: a pipelines of the size with the most capacity per node, b of one other
+    size, the rest of the nodes filled by the most capacity the knapsack finds; per other
+    size the largest b that still fits (None: none found)."""
+    nodes = num_nodes
+    usable = np.isfinite(caps)
+    if not usable.any():
+        return None
+    value = np.where(usable, caps, 0.0)
+    tables = knapsack_suffixes(list(size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
+    fill = tables[0]
+    base = int(np.argmax(np.where(usable, value / size, -np.inf)))
+    n_base, cap_base = int(size[base]), value[base]
+    candidates: list[tuple[int, int, int, int, int]] = []  # (pipelines estimate, a, level, b, rest)
+    for level in np.nonzero(usable)[0]:
+        n = int(size[level])
+        b = np.arange(nodes // n + 1)
+        for shift in range(3):
+            a = (nodes - b * n) // n_base - shift
+            rest = nodes - b * n - a * n_base
+            good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
+            capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
+            estimate = a + b + -(-rest // int(size.max()))  # the filler may need more pipelines
+            fits = good & (capacity >= total)
+            if fits.any():
+                i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
+                candidates.append((int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i])))
+    best: tuple[tuple[int, int], ...] | None = None
+    for _, a_count, other, b_count, left in sorted(candidates)[:_TRIED]:
+        counts = _with_filler(size, value, usable, tables, base, a_count, other, b_count, left)
+        if best is None or sum(x for _, x in counts) < sum(x for _, x in best):
+            best = counts
+    return best
+
+
+def _with_filler(
+    size: np.ndarray,
+    value: np.ndarray,
+    usable: np.ndarray,
+    tables: list[np.ndarray],
+    base: int,
+    a_count: int,
+    other: int,
+    b_count: int,
+    left: int,
+) -> tuple[tuple[int, int], ...]:
+    """a_count x size[base] + b_count x size[other] + the knapsack's mix on `left` nodes."""
+    y = np.zeros(len(size), dtype=int)
+    y[base] += a_count
+    y[other] += b_count
+    for i, n in enumerate(size):  # the filler, from the knapsack's tables
+        if left == 0:
+            break
+        if not usable[i]:
+            continue
+        q = np.arange(left // int(n) + 1)
+        take = int(np.argmax(tables[i + 1][left - q * int(n)] + q * value[i]))
+        y[i] += take
+        left -= take * int(n)
+    assert left == 0, "internal error: the filler's nodes are reachable by construction"
+    counts: dict[int, int] = {}
+    for n, m in zip(size, y):
+        if m > 0:
+            counts[int(n)] = counts.get(int(n), 0) + int(m)
+    return tuple(sorted(counts.items()))
