@@ -40,20 +40,36 @@ from .spread_screen import screen_for
 EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before
 
 
+def _start(planner: Planner, groups: list[list[str]]) -> tuple[list[list[str]], dict[int, bool], dict[int, int]] | None:
+    """(copies of the groups, size -> a template exists, size -> pipelines of that size), or
+    None when some pipeline's size has no template."""
+    groups = [list(g) for g in groups]
+    sizes: dict[int, int] = {}
+    for g in groups:
+        sizes[len(g)] = sizes.get(len(g), 0) + 1
+    has = {size: planner.template(size) is not None for size in sizes}
+    return (groups, has, sizes) if all(has.values()) else None
+
+
+def _grow(groups: list[list[str]], sizes: dict[int, int], size: int, node: str) -> None:
+    """Give `node` to the later pipeline of `size` nodes (the rule's tie-break)."""
+    target = max(i for i, g in enumerate(groups) if len(g) == size)
+    groups[target].append(node)
+    sizes[size] -= 1
+    if not sizes[size]:
+        del sizes[size]
+    sizes[size + 1] = sizes.get(size + 1, 0) + 1
+
+
 def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
     """Each spare to the one-node growth with the shortest exact iteration time while one
     shortens it (the module's rule, ties: the smaller size, then the later pipeline). All
     growths of a step are timed at once by `MixScreen.seconds` (the floats of
     `Planner.mix_seconds`), so the decisions are `_reference_spread`'s."""
-    groups = [list(g) for g in groups]
-    has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
-    sizes: dict[int, int] = {}  # size -> pipelines of that size
-    for g in groups:
-        sizes[len(g)] = sizes.get(len(g), 0) + 1
-    for size in sizes:
-        has[size] = planner.template(size) is not None
-    if not all(has.values()):
+    start = _start(planner, groups)
+    if start is None:
         return None  # a pipeline without a template: no exact time to compare against
+    groups, has, sizes = start
     screen = screen_for(planner, len(groups))
 
     def timed(mixes: list[dict[int, int]]) -> list[float]:
@@ -86,12 +102,7 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
         if not after < seconds:
             break
         seconds = after
-        target = max(i for i, g in enumerate(groups) if len(g) == size)  # the later pipeline
-        groups[target].append(node)
-        sizes[size] -= 1
-        if not sizes[size]:
-            del sizes[size]
-        sizes[size + 1] = sizes.get(size + 1, 0) + 1
+        _grow(groups, sizes, size, node)
         used += 1
     return groups if used else None
 
@@ -101,15 +112,10 @@ def _reference_spread(
 ) -> list[list[str]] | None:
     """`_spread` evaluating every growth with `Planner.mix_seconds` (the rule's definition;
     kept for tests and the benchmark)."""
-    groups = [list(g) for g in groups]
-    has: dict[int, bool] = {}  # size -> a template exists (asked once per size)
-    sizes: dict[int, int] = {}  # size -> pipelines of that size
-    for g in groups:
-        sizes[len(g)] = sizes.get(len(g), 0) + 1
-    for size in sizes:
-        has[size] = planner.template(size) is not None
-    if not all(has.values()):
+    start = _start(planner, groups)
+    if start is None:
         return None  # a pipeline without a template: no exact time to compare against
+    groups, has, sizes = start
     seconds = planner.mix_seconds(sorted(sizes.items()))
     used = 0
     for node in spares:
@@ -130,12 +136,7 @@ def _reference_spread(
         if best is None:
             break
         seconds, size = best
-        target = max(i for i, g in enumerate(groups) if len(g) == size)  # the later pipeline
-        groups[target].append(node)
-        sizes[size] -= 1
-        if not sizes[size]:
-            del sizes[size]
-        sizes[size + 1] = sizes.get(size + 1, 0) + 1
+        _grow(groups, sizes, size, node)
         used += 1
     return groups if used else None
 
