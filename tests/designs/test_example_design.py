@@ -79,7 +79,11 @@ def test_the_example_restarts_from_the_checkpoint_on_the_real_backend(tmp_path):
     decisions = [e for e in events if e["kind"] == "decision"]
     assert decisions[0]["actions"][0]["action"] == "RestartFromCheckpoint"
     (rollback,) = [e for e in events if e["kind"] == "rollback"]
-    assert rollback["to_step"] == 2
+    # the newest checkpoint complete before the decision: step 2's, unless its writes were
+    # still in flight when node1 crashed in step 3 (a loaded machine), then the start
+    complete = [e["step"] for e in events[: events.index(decisions[0])] if e["kind"] == "checkpoint"]
+    assert set(complete) <= {2}
+    assert rollback["to_step"] == max(complete, default=0)
     reference = train_reference(RunConfig(nodes=2, fault_tolerance=0, steps=6, global_batch=16, dtype="float64"))
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-9)
     worst = max(max_relative_difference(p, reference.params) for p in gather_params(params).values())
