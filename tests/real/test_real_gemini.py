@@ -81,7 +81,14 @@ def test_two_failures_restart_from_the_copy_in_the_survivors_memory(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_a_state_with_no_holder_left_falls_back_to_the_checkpoint(tmp_path):
-    summary, events = run_gemini(tmp_path, replicas=1, second="node1")
+    # node1's crash is injected into its teardown after node0's loss; once in CI (two workers
+    # on 2 cores) node1 left the step without passing that point, so the job saw one loss.
+    # The premise is retried once; every assertion below still holds for the run kept.
+    for attempt in range(2):
+        (tmp_path / f"try{attempt}").mkdir()
+        summary, events = run_gemini(tmp_path / f"try{attempt}", replicas=1, second="node1")
+        if len(kinds(events, "worker_lost")) == 2:
+            break
     assert sorted(e["node"] for e in kinds(events, "worker_lost")) == ["node0", "node1"]
     (decision,) = kinds(events, "decision")
     (action,) = decision["actions"]
