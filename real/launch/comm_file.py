@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from planner.oobleck_format import COMMUNICATION_FILE
+
 from .comm_fit import LINKS, FitError, LinkFit
 
-COMMUNICATION_FILE = "communication.json"
 DETAILS_FILE = "communication_fit.json"  # the hop runs, the fits, their residuals (informational)
 
 KEYS = ("source", "in_node", "across_nodes", "hop_overhead_s", "samples")
