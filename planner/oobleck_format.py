@@ -11,10 +11,26 @@ used here both as what it keeps per in-flight microbatch and as what it sends.
 The in-node files key "1" means one GPU: the planner treats that all-reduce as free
 (DESIGN 3.2), so only keys >= 2 are kept.
 
-Optional `communication.json` (written by the real backend's profiler): the pipeline links,
-`{"source": str, "in_node": {"latency_s", "bytes_per_s"}, "across_nodes": {...},
-"hop_overhead_s": s, "samples": [...]}` in seconds and bytes per second (the measured
-`samples` are informational and not read). It becomes `ModelProfile.communication`.
+`communication.json` (optional; written by the real backend's profiler, read into
+`ModelProfile.communication`, issue 15) is owned by this module alone: one schema, one
+validator (`parse_communication`), one error (`ProfileError`, naming the file and the field):
+
+    {"source": str,                                        optional ("": the file's path)
+     "in_node": {"latency_s": >= 0, "bytes_per_s": > 0},   required, exactly these two keys
+     "across_nodes": {"latency_s": >= 0, "bytes_per_s": > 0},
+     "hop_overhead_s": >= 0,                               required
+     "samples": [{"link": "in_node" | "across_nodes",      optional (default [])
+                  "bytes": integer >= 0, "seconds": > 0}, ...]}
+
+in seconds, bytes and bytes per second, every number finite. A zero latency is allowed (an
+analytic model may have none; the profiler's fit only writes positive ones), a zero
+bandwidth is not (the transfer would never end). The samples (the measured points behind the
+fit) are informational, not planned with, but checked when present so a bad one is caught
+where it is written. Unknown keys, at the top or inside a link or a sample, are rejected
+naming the key: the file is meant to be hand-edited too, and a misspelt `hop_overhead` must
+not silently mean 0 (every file the profiler and the validation experiment have written holds
+exactly the five keys above). `write_communication` checks its own output with the same validator, so
+what it writes always reads back, equal.
 """
 
 from __future__ import annotations
@@ -22,6 +38,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,60 +101,118 @@ def _allreduce_table(path: Path, num_layers: int, skip_one: bool) -> list[dict[i
     return tables
 
 
-def _comm_number(data: dict, path: Path, field: str, *, positive: bool = False) -> float:
+LINKS = ("in_node", "across_nodes")
+_KEYS = ("source", "in_node", "across_nodes", "hop_overhead_s", "samples")
+_LINK_KEYS = ("latency_s", "bytes_per_s")
+_SAMPLE_KEYS = ("link", "bytes", "seconds")
+
+
+@dataclass(frozen=True)
+class CommSample:
+    """One measured point behind a link's fit: `size_bytes` one way over `link` took `seconds`."""
+
+    link: str  # "in_node" | "across_nodes"
+    size_bytes: int
+    seconds: float
+
+
+def _only_keys(data: dict, allowed: tuple[str, ...], where: str, prefix: str = "") -> None:
+    for key in data:
+        if key not in allowed:
+            raise ProfileError(f"{where}: unknown field {prefix + str(key)!r} (expected {', '.join(allowed)})")
+
+
+def _comm_number(data: dict, where: str, field: str, *, positive: bool = False) -> float:
     key = field.rsplit(".", 1)[-1]
     if key not in data:
-        raise ProfileError(f"{path}: missing field {field!r}")
+        raise ProfileError(f"{where}: missing field {field!r}")
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ProfileError(f"{path}: field {field!r} must be a finite number, got {value!r}")
+        raise ProfileError(f"{where}: field {field!r} must be a finite number, got {value!r}")
     if value < 0 or (positive and value == 0):
-        raise ProfileError(f"{path}: field {field!r} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        raise ProfileError(f"{where}: field {field!r} must be {'> 0' if positive else '>= 0'}, got {value!r}")
     return float(value)
+
+
+def _sample(entry: Any, where: str, name: str) -> CommSample:
+    if not isinstance(entry, dict):
+        raise ProfileError(f"{where}: field {name!r} must be an object {{link, bytes, seconds}}, got {entry!r}")
+    _only_keys(entry, _SAMPLE_KEYS, where, f"{name}.")
+    for key in _SAMPLE_KEYS:
+        if key not in entry:
+            raise ProfileError(f"{where}: missing field '{name}.{key}'")
+    if entry["link"] not in LINKS:
+        raise ProfileError(f"{where}: field '{name}.link' must be 'in_node' or 'across_nodes', got {entry['link']!r}")
+    size = entry["bytes"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ProfileError(f"{where}: field '{name}.bytes' must be an integer >= 0, got {size!r}")
+    return CommSample(entry["link"], size, _comm_number(entry, where, f"{name}.seconds", positive=True))
+
+
+def parse_communication(data: Any, where: str) -> tuple[CommProfile, tuple[CommSample, ...]]:
+    """The `communication.json` object `data` (read from `where`) as a CommProfile and its
+    samples; ProfileError naming `where` and the field when it breaks the schema."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+    _only_keys(data, _KEYS, where)
+    links = {}
+    for label in LINKS:
+        entry = data.get(label)
+        if not isinstance(entry, dict):
+            raise ProfileError(f"{where}: field {label!r} must be an object {{latency_s, bytes_per_s}}, got {entry!r}")
+        _only_keys(entry, _LINK_KEYS, where, f"{label}.")
+        links[label] = LinkProfile(
+            _comm_number(entry, where, f"{label}.latency_s"),
+            _comm_number(entry, where, f"{label}.bytes_per_s", positive=True),
+        )
+    hop_overhead_s = _comm_number(data, where, "hop_overhead_s")
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ProfileError(f"{where}: field 'source' must be a string, got {source!r}")
+    samples = data.get("samples", [])
+    if not isinstance(samples, list):
+        raise ProfileError(f"{where}: field 'samples' must be a list, got {type(samples).__name__}")
+    parsed = tuple(_sample(entry, where, f"samples[{i}]") for i, entry in enumerate(samples))
+    return CommProfile(links["in_node"], links["across_nodes"], hop_overhead_s, source or where), parsed
+
+
+def communication_json(comm: CommProfile, samples: Sequence[CommSample] = ()) -> dict[str, Any]:
+    """The `communication.json` object of `comm` and its measured `samples`."""
+    return {
+        "source": comm.source,
+        "in_node": {"latency_s": comm.in_node.latency_s, "bytes_per_s": comm.in_node.bytes_per_s},
+        "across_nodes": {"latency_s": comm.across_nodes.latency_s, "bytes_per_s": comm.across_nodes.bytes_per_s},
+        "hop_overhead_s": comm.hop_overhead_s,
+        "samples": [{"link": s.link, "bytes": s.size_bytes, "seconds": s.seconds} for s in samples],
+    }
+
+
+def communication_path(path: str | Path) -> Path:
+    """`path` itself, or its `communication.json` when `path` is a (profile) directory."""
+    path = Path(path)
+    return path / COMMUNICATION_FILE if path.is_dir() else path
+
+
+def read_communication(path: str | Path) -> tuple[CommProfile, tuple[CommSample, ...]]:
+    """A `communication.json` (or the one in the profile directory `path`): the figures and
+    the samples; ProfileError when it is missing or breaks the schema."""
+    path = communication_path(path)
+    return parse_communication(_read_json(path), str(path))
 
 
 def load_communication(directory: str | Path) -> CommProfile | None:
     """`directory/communication.json` as a CommProfile, or None when the file is absent."""
     path = Path(directory) / COMMUNICATION_FILE
-    if not path.exists():
-        return None
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected an object, got {type(data).__name__}")
-    links = {}
-    for label in ("in_node", "across_nodes"):
-        entry = data.get(label)
-        if not isinstance(entry, dict):
-            raise ProfileError(f"{path}: field {label!r} must be an object {{latency_s, bytes_per_s}}, got {entry!r}")
-        links[label] = LinkProfile(
-            _comm_number(entry, path, f"{label}.latency_s"),
-            _comm_number(entry, path, f"{label}.bytes_per_s", positive=True),
-        )
-    source = data.get("source", "")
-    if not isinstance(source, str):
-        raise ProfileError(f"{path}: field 'source' must be a string, got {source!r}")
-    samples = data.get("samples", [])
-    if not isinstance(samples, list):
-        raise ProfileError(f"{path}: field 'samples' must be a list, got {type(samples).__name__}")
-    return CommProfile(
-        links["in_node"],
-        links["across_nodes"],
-        _comm_number(data, path, "hop_overhead_s"),
-        source or str(path),
-    )
+    return read_communication(path)[0] if path.exists() else None
 
 
-def write_communication(comm: CommProfile, directory: str | Path, samples: list[dict] | None = None) -> Path:
-    """Write `comm` (and the measured `samples`, informational) as `directory/communication.json`."""
+def write_communication(comm: CommProfile, directory: str | Path, samples: Sequence[CommSample] = ()) -> Path:
+    """Write `comm` and its measured `samples` as `directory/communication.json`, checked by
+    the reader's own validator first (ProfileError naming the field: nothing unreadable is written)."""
     path = Path(directory) / COMMUNICATION_FILE
+    body = communication_json(comm, samples)
+    parse_communication(body, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {
-        "source": comm.source,
-        "in_node": {"latency_s": comm.in_node.latency_s, "bytes_per_s": comm.in_node.bytes_per_s},
-        "across_nodes": {"latency_s": comm.across_nodes.latency_s, "bytes_per_s": comm.across_nodes.bytes_per_s},
-        "hop_overhead_s": comm.hop_overhead_s,
-        "samples": list(samples or []),
-    }
     path.write_text(json.dumps(body, indent=1))
     return path
 

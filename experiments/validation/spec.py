@@ -32,12 +32,15 @@ directories get none (the planner then uses the cluster's links and no hop overh
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.oobleck_format import CommSample
+    from planner.profile import CommProfile
 
 SYNTHETIC = "synthetic"
 TINY_GPT = "tiny-gpt"
@@ -162,38 +165,32 @@ def synthetic_profile(layers: int = 8, forward_s: float = 0.010, backward_s: flo
 
 def measured_communication(
     directory: Path, source: str | Path | None = None, progress: Callable[[str], None] = print
-) -> dict[str, Any]:
-    """The pipeline-communication figures the validation's profile carries, as the
-    `communication.json` dict (the planner's `ModelProfile.communication` reads that file):
+) -> tuple[CommProfile, tuple[CommSample, ...]]:
+    """The pipeline-communication figures (and their samples) the validation's profile
+    carries, read by the planner's own reader (`planner.oobleck_format.read_communication`):
     from `source` (a file, or a profile directory with one) when given, else the one kept
     in the profile `directory`, else measured here once and kept there (about 30 s: three
     processes start torch, then a few seconds of transfers and 1F1B runs)."""
-    from real.launch.comm_file import COMMUNICATION_FILE, check_communication, read_communication
-    from real.launch.comm_fit import FitError
+    from planner.oobleck_format import COMMUNICATION_FILE, read_communication
 
     if source is not None:
-        path = Path(source)
-        path = path / COMMUNICATION_FILE if path.is_dir() else path
         try:
-            return check_communication(json.loads(path.read_text()), str(path))
-        except (OSError, ValueError) as exc:  # FitError and json's errors are ValueErrors
+            return read_communication(source)
+        except (OSError, ValueError) as exc:  # ProfileError is a ValueError
             raise ValidationError(f"communication {str(source)!r}: {exc}") from None
-    try:
-        kept = read_communication(directory)
-    except (ValueError, FitError) as exc:
-        raise ValidationError(
-            f"the kept {Path(directory) / COMMUNICATION_FILE}: {exc} (delete it to measure again)"
-        ) from None
-    if kept is not None:
-        return kept
-    from real.launch.comm_file import write_communication
+    kept = Path(directory) / COMMUNICATION_FILE
+    if kept.exists():
+        try:
+            return read_communication(kept)
+        except ValueError as exc:
+            raise ValidationError(f"the kept {exc} (delete it to measure again)") from None
     from real.launch.comm_profile import measure_communication
 
     progress("measuring pipeline communication on this machine (p2p transfers, per-hop overhead of 1F1B) ...")
     measured = measure_communication()
-    write_communication(measured.to_dict(), directory, measured.details())
+    measured.write(directory)
     progress(measured.summary())
-    return measured.to_dict()
+    return measured.comm, measured.samples
 
 
 @dataclass(frozen=True)
@@ -216,6 +213,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
         from .contended import profile_contended
 
         tiny = TinyGptSpec(**TINY_SHAPE)
+        _carry_communication(spec, target, progress)  # first: a bad given file is named before minutes of profiling
         if not (target / "mb1.json").exists() or not (target / FILE_NAME).exists():  # once per output directory
             progress(
                 f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours, "
@@ -226,7 +224,6 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
             if profile.contention is None:
                 raise RuntimeError("internal error: the contended profile came back without its contention sweep")
             write_contention(profile.contention, target)
-        _carry_communication(spec, target, progress)
         shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
         return PreparedModel(
             {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},
@@ -251,10 +248,10 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
 
 
 def _carry_communication(spec: ValidationSpec, target: Path, progress: Callable[[str], None]) -> None:
-    """`target/communication.json`: the given file's figures (copied in), or this machine's
-    (measured once, then kept)."""
-    from real.launch.comm_file import write_communication
+    """`target/communication.json`: the given file's figures (copied in, through the
+    planner's writer), or this machine's (measured once, then kept)."""
+    from planner.oobleck_format import write_communication
 
-    data = measured_communication(target, spec.communication, progress)
+    comm, samples = measured_communication(target, spec.communication, progress)
     if spec.communication is not None:
-        write_communication(data, target)
+        write_communication(comm, target, samples)

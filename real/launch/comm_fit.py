@@ -2,10 +2,10 @@
 
 Pure arithmetic on measured points (no torch, no processes: `comm_profile` measures).
 
-- `fit_link`: one-way seconds of B bytes = `latency_s + B / bytes_per_s`, fitted by least
-  squares on relative residuals (each point weighted by 1 / seconds^2), so the
-  microsecond-scale small messages set the latency and the large ones the bandwidth,
-  instead of the largest sizes deciding both.
+- `fit_link`: one-way seconds of B bytes = `latency_s + B / bytes_per_s` (a
+  `planner.profile.LinkProfile`), fitted by least squares on relative residuals (each
+  point weighted by 1 / seconds^2), so the microsecond-scale small messages set the
+  latency and the large ones the bandwidth, instead of the largest sizes deciding both.
 - `fit_hop_overhead`: stage i of S, per microbatch, pays its compute plus, for each of its
   outgoing sends (forward if i < S-1, backward if i > 0), `hop_overhead_s + alpha x
   transfer_s`; the iteration is the 1F1B cost model (`planner.costmodel.pipeline_time_s`)
@@ -33,27 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.costmodel import bottleneck_index, pipeline_time_s
-
-LINKS = ("in_node", "across_nodes")
+from planner.profile import LinkProfile
 
 
 class FitError(ValueError):
     """The points do not determine the fit (too few, or it gives non-physical figures)."""
 
 
-@dataclass(frozen=True)
-class LinkFit:
-    latency_s: float
-    bytes_per_s: float
-
-    def transfer_s(self, num_bytes: float) -> float:
-        return self.latency_s + num_bytes / self.bytes_per_s
-
-    def to_dict(self) -> dict[str, float]:
-        return {"latency_s": self.latency_s, "bytes_per_s": self.bytes_per_s}
-
-
-def fit_link(points: Sequence[tuple[int, float]]) -> LinkFit:
+def fit_link(points: Sequence[tuple[int, float]]) -> LinkProfile:
     """Latency and bandwidth from (bytes, one-way seconds) points of at least two sizes."""
     if len({b for b, _ in points}) < 2:
         raise FitError(f"a link fit needs points of at least two sizes, got {len(points)} point(s)")
@@ -69,7 +56,7 @@ def fit_link(points: Sequence[tuple[int, float]]) -> LinkFit:
     slope = (sw * sbs - sb * ss) / det
     if not (latency > 0 and slope > 0):
         raise FitError(f"the link fit is not physical (latency {latency:.3g} s, {slope:.3g} s per byte): too noisy")
-    return LinkFit(latency, 1.0 / slope)
+    return LinkProfile(latency, 1.0 / slope)
 
 
 @dataclass(frozen=True)
@@ -94,14 +81,14 @@ def hops_per_stage(num_stages: int) -> list[int]:
     return [int(i < num_stages - 1) + int(i > 0) for i in range(num_stages)]
 
 
-def model_s(run: HopRun, link: LinkFit, hop_overhead_s: float, alpha: float = 1.0) -> float:
+def model_s(run: HopRun, link: LinkProfile, hop_overhead_s: float, alpha: float = 1.0) -> float:
     """The 1F1B cost model's iteration for `run` with the communication term."""
     per_hop = hop_overhead_s + alpha * link.transfer_s(run.boundary_bytes)
     weights = [c + n * per_hop for c, n in zip(run.stage_compute_s, hops_per_stage(run.num_stages))]
     return pipeline_time_s(weights, run.num_microbatches)
 
 
-def _slope(run: HopRun, link: LinkFit, h: float, alpha: float) -> float:
+def _slope(run: HopRun, link: LinkProfile, h: float, alpha: float) -> float:
     """dT/dh at (h, alpha) on the linear piece of the current bottleneck k*: how many hop
     costs T1 + T2 + T3 hold."""
     hops = hops_per_stage(run.num_stages)
@@ -138,7 +125,7 @@ def _check_runs(runs: Sequence[HopRun]) -> None:
         raise FitError("the hop fit needs runs of at least two stages")
 
 
-def _fit_h(runs: Sequence[HopRun], link: LinkFit, alpha: float) -> HopFit:
+def _fit_h(runs: Sequence[HopRun], link: LinkProfile, alpha: float) -> HopFit:
     """The least-squares `hop_overhead_s` for a given `alpha`, exactly: the model is linear
     in h between the bottleneck changes of all runs (and may jump at them, Eq. 1-4 is not
     continuous there), so each interval's own optimum, kept inside it, is a candidate, and
@@ -169,7 +156,7 @@ def _fit_h(runs: Sequence[HopRun], link: LinkFit, alpha: float) -> HopFit:
 ALPHA_RANGE = (-2.0, 10.0)  # where fit_overlap looks for the transfer's share
 
 
-def _fit_alpha(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+def _fit_alpha(runs: Sequence[HopRun], link: LinkProfile) -> HopFit:
     """Both parameters: for each alpha the exact h (`_fit_h`); alpha on a grid of 0.1 over
     `ALPHA_RANGE`, then a golden-section search around the best grid point."""
     if len({link.transfer_s(r.boundary_bytes) for r in runs}) < 2:
@@ -197,13 +184,13 @@ def _fit_alpha(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
     return _fit_h(runs, link, min((start, a, b), key=sse))
 
 
-def fit_hop_overhead(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+def fit_hop_overhead(runs: Sequence[HopRun], link: LinkProfile) -> HopFit:
     """`hop_overhead_s` with the whole transfer charged (the cost model's charge)."""
     _check_runs(runs)
     return _fit_h(runs, link, 1.0)
 
 
-def fit_overlap(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+def fit_overlap(runs: Sequence[HopRun], link: LinkProfile) -> HopFit:
     """`hop_overhead_s` and the fraction `alpha` of the transfer that is not overlapped
     (searched in `ALPHA_RANGE`)."""
     _check_runs(runs)
@@ -259,7 +246,7 @@ def schedule_s(run: HopRun, delay_s: float) -> float:
     return max(clock)
 
 
-def fit_latency_only(runs: Sequence[HopRun], link: LinkFit) -> HopFit:
+def fit_latency_only(runs: Sequence[HopRun], link: LinkProfile) -> HopFit:
     """`hop_overhead_s` read as a delay on each message with the transfer (`schedule_s`), not
     a cost the stages pay. Gauss-Newton with slopes by differences (the replay is piecewise
     linear in the delay)."""

@@ -28,25 +28,32 @@ wait bounded by `timeout_s`, all reaped on the way out) measures:
    go on meanwhile). All keep their residuals (`communication_fit.json`): which reading
    fits is measured, not assumed; the file holds the first, what the planner charges.
 
+`CommMeasurement.write` writes `communication.json` through the planner's own writer
+(`planner.oobleck_format.write_communication`: one schema, one validator, for the file the
+planner reads) and `communication_fit.json`, the measurement's details, beside it.
+
 The pipeline runs on the CPU over gloo, as the emulated backend's workers do; what the
 NCCL runtime adds per hop on GPUs is not measured here.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
-from .comm_file import communication_dict
+from planner.oobleck_format import CommSample, communication_json, write_communication
+from planner.profile import CommProfile, LinkProfile
+
 from .comm_fit import (
     HopFit,
     HopRun,
-    LinkFit,
     fit_hop_overhead,
     fit_latency_only,
     fit_link,
@@ -56,6 +63,7 @@ from .comm_fit import (
 
 KIB = 1024
 NOISY = 0.05  # the summary calls a fit whose rms residual exceeds this share of an iteration noisy
+DETAILS_FILE = "communication_fit.json"  # the hop runs, the fits, their residuals (informational)
 
 
 @dataclass(frozen=True)
@@ -98,8 +106,8 @@ class CommSettings:
 @dataclass(frozen=True)
 class CommMeasurement:
     source: str
-    links: dict[str, LinkFit]
-    samples: tuple[tuple[str, int, float], ...]  # (link, bytes, one-way seconds)
+    links: dict[str, LinkProfile]  # "in_node", "across_nodes"
+    samples: tuple[CommSample, ...]  # the points the link fits came from (one-way seconds)
     runs: tuple[HopRun, ...]
     hop: HopFit  # transfer charged in full: what communication.json holds
     overlap: HopFit | None  # hop overhead and the non-overlapped fraction of the transfer
@@ -124,9 +132,21 @@ class CommMeasurement:
         measured = [c for r in self.runs for c in r.stage_compute_s]
         return statistics.fmean(measured) - self.stage_sleep_s
 
+    @property
+    def comm(self) -> CommProfile:
+        """What `communication.json` holds and the planner charges."""
+        return CommProfile(self.links["in_node"], self.links["across_nodes"], self.hop_overhead_s, self.source)
+
     def to_dict(self) -> dict[str, Any]:
-        """`communication.json`: the schema exactly."""
-        return communication_dict(self.source, self.links, self.hop_overhead_s, self.samples)
+        """`communication.json`'s object (the planner's schema)."""
+        return communication_json(self.comm, self.samples)
+
+    def write(self, directory: str | Path) -> Path:
+        """Write `communication.json` (the planner's writer) and `communication_fit.json` into
+        the profile `directory`; returns the first's path."""
+        path = write_communication(self.comm, directory, self.samples)
+        (Path(directory) / DETAILS_FILE).write_text(json.dumps(self.details(), indent=2))
+        return path
 
     def summary(self) -> str:
         """One line of the figures, for the profiler's output."""
@@ -384,16 +404,16 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
     nccl = {b: min(t) for b, t in rounds["nccl"].items()} if "nccl" in rounds else None
     medians = {name: {b: statistics.median(t) for b, t in sizes.items()} for name, sizes in rounds.items()}
     loopback = fit_link(sorted(gloo.items()))
-    samples: list[tuple[str, int, float]]
+    samples: list[CommSample]
     if nccl:
         links = {"in_node": fit_link(sorted(nccl.items())), "across_nodes": loopback}
-        samples = [("in_node", b, s) for b, s in sorted(nccl.items())] + [
-            ("across_nodes", b, s) for b, s in sorted(gloo.items())
+        samples = [CommSample("in_node", b, s) for b, s in sorted(nccl.items())] + [
+            CommSample("across_nodes", b, s) for b, s in sorted(gloo.items())
         ]
         how = "in_node NCCL between two GPUs, across_nodes gloo over loopback (no second node)"
     else:
         links = {"in_node": loopback, "across_nodes": loopback}
-        samples = [("in_node", b, s) for b, s in sorted(gloo.items())]
+        samples = [CommSample("in_node", b, s) for b, s in sorted(gloo.items())]
         how = "gloo over loopback for both in_node and across_nodes (one machine)"
     runs = []
     for index, (stages, microbatches, boundary) in enumerate(settings.hop_settings):

@@ -291,10 +291,9 @@ def measure_and_write_communication(
     profile `directory`; returns the measurement."""
     from dataclasses import replace
 
-    from .comm_file import write_communication
     from .comm_profile import CommSettings, measure_communication
 
     comm = replace(comm or CommSettings(), timeout_s=settings.timeout_s)
     measured = measure_communication(comm)
-    write_communication(measured.to_dict(), directory, measured.details())
+    measured.write(directory)
     return measured

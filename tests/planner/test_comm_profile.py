@@ -8,12 +8,22 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ooblab.cli import main
 from planner.costmodel import CostTables
 from planner.errors import ProfileError
 from planner.hardware import DEFAULT_ACROSS_NODES_LATENCY_S, DEFAULT_IN_NODE_LATENCY_S, make_cluster
-from planner.oobleck_format import load_communication, load_oobleck_profile, write_oobleck_profile
+from planner.oobleck_format import (
+    CommSample,
+    communication_json,
+    load_communication,
+    load_oobleck_profile,
+    read_communication,
+    write_communication,
+    write_oobleck_profile,
+)
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.profile import CommProfile, LayerProfile, LinkProfile, ModelProfile
@@ -62,7 +72,7 @@ def _with(**changes):
         *parents, key = path.split("__")
         target = body
         for parent in parents:
-            target = target[parent]
+            target = target[int(parent)] if isinstance(target, list) else target[parent]
         if value is KeyError:
             del target[key]
         else:
@@ -70,17 +80,56 @@ def _with(**changes):
     return body
 
 
+links = st.builds(LinkProfile, st.floats(0.0, 1.0), st.floats(1e-3, 1e15))
+comm_profiles = st.builds(CommProfile, links, links, st.floats(0.0, 1.0), st.text(min_size=1, max_size=40))
+samples = st.lists(
+    st.builds(CommSample, st.sampled_from(["in_node", "across_nodes"]), st.integers(0, 1 << 40), st.floats(1e-9, 1e3)),
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(comm=comm_profiles, points=samples)
+def test_written_communication_reads_back_equal(tmp_path_factory, comm, points):
+    directory = tmp_path_factory.mktemp("comm")
+    path = write_communication(comm, directory, points)
+    assert read_communication(path) == read_communication(directory) == (comm, tuple(points))
+    assert load_communication(directory) == comm
+    assert json.loads(path.read_text()) == communication_json(comm, points)
+
+
+def test_a_zero_latency_and_no_samples_or_source_are_allowed(tmp_path):
+    body = {k: v for k, v in _with(in_node__latency_s=0).items() if k not in ("samples", "source")}
+    profile_dir(tmp_path, body)
+    comm, points = read_communication(tmp_path)
+    assert comm.in_node == LinkProfile(0.0, 2.5e9) and points == ()
+    assert comm.source == str(tmp_path / "communication.json")  # no source: the file names itself
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
         (_with(in_node__latency_s=-1e-5), r"'in_node.latency_s' must be >= 0"),
+        (_with(in_node__latency_s=KeyError), r"missing field 'in_node.latency_s'"),
         (_with(across_nodes__bytes_per_s=0), r"'across_nodes.bytes_per_s' must be > 0"),
         (_with(hop_overhead_s=float("inf")), r"'hop_overhead_s' must be a finite number"),
+        (_with(hop_overhead_s=-1e-3), r"'hop_overhead_s' must be >= 0"),
         (_with(hop_overhead_s=KeyError), r"missing field 'hop_overhead_s'"),
         (_with(in_node__bytes_per_s="fast"), r"'in_node.bytes_per_s' must be a finite number"),
         (_with(across_nodes=KeyError), r"'across_nodes' must be an object"),
         (_with(source=3), r"'source' must be a string"),
         (_with(samples={}), r"'samples' must be a list"),
+        (_with(hop_overhead=0.001), r"unknown field 'hop_overhead'"),
+        (_with(in_node__latency=0.001), r"unknown field 'in_node.latency'"),
+        (_with(samples__0__note="x"), r"unknown field 'samples\[0\].note'"),
+        (_with(samples__0__link="nvlink"), r"'samples\[0\].link' must be 'in_node' or 'across_nodes'"),
+        (_with(samples__0__bytes=-1), r"'samples\[0\].bytes' must be an integer >= 0"),
+        (_with(samples__0__bytes=1.5), r"'samples\[0\].bytes' must be an integer >= 0"),
+        (_with(samples__0__bytes=True), r"'samples\[0\].bytes' must be an integer >= 0"),
+        (_with(samples__0__seconds=0), r"'samples\[0\].seconds' must be > 0"),
+        (_with(samples__0__seconds=float("nan")), r"'samples\[0\].seconds' must be a finite number"),
+        (_with(samples__0__seconds=KeyError), r"missing field 'samples\[0\].seconds'"),
+        (_with(samples=[3]), r"'samples\[0\]' must be an object"),
         ([1, 2], r"expected an object"),
     ],
 )
@@ -92,10 +141,21 @@ def test_bad_communication_json_is_one_line_naming_file_and_field(tmp_path, body
     assert str(tmp_path / "communication.json") in text and "\n" not in text
 
 
-def test_bad_communication_json_exits_2_from_the_cli(tmp_path, capsys):
-    profile_dir(tmp_path, _with(in_node__latency_s=-1.0))
+def test_the_writer_refuses_what_the_reader_would_and_writes_nothing(tmp_path):
+    comm = CommProfile(LinkProfile(1e-4, 1e9), LinkProfile(2e-4, 1e9), 1e-3, "test")
+    with pytest.raises(ProfileError, match=r"'samples\[1\].seconds' must be > 0"):
+        write_communication(comm, tmp_path, [CommSample("in_node", 1024, 1e-4), CommSample("in_node", 2048, 0.0)])
+    with pytest.raises(ProfileError, match=r"'samples\[0\].link'"):
+        write_communication(comm, tmp_path, [CommSample("nvlink", 1024, 1e-4)])
+    assert not (tmp_path / "communication.json").exists()
+
+
+@pytest.mark.parametrize("change", [dict(in_node__latency_s=-1.0), dict(hop_overhead=0.0)])
+def test_bad_communication_json_exits_2_from_the_cli(tmp_path, capsys, change):
+    profile_dir(tmp_path, _with(**change))
     assert main(["plan", "--model", str(tmp_path), "--nodes", "2", "--f", "0", "--global-batch", "4"]) == 2
-    assert "communication.json" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "communication.json" in err and "\n" not in err
 
 
 def test_the_cli_switch_turns_the_term_off(capsys):

@@ -1,5 +1,7 @@
 """Pipeline communication measured for the profile (issue 15): the fits recover what made the
-points, `communication.json` has the schema, and a short real measurement gives figures."""
+points, the measurement writes `communication.json` through the planner's writer (the
+schema's own tests: tests/planner/test_comm_profile.py), and a short real measurement gives
+figures."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from real.launch.comm_file import KEYS, check_communication, communication_dict
+from planner.errors import ProfileError
+from planner.oobleck_format import CommSample, read_communication
+from planner.profile import LinkProfile
 from real.launch.comm_fit import (
     FitError,
+    HopFit,
     HopRun,
-    LinkFit,
     fit_hop_overhead,
     fit_link,
     fit_overlap,
@@ -32,7 +36,7 @@ SIZES = [1024 * 4**i for i in range(8)]  # 1 KiB .. 16 MiB, as the profiler meas
     noise=st.lists(st.floats(-0.01, 0.01), min_size=len(SIZES), max_size=len(SIZES)),
 )
 def test_link_fit_recovers_latency_and_bandwidth(latency, bandwidth, noise):
-    truth = LinkFit(latency, bandwidth)
+    truth = LinkProfile(latency, bandwidth)
     exact = fit_link([(b, truth.transfer_s(b)) for b in SIZES])
     assert exact.latency_s == pytest.approx(latency, rel=1e-6)
     assert exact.bytes_per_s == pytest.approx(bandwidth, rel=1e-6)
@@ -59,7 +63,7 @@ def test_link_fit_rejects_what_does_not_determine_it():
 RUN_SHAPES = [(2, 4, 65536), (2, 8, 65536), (3, 3, 65536), (3, 6, 65536), (3, 6, 4 << 20), (4, 8, 1 << 20)]
 
 
-def runs_from(link: LinkFit, h: float, alpha: float, compute: list[list[float]], noise: list[float]):
+def runs_from(link: LinkProfile, h: float, alpha: float, compute: list[list[float]], noise: list[float]):
     runs = []
     for (s, m, b), stages, e in zip(RUN_SHAPES, compute, noise):
         ideal = HopRun(tuple(stages[:s]), m, b, 0.0)
@@ -75,7 +79,7 @@ compute_lists = st.lists(
 @settings(max_examples=25, deadline=None)
 @given(h=st.floats(0.0, 0.005), alpha=st.floats(0.0, 2.0), compute=compute_lists)
 def test_hop_fits_recover_the_overhead_and_the_overlap(h, alpha, compute):
-    link = LinkFit(1e-4, 2e9)
+    link = LinkProfile(1e-4, 2e9)
     exact = runs_from(link, h, 1.0, compute, [0.0] * len(RUN_SHAPES))
     fit = fit_hop_overhead(exact, link)
     assert fit.hop_overhead_s == pytest.approx(h, abs=1e-9)
@@ -93,7 +97,7 @@ def test_hop_fits_recover_the_overhead_and_the_overlap(h, alpha, compute):
 )
 def test_hop_fit_is_the_least_squares_optimum(h, compute, noise):
     """Brute force: no overhead on a fine grid around the fit has smaller squared residuals."""
-    link = LinkFit(1e-4, 2e9)
+    link = LinkProfile(1e-4, 2e9)
     runs = runs_from(link, h, 1.0, compute, noise)
     fit = fit_hop_overhead(runs, link)
     assert [r.measured_s - model_s(r, link, fit.hop_overhead_s) for r in runs] == pytest.approx(fit.residuals_s)
@@ -103,35 +107,37 @@ def test_hop_fit_is_the_least_squares_optimum(h, compute, noise):
         assert sum((r.measured_s - model_s(r, link, other)) ** 2 for r in runs) >= sse - 1e-15
 
 
-def example(**changes):
-    data = communication_dict(
-        "test", {"in_node": LinkFit(1e-4, 2e9), "across_nodes": LinkFit(2e-4, 1e9)}, 1e-3, [("in_node", 1024, 1.5e-4)]
-    )
-    data.update(changes)
-    return data
+def measurement(samples: tuple[CommSample, ...], hop_overhead_s: float = 1e-3):
+    from real.launch.comm_profile import CommMeasurement
+
+    links = {"in_node": LinkProfile(1e-4, 2e9), "across_nodes": LinkProfile(2e-4, 1e9)}
+    fit = HopFit(hop_overhead_s, 1.0, (1e-4, -1e-4))
+    runs = (HopRun((0.01, 0.01), 4, 1024, 0.05), HopRun((0.01, 0.01), 8, 1024, 0.09))
+    return CommMeasurement("test", links, samples, runs, fit, None, fit, 0.01, {"gloo": {1024: 1.5e-4}})
 
 
-def test_communication_dict_has_the_schema_and_bad_files_are_named():
-    data = json.loads(json.dumps(example()))
-    assert tuple(data) == KEYS and check_communication(data) == data
-    assert data["in_node"] == {"latency_s": 1e-4, "bytes_per_s": 2e9}
-    assert data["samples"] == [{"link": "in_node", "bytes": 1024, "seconds": 1.5e-4}]
-    for bad, field in [
-        (example(hop_overhead_s=-1e-3), "hop_overhead_s"),
-        (example(in_node={"latency_s": 0.0, "bytes_per_s": 1e9}), "in_node.latency_s"),
-        (example(across_nodes={"latency_s": 1e-4}), "across_nodes"),
-        (example(samples=[{"link": "nvlink", "bytes": 1, "seconds": 1.0}]), "samples"),
-        ({k: v for k, v in example().items() if k != "source"}, "keys"),
-        (example(extra=1), "keys"),
-    ]:
-        with pytest.raises(FitError, match=field):
-            check_communication(bad)
+def test_a_measurement_writes_through_the_planners_writer(tmp_path):
+    measured = measurement((CommSample("in_node", 1024, 1.5e-4), CommSample("across_nodes", 4096, 3e-4)))
+    path = measured.write(tmp_path)
+    comm, samples = read_communication(path)
+    assert comm == measured.comm and samples == measured.samples
+    assert comm.in_node == LinkProfile(1e-4, 2e9) and comm.hop_overhead_s == 1e-3 and comm.source == "test"
+    assert json.loads(path.read_text()) == measured.to_dict()
+    details = json.loads((tmp_path / "communication_fit.json").read_text())
+    assert [r["microbatches"] for r in details["runs"]] == [4, 8]
+    # a negative fitted overhead is written as 0 (the details keep it), which the schema accepts
+    assert read_communication(measurement((), -2e-3).write(tmp_path / "neg"))[0].hop_overhead_s == 0.0
+
+
+def test_a_bad_sample_is_refused_by_the_planners_validator(tmp_path):
+    with pytest.raises(ProfileError, match=r"samples\[0\]\.seconds"):
+        measurement((CommSample("in_node", 1024, -1.0),)).write(tmp_path)
+    assert not (tmp_path / "communication.json").exists()
 
 
 @pytest.mark.timeout(150)
 def test_a_short_real_measurement_on_two_processes(tmp_path):
     pytest.importorskip("torch")
-    from real.launch.comm_file import read_communication
     from real.launch.comm_profile import CommSettings
     from real.launch.profiler import ProfilerSettings, measure_and_write_communication
 
@@ -146,13 +152,13 @@ def test_a_short_real_measurement_on_two_processes(tmp_path):
     )
     measured = measure_and_write_communication(tmp_path, ProfilerSettings(timeout_s=120.0), comm)
     assert not mp.active_children()  # every measuring process reaped
-    data = read_communication(tmp_path)
-    assert data == json.loads(json.dumps(measured.to_dict()))
-    for link in ("in_node", "across_nodes"):
-        assert math.isfinite(data[link]["latency_s"]) and data[link]["latency_s"] > 0
-        assert math.isfinite(data[link]["bytes_per_s"]) and data[link]["bytes_per_s"] > 0
-    assert math.isfinite(data["hop_overhead_s"]) and data["hop_overhead_s"] >= 0
-    assert sorted(s["bytes"] for s in data["samples"]) == SIZES
+    read, samples = read_communication(tmp_path)
+    assert (read, samples) == (measured.comm, measured.samples)
+    for link in (read.in_node, read.across_nodes):
+        assert math.isfinite(link.latency_s) and link.latency_s > 0  # the fit keeps only physical ones
+        assert math.isfinite(link.bytes_per_s) and link.bytes_per_s > 0
+    assert math.isfinite(read.hop_overhead_s) and read.hop_overhead_s >= 0
+    assert sorted(s.size_bytes for s in samples) == SIZES
     details = json.loads((tmp_path / "communication_fit.json").read_text())
     assert [r["stages"] for r in details["runs"]] == [2, 2]
     for run in details["runs"]:
@@ -177,7 +183,7 @@ def test_the_1f1b_replay_is_the_cost_model_without_delay_and_its_fit_recovers_th
     assert schedule_s(run, 0.0) == pytest.approx(pipeline_time_s([compute_s] * s, m))  # (S + m - 1) w
     # a delay on every message stretches the warm-up and drain: at least one hop's worth per stage boundary
     assert schedule_s(run, h) >= schedule_s(run, 0.0) + 2 * (s - 1) * h - 1e-12
-    link = LinkFit(1e-4, 2e9)
+    link = LinkProfile(1e-4, 2e9)
     runs = [HopRun((c,) * s2, m2, b2, schedule_s(HopRun((c,) * s2, m2, b2, 0.0), h + link.transfer_s(b2)))
             for (s2, m2, b2), c in zip(RUN_SHAPES, [compute_s, 0.01, 0.015, 0.007, 0.012, 0.009])]  # fmt: skip
     fit = fit_latency_only(runs, link)

@@ -63,41 +63,61 @@ def test_a_window_slices_the_trace_and_a_bad_one_is_named():
         prepare_trace(ValidationSpec(trace="fixed:interval=1h,nodes=8,removals=4", window="2h"))
 
 
-def _communication(hop_overhead_s: float = 1.2e-3) -> dict:
-    from real.launch.comm_file import communication_dict
-    from real.launch.comm_fit import LinkFit
+def _communication(hop_overhead_s: float = 1.2e-3):
+    from planner.profile import CommProfile, LinkProfile
 
-    link = LinkFit(1e-4, 4e9)
-    return communication_dict("a measured file", {"in_node": link, "across_nodes": link}, hop_overhead_s, [])
+    link = LinkProfile(1e-4, 4e9)
+    return CommProfile(link, link, hop_overhead_s, "a measured file")
 
 
 def test_the_synthetic_profile_carries_a_given_communication_file(tmp_path):
     import json
 
     from experiments.validation.spec import prepare_model
+    from planner.oobleck_format import CommSample, communication_json, write_communication
 
-    given = tmp_path / "measured.json"
-    given.write_text(json.dumps(_communication()))
+    given = write_communication(_communication(), tmp_path, [CommSample("in_node", 1024, 1e-4)])
     model = prepare_model(ValidationSpec(communication=str(given)), tmp_path / "out", progress=lambda _: None)
-    assert json.loads((model.profile_dir / "communication.json").read_text()) == _communication()
+    assert json.loads((model.profile_dir / "communication.json").read_text()) == communication_json(
+        _communication(), [CommSample("in_node", 1024, 1e-4)]
+    )
     from planner.oobleck_format import load_oobleck_profile
 
-    assert load_oobleck_profile(model.profile_dir, 1).num_layers == 8  # the profile still reads as before
+    profile = load_oobleck_profile(model.profile_dir, 1)
+    assert profile.num_layers == 8 and profile.communication == _communication()  # the profile still reads as before
 
 
 def test_kept_communication_is_reused_and_bad_files_are_named(tmp_path):
     import json
 
     from experiments.validation.spec import measured_communication
-    from real.launch.comm_file import write_communication
+    from planner.oobleck_format import communication_json, write_communication
 
     write_communication(_communication(2e-3), tmp_path)  # as a first validation in this directory left it
     said: list[str] = []
-    assert measured_communication(tmp_path, progress=said.append)["hop_overhead_s"] == 2e-3
+    assert measured_communication(tmp_path, progress=said.append)[0].hop_overhead_s == 2e-3
     assert not said  # nothing measured
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**_communication(), "hop_overhead_s": -1.0}))
+    bad.write_text(json.dumps({**communication_json(_communication()), "hop_overhead_s": -1.0}))
     with pytest.raises(ValidationError, match="bad.json.*hop_overhead_s"):
         measured_communication(tmp_path, bad)
     with pytest.raises(ValidationError, match="missing.json"):
         measured_communication(tmp_path, tmp_path / "missing.json")
+    (tmp_path / "communication.json").write_text(json.dumps({**communication_json(_communication()), "extra": 1}))
+    with pytest.raises(ValidationError, match="unknown field 'extra'.*delete it to measure again"):
+        measured_communication(tmp_path)
+
+
+@pytest.mark.parametrize("model", ["synthetic", "tiny-gpt"])
+def test_cli_refuses_a_bad_communication_file_with_one_line_and_status_2(tmp_path, capsys, model):
+    """Before any profiling or measuring: the given file is read first."""
+    import json
+
+    from planner.oobleck_format import communication_json
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**communication_json(_communication()), "in_node": {"latency_s": 1e-4}}))
+    args = ["validate", "--quick", "--model", model, "--communication", str(bad), "--out", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.json" in err and "in_node.bytes_per_s" in err and "\n" not in err
