@@ -173,18 +173,29 @@ def grow(
     ):
         if grouped is None:
             continue
-        try:
-            candidate = planner.build_plan(grouped)
+        try:  # the candidates' numbers only: the plan is built for the one that wins
+            layout = planner.layout(grouped)
         except PlannerError:
             continue
-        if best is None or candidate.samples_per_s > best[1].samples_per_s:
-            best = (label, candidate)
+        if best is None or planner.job.global_batch / layout.iteration_time_s > best[3]:
+            best = (label, grouped, layout, planner.job.global_batch / layout.iteration_time_s)
     if best is None:
         return Reconfiguration(
             plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",)
         )
-    label, grown = best
-    joined = len(grown.nodes) - len(plan.nodes)
+    label, grouped, layout, rate = best
+    joined = sum(map(len, grouped)) - len(plan.nodes)
+    if rate * (horizon_s - pause_s) <= plan.samples_per_s * horizon_s:
+        # declined whatever its copies cost (they only shorten the horizon): the copy plan,
+        # an O(changed pipelines x layers) walk, is not needed to say no
+        return Reconfiguration(
+            plan,
+            notes=(
+                f"kept the current plan: {rate:.3g} samples/s with {joined} more node(s) does not beat "
+                f"{plan.samples_per_s:.3g} samples/s over {horizon_s:.0f} s even before its copies",
+            ),
+        )
+    grown = planner.plan_of(grouped, layout)
     change = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))
     copy_s = change.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
     if change.planned.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
