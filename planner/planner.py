@@ -16,7 +16,7 @@ from itertools import accumulate
 import numpy as np
 
 from .allreduce import exposed_allreduce_s, grouped_exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
-from .batching import distribute_microbatches, linear_cost, split_groups
+from .batching import counts_of, distribute_grouped, distribute_microbatches, linear_cost, split_groups
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
@@ -146,14 +146,39 @@ class Planner:
         and microbatches, and the plan's exposed all-reduce and iteration time (the same
         floats). Comparing candidate groupings this way skips the per-pipeline objects of
         the ones that lose (hundreds per plan at 12,500 nodes)."""
-        templates = []
-        for group in groups:
-            template = self.template(len(group))
+        # grouped by size (one template object per size): per-pipeline work is an index
+        # list and the counts, the rest is per distinct template (the same floats as
+        # `_layout`: the latest of a template's pipelines is the max of its distinct counts')
+        if not groups:
+            raise InfeasibleError("no pipelines to give microbatches to")
+        if self.job.num_microbatches < len(groups):
+            raise InfeasibleError(
+                f"{self.job.num_microbatches} microbatches cannot feed {len(groups)} pipelines (each needs at least one)"
+            )
+        members: dict[int, list[int]] = {}
+        for index, group in enumerate(groups):
+            members.setdefault(len(group), []).append(index)
+        distinct = []
+        for size in members:
+            template = self.template(size)
             if template is None:
-                raise InfeasibleError(f"no pipeline template for {len(group)} nodes")
-            templates.append(template)
-        counts = distribute_microbatches(templates, self.job.num_microbatches)
-        return self._layout(templates, counts)
+                raise InfeasibleError(f"no pipeline template for {size} nodes")
+            distinct.append(template)
+        indices = list(members.values())
+        split = distribute_grouped(distinct, indices, self.job.num_microbatches)
+        counts = counts_of(split, indices, len(groups))
+        latest = []
+        for template, ix, (base, extra) in zip(distinct, indices, split):
+            values = set(extra) if len(extra) == len(ix) else {0, *extra}
+            latest.append(max(template.iteration_time(base + e) for e in values))
+        exposed = (
+            grouped_exposed_allreduce_s(distinct, latest, self.layer_allreduce_s(len(groups)))
+            if len(groups) > 1
+            else 0.0
+        )
+        by_size = dict(zip(members, distinct))
+        templates = tuple(by_size[len(g)] for g in groups)
+        return GroupLayout(templates, counts, exposed, max(latest) + exposed)
 
     def _layout(self, templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> GroupLayout:
         times = [t.iteration_time(m) for t, m in zip(templates, counts)]

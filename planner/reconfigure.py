@@ -116,13 +116,16 @@ def changed_pipelines(old: ExecutionPlan, new: ExecutionPlan) -> list[int]:
     return [i for i, p in enumerate(new.pipelines) if (p.template.num_nodes, p.nodes) not in kept]
 
 
-def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple[LayerCopy, ...]:
+def copy_plan(
+    planner: Planner, old: ExecutionPlan, new: ExecutionPlan, changed: Sequence[int] | None = None
+) -> tuple[LayerCopy, ...]:
     """For each node of `new`, the layers it lacks and which old holder sends them.
 
     Sources are chosen deterministically, spreading load: among the surviving old holders
     of a layer, the one that has sent the fewest bytes so far (then the earlier in the old
     plan's order). Raises if a needed layer has no surviving holder. Only pipelines that
-    changed are visited, so the cost follows the change, not the cluster.
+    changed are visited, so the cost follows the change, not the cluster (`changed`: those
+    indices when the caller has them; a listed pipeline that needs nothing adds nothing).
     """
     layers = planner.profile.layers
     alive = set(new.nodes)
@@ -147,7 +150,7 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
         return best
 
     requests: dict[tuple[str, str], list[int]] = {}
-    for index in changed_pipelines(old, new):
+    for index in changed_pipelines(old, new) if changed is None else changed:
         pipe = new.pipelines[index]
         for node, needed in zip(pipe.nodes, positions_of(pipe.template)):
             have = old_held.get(node, ())
@@ -249,9 +252,9 @@ def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequ
         if tuple(group) != pipelines[i].nodes:
             pipelines[i] = replace(pipelines[i], nodes=tuple(group))
     plan = replace(new, pipelines=tuple(pipelines))
-    return Reconfiguration(
-        plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep
-    )
+    # the arrangement reorders nodes within the changed pipelines only: the same ones changed
+    copies = copy_plan(planner, old, plan, changed)
+    return Reconfiguration(plan, copies, notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 
 def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[str]], list[str]]:
@@ -323,7 +326,11 @@ def on_removal(
     n0 = planner.min_nodes
     if len(survivors) < n0:
         return Reconfiguration(None, notes=(f"{len(survivors)} nodes left, one pipeline needs n0 = {n0}",))
-    groups = [[n for n in p.nodes if n not in removed_set] for p in plan.pipelines]
+    # most pipelines lost nothing: the C-level disjointness test spares them the filter
+    groups = [
+        list(p.nodes) if removed_set.isdisjoint(p.nodes) else [n for n in p.nodes if n not in removed_set]
+        for p in plan.pipelines
+    ]
     groups, notes = regroup_after_removal(groups, n0)
     notes = list(notes)
     if any(planner.template(size) is None for size in {len(g) for g in groups}):
