@@ -129,6 +129,22 @@ class ExecutionPlan:
         """Every node, pipeline by pipeline (kept: simulators ask at every event)."""
         return tuple(chain.from_iterable(p.nodes for p in self.pipelines))
 
+    @cached_property
+    def node_set(self) -> frozenset[str]:
+        """`nodes` as a set (kept, for membership tests at every event)."""
+        return frozenset(self.nodes)
+
+    @cached_property
+    def pipeline_index(self) -> dict[str, int]:
+        """node -> the index of its pipeline (kept; a node belongs to exactly one)."""
+        return {node: i for i, p in enumerate(self.pipelines) for node in p.nodes}
+
+    @cached_property
+    def pipeline_nodes(self) -> frozenset[tuple[str, ...]]:
+        """Each pipeline's nodes in stage order, as a set (kept: reconfigurations ask
+        which pipelines of a new plan are old ones as they were)."""
+        return frozenset(p.nodes for p in self.pipelines)
+
     @property
     def num_pipelines(self) -> int:
         return len(self.pipelines)

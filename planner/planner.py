@@ -67,6 +67,7 @@ class Planner:
         self._allreduce_cache: dict[int, object] = {}
         # best (sizes, counts) per (node count, min pipelines): plans differ only in names
         self._shapes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | InfeasibleError] = {}
+        self._last_pipelines: dict[tuple[str, ...], PipelinePlan] = {}  # `plan_of`'s reuse
 
     # -- templates -------------------------------------------------------------------
     def feasible_sizes(self, up_to: int) -> list[int]:
@@ -186,9 +187,20 @@ class Planner:
         return GroupLayout(tuple(templates), tuple(counts), exposed, max(times) + exposed)
 
     def plan_of(self, groups: Sequence[Sequence[str]], layout: GroupLayout) -> ExecutionPlan:
-        """The plan of `layout` (from `layout(groups)`) on `groups`."""
+        """The plan of `layout` (from `layout(groups)`) on `groups`. A pipeline equal to one
+        of the last plan built here (same nodes in order, template and microbatches) is that
+        same frozen object: a reconfiguration at 12,500 nodes changes a few of hundreds."""
+        last = self._last_pipelines
+        pipelines = []
+        for t, g, m in zip(layout.templates, groups, layout.counts):
+            nodes = tuple(g)
+            known = last.get(nodes)
+            if known is None or known.template is not t or known.num_microbatches != m:
+                known = PipelinePlan(t, nodes, m)
+            pipelines.append(known)
+        self._last_pipelines = {p.nodes: p for p in pipelines}
         return ExecutionPlan(
-            pipelines=tuple(PipelinePlan(t, tuple(g), m) for t, g, m in zip(layout.templates, groups, layout.counts)),
+            pipelines=tuple(pipelines),
             global_batch=self.job.global_batch,
             microbatch_size=self.job.microbatch_size,
             num_layers=self.profile.num_layers,
