@@ -41,10 +41,24 @@ def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -
     for index, template in enumerate(templates):
         members.setdefault(id(template), []).append(index)
         first.setdefault(id(template), template)
-    groups = [(linear_cost(first[key]), indices) for key, indices in members.items()]
+    split = distribute_grouped(list(first.values()), list(members.values()), total)
+    return counts_of(split, list(members.values()), k)
+
+
+def distribute_grouped(
+    templates: Sequence[PipelineTemplate], members: Sequence[Sequence[int]], total: int
+) -> list[tuple[int, list[int]]]:
+    """`distribute_microbatches` for pipelines given as distinct templates (in order of
+    first appearance) and each one's increasing pipeline indices: per template (base,
+    extra) as `split_groups` returns it (`counts_of` spreads it over the pipelines)."""
+    lines = [linear_cost(t) for t in templates]
+    return split_groups([(line, len(ix)) for line, ix in zip(lines, members)], total, members)
+
+
+def counts_of(split: Sequence[tuple[int, Sequence[int]]], members: Sequence[Sequence[int]], k: int) -> tuple[int, ...]:
+    """Each of the k pipelines' microbatches from a grouped split."""
     counts = [0] * k
-    split = split_groups([(line, len(ix)) for line, ix in groups], total, [ix for _, ix in groups])
-    for (_, indices), (base, extra) in zip(groups, split):
+    for indices, (base, extra) in zip(members, split):
         for position, index in enumerate(indices):
             counts[index] = base + extra[position] if position < len(extra) else base
     return tuple(counts)

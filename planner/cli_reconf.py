@@ -76,7 +76,7 @@ def removal_targets(plan: ExecutionPlan, spec: str) -> list[str]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PlannerError(f"--remove names {duplicates} more than once")
-    unknown = [n for n in names if n not in set(plan.nodes)]
+    unknown = [n for n in names if n not in plan.node_set]
     if unknown:
         raise PlannerError(
             f"--remove names nodes not in the plan: {unknown} (its nodes are node0..node{len(plan.nodes) - 1})"

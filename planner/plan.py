@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 from .errors import PlannerError
 from .templates import PipelineTemplate
@@ -100,19 +101,21 @@ class ExecutionPlan:
         """True when the plan trains on part of each step's batch."""
         return self.full_batch is not None
 
-    @property
+    # The figures below are kept once computed (the plan is frozen): a 12,500-node plan has
+    # hundreds of pipelines and policies ask for its pace at every event.
+    @cached_property
     def num_microbatches(self) -> int:
         return sum(p.num_microbatches for p in self.pipelines)
 
-    @property
+    @cached_property
     def compute_time_s(self) -> float:
         return max(p.iteration_time_s for p in self.pipelines)
 
-    @property
+    @cached_property
     def iteration_time_s(self) -> float:
         return self.compute_time_s + self.allreduce_exposed_s
 
-    @property
+    @cached_property
     def samples_per_s(self) -> float:
         return self.global_batch / self.iteration_time_s
 
@@ -124,7 +127,23 @@ class ExecutionPlan:
     @cached_property
     def nodes(self) -> tuple[str, ...]:
         """Every node, pipeline by pipeline (kept: simulators ask at every event)."""
-        return tuple(node for p in self.pipelines for node in p.nodes)
+        return tuple(chain.from_iterable(p.nodes for p in self.pipelines))
+
+    @cached_property
+    def node_set(self) -> frozenset[str]:
+        """`nodes` as a set (kept, for membership tests at every event)."""
+        return frozenset(self.nodes)
+
+    @cached_property
+    def pipeline_index(self) -> dict[str, int]:
+        """node -> the index of its pipeline (kept; a node belongs to exactly one)."""
+        return {node: i for i, p in enumerate(self.pipelines) for node in p.nodes}
+
+    @cached_property
+    def pipeline_nodes(self) -> frozenset[tuple[str, ...]]:
+        """Each pipeline's nodes in stage order, as a set (kept: reconfigurations ask
+        which pipelines of a new plan are old ones as they were)."""
+        return frozenset(p.nodes for p in self.pipelines)
 
     @property
     def num_pipelines(self) -> int:

@@ -10,12 +10,13 @@ the policies build on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
 
 from .allreduce import exposed_allreduce_s, grouped_exposed_allreduce_s, layer_allreduce_s, layer_allreduce_table_s
-from .batching import distribute_microbatches, linear_cost, split_groups
+from .batching import counts_of, distribute_grouped, distribute_microbatches, linear_cost, split_groups
 from .costmodel import CostTables
 from .errors import InfeasibleError, PlannerError
 from .hardware import ClusterSpec
@@ -34,6 +35,16 @@ def _split(nodes: Sequence[str], sizes: Sequence[int]) -> list[list[str]]:
         groups.append(list(nodes[start : start + n]))
         start += n
     return groups
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """A plan's numbers before its pipelines are built (`Planner.layout`)."""
+
+    templates: tuple[PipelineTemplate, ...]
+    counts: tuple[int, ...]
+    allreduce_exposed_s: float
+    iteration_time_s: float  # slowest pipeline + exposed all-reduce, as ExecutionPlan's
 
 
 class Planner:
@@ -56,6 +67,7 @@ class Planner:
         self._allreduce_cache: dict[int, object] = {}
         # best (sizes, counts) per (node count, min pipelines): plans differ only in names
         self._shapes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | InfeasibleError] = {}
+        self._last_pipelines: dict[tuple[str, ...], PipelinePlan] = {}  # `plan_of`'s reuse
 
     # -- templates -------------------------------------------------------------------
     def feasible_sizes(self, up_to: int) -> list[int]:
@@ -128,25 +140,75 @@ class Planner:
     def build_plan(self, groups: Sequence[Sequence[str]]) -> ExecutionPlan:
         """A plan running each node group (in stage order) as the template of its size,
         with the batch distributed optimally."""
-        templates = []
-        for group in groups:
-            template = self.template(len(group))
-            if template is None:
-                raise InfeasibleError(f"no pipeline template for {len(group)} nodes")
-            templates.append(template)
-        counts = distribute_microbatches(templates, self.job.num_microbatches)
-        return self._plan(templates, counts, groups)
+        return self.plan_of(groups, self.layout(groups))
 
-    def _plan(self, templates, counts, groups) -> ExecutionPlan:
+    def layout(self, groups: Sequence[Sequence[str]]) -> GroupLayout:
+        """What `build_plan(groups)` would run, without building it: each group's template
+        and microbatches, and the plan's exposed all-reduce and iteration time (the same
+        floats). Comparing candidate groupings this way skips the per-pipeline objects of
+        the ones that lose (hundreds per plan at 12,500 nodes)."""
+        # grouped by size (one template object per size): per-pipeline work is an index
+        # list and the counts, the rest is per distinct template (the same floats as
+        # `_layout`: the latest of a template's pipelines is the max of its distinct counts')
+        if not groups:
+            raise InfeasibleError("no pipelines to give microbatches to")
+        if self.job.num_microbatches < len(groups):
+            raise InfeasibleError(
+                f"{self.job.num_microbatches} microbatches cannot feed {len(groups)} pipelines (each needs at least one)"
+            )
+        members: dict[int, list[int]] = {}
+        for index, group in enumerate(groups):
+            members.setdefault(len(group), []).append(index)
+        distinct = []
+        for size in members:
+            template = self.template(size)
+            if template is None:
+                raise InfeasibleError(f"no pipeline template for {size} nodes")
+            distinct.append(template)
+        indices = list(members.values())
+        split = distribute_grouped(distinct, indices, self.job.num_microbatches)
+        counts = counts_of(split, indices, len(groups))
+        latest = []
+        for template, ix, (base, extra) in zip(distinct, indices, split):
+            values = set(extra) if len(extra) == len(ix) else {0, *extra}
+            latest.append(max(template.iteration_time(base + e) for e in values))
+        exposed = (
+            grouped_exposed_allreduce_s(distinct, latest, self.layer_allreduce_s(len(groups)))
+            if len(groups) > 1
+            else 0.0
+        )
+        by_size = dict(zip(members, distinct))
+        templates = tuple(by_size[len(g)] for g in groups)
+        return GroupLayout(templates, counts, exposed, max(latest) + exposed)
+
+    def _layout(self, templates: Sequence[PipelineTemplate], counts: Sequence[int]) -> GroupLayout:
         times = [t.iteration_time(m) for t, m in zip(templates, counts)]
         exposed = exposed_allreduce_s(templates, times, self.layer_allreduce_s(len(templates)))
+        return GroupLayout(tuple(templates), tuple(counts), exposed, max(times) + exposed)
+
+    def plan_of(self, groups: Sequence[Sequence[str]], layout: GroupLayout) -> ExecutionPlan:
+        """The plan of `layout` (from `layout(groups)`) on `groups`. A pipeline equal to one
+        of the last plan built here (same nodes in order, template and microbatches) is that
+        same frozen object: a reconfiguration at 12,500 nodes changes a few of hundreds."""
+        last = self._last_pipelines
+        pipelines = []
+        for t, g, m in zip(layout.templates, groups, layout.counts):
+            nodes = tuple(g)
+            known = last.get(nodes)
+            if known is None or known.template is not t or known.num_microbatches != m:
+                known = PipelinePlan(t, nodes, m)
+            pipelines.append(known)
+        self._last_pipelines = {p.nodes: p for p in pipelines}
         return ExecutionPlan(
-            pipelines=tuple(PipelinePlan(t, tuple(g), m) for t, g, m in zip(templates, groups, counts)),
+            pipelines=tuple(pipelines),
             global_batch=self.job.global_batch,
             microbatch_size=self.job.microbatch_size,
             num_layers=self.profile.num_layers,
-            allreduce_exposed_s=exposed,
+            allreduce_exposed_s=layout.allreduce_exposed_s,
         )
+
+    def _plan(self, templates, counts, groups) -> ExecutionPlan:
+        return self.plan_of(groups, self._layout(templates, counts))
 
     def instantiate(self, nodes: Sequence[str], min_pipelines: int | None = None) -> ExecutionPlan:
         """The fastest plan using every node in `nodes` with >= `min_pipelines` pipelines

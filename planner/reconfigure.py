@@ -94,7 +94,20 @@ class Reconfiguration:
         return max(load.values()) / bw_bytes_per_s
 
 
-def lost_layers(plan: ExecutionPlan, survivors: Collection[str]) -> tuple[int, ...]:
+class _Except:
+    """The plan's nodes but these, as `lost_layers` asks (membership of plan nodes only):
+    no 12,500-name set built per removal."""
+
+    __slots__ = ("removed",)
+
+    def __init__(self, removed: set[str]):
+        self.removed = removed
+
+    def __contains__(self, node: object) -> bool:
+        return node not in self.removed
+
+
+def lost_layers(plan: ExecutionPlan, survivors: Collection[str] | _Except) -> tuple[int, ...]:
     """Layers with no replica on a surviving node (a pipeline with no losses holds all)."""
     lost: set[int] | None = None
     for pipe in plan.pipelines:
@@ -112,17 +125,20 @@ def lost_layers(plan: ExecutionPlan, survivors: Collection[str]) -> tuple[int, .
 def changed_pipelines(old: ExecutionPlan, new: ExecutionPlan) -> list[int]:
     """Indices of `new`'s pipelines that are not an old pipeline kept as it was (same
     template size, same nodes in the same order): only their nodes can need copies."""
-    kept = {(p.template.num_nodes, p.nodes) for p in old.pipelines}
-    return [i for i, p in enumerate(new.pipelines) if (p.template.num_nodes, p.nodes) not in kept]
+    kept = old.pipeline_nodes  # a pipeline's node count is its template's (PipelinePlan checks)
+    return [i for i, p in enumerate(new.pipelines) if p.nodes not in kept]
 
 
-def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple[LayerCopy, ...]:
+def copy_plan(
+    planner: Planner, old: ExecutionPlan, new: ExecutionPlan, changed: Sequence[int] | None = None
+) -> tuple[LayerCopy, ...]:
     """For each node of `new`, the layers it lacks and which old holder sends them.
 
     Sources are chosen deterministically, spreading load: among the surviving old holders
     of a layer, the one that has sent the fewest bytes so far (then the earlier in the old
     plan's order). Raises if a needed layer has no surviving holder. Only pipelines that
-    changed are visited, so the cost follows the change, not the cluster.
+    changed are visited, so the cost follows the change, not the cluster (`changed`: those
+    indices when the caller has them; a listed pipeline that needs nothing adds nothing).
     """
     layers = planner.profile.layers
     alive = set(new.nodes)
@@ -147,7 +163,7 @@ def copy_plan(planner: Planner, old: ExecutionPlan, new: ExecutionPlan) -> tuple
         return best
 
     requests: dict[tuple[str, str], list[int]] = {}
-    for index in changed_pipelines(old, new):
+    for index in changed_pipelines(old, new) if changed is None else changed:
         pipe = new.pipelines[index]
         for node, needed in zip(pipe.nodes, positions_of(pipe.template)):
             have = old_held.get(node, ())
@@ -178,15 +194,17 @@ class _HeldView:
     12,500-node plan's full map costs more than a reconfiguration may take)."""
 
     def __init__(self, plan: ExecutionPlan):
-        self._where = {node: pipe for pipe in plan.pipelines for node in pipe.nodes}
+        self._pipelines = plan.pipelines
+        self._where = plan.pipeline_index
         self._index: dict[str, int] = {}
         self._cache: dict[str, frozenset[int]] = {}
 
     def get(self, node: str, default: Collection[int] = ()) -> Collection[int]:
         if node not in self._cache:
-            pipe = self._where.get(node)
-            if pipe is None:
+            at = self._where.get(node)
+            if at is None:
                 return default
+            pipe = self._pipelines[at]
             if node not in self._index:  # index the node's pipeline once
                 for k, name in enumerate(pipe.nodes):
                     self._index[name] = k
@@ -218,7 +236,7 @@ def arrange_groups(
     """Each group's nodes in the order that copies the fewest bytes onto its template
     (`assignment.arrange`); groups that are an old pipeline as it was stay as they are.
     Returns (groups, keep-order bytes, lower bound bytes)."""
-    kept = {tuple(p.nodes) for p in old.pipelines}
+    kept = old.pipeline_nodes
     held = _held_by(old)
     layer_bytes = layer_bytes_of(planner)
     arranged, keep, bound = [], 0, 0
@@ -249,12 +267,12 @@ def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequ
         if tuple(group) != pipelines[i].nodes:
             pipelines[i] = replace(pipelines[i], nodes=tuple(group))
     plan = replace(new, pipelines=tuple(pipelines))
-    return Reconfiguration(
-        plan, copy_plan(planner, old, plan), notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep
-    )
+    # the arrangement reorders nodes within the changed pipelines only: the same ones changed
+    copies = copy_plan(planner, old, plan, changed)
+    return Reconfiguration(plan, copies, notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 
-def regroup_after_removal(groups: list[list[str]], n0: int) -> tuple[list[list[str]], list[str]]:
+def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[list[list[str]], list[str]]:
     """Oobleck's rules 1-3 on node groups (in place on copies); returns (groups, notes)."""
     pipelines = [list(g) for g in groups]
     notes: list[str] = []
@@ -312,27 +330,30 @@ def on_removal(
     if throughput_tolerance is not None and not 0 <= throughput_tolerance < 1:
         raise PlannerError(f"throughput tolerance must be a fraction in [0, 1), got {throughput_tolerance}")
     removed_set = set(removed)
-    everyone = plan.nodes
-    unknown = removed_set - set(everyone)
+    unknown = removed_set.difference(plan.node_set)
     if unknown:
         raise PlannerError(f"removed nodes {sorted(unknown)} are not in the plan")
-    survivors = [n for n in everyone if n not in removed_set]
-    lost = lost_layers(plan, set(survivors))
+    lost = lost_layers(plan, _Except(removed_set))
     if lost:
         return Reconfiguration(None, lost_layers=lost, notes=(f"no surviving replica of layers {list(lost)}",))
     n0 = planner.min_nodes
-    if len(survivors) < n0:
-        return Reconfiguration(None, notes=(f"{len(survivors)} nodes left, one pipeline needs n0 = {n0}",))
-    groups = [[n for n in p.nodes if n not in removed_set] for p in plan.pipelines]
-    groups, notes = regroup_after_removal(groups, n0)
+    left = len(plan.nodes) - len(removed_set)
+    if left < n0:
+        return Reconfiguration(None, notes=(f"{left} nodes left, one pipeline needs n0 = {n0}",))
+    # only the pipelines that lost nodes are filtered (the rules copy every group anyway)
+    where = plan.pipeline_index
+    touched = {where[n] for n in removed_set}
+    kept_groups: list[Sequence[str]] = [
+        [n for n in p.nodes if n not in removed_set] if i in touched else p.nodes for i, p in enumerate(plan.pipelines)
+    ]
+    groups, notes = regroup_after_removal(kept_groups, n0)
     notes = list(notes)
     if any(planner.template(size) is None for size in {len(g) for g in groups}):
         sizes = sorted(len(g) for g in groups)
-        notes.append(
-            f"no template for some of the regrouped sizes {sizes}: re-instantiating over {len(survivors)} nodes"
-        )
+        notes.append(f"no template for some of the regrouped sizes {sizes}: re-instantiating over {left} nodes")
         new_plan = planner.instantiate(
-            survivors, min_pipelines=max(1, min(planner.job.fault_tolerance + 1, len(survivors) // n0))
+            [n for n in plan.nodes if n not in removed_set],
+            min_pipelines=max(1, min(planner.job.fault_tolerance + 1, left // n0)),
         )
     else:
         new_plan = planner.build_plan(groups)

@@ -80,7 +80,8 @@ class _ArtifactPolicy:
                 return Decision(None, (Continue(),), started)
             return self._on_removal(view, started, first=not started)
         if isinstance(event, PauseEnded) and plan is not None:
-            joined = tuple(n for n in view.ready if n not in set(plan.nodes))
+            present = set(plan.nodes)  # once, not per node
+            joined = tuple(n for n in view.ready if n not in present)
             if joined and event.kind != "checkpointing":
                 return Decision(NodesPlan(tuple(view.ready)), (Admit(joined),), True)
             return Decision(plan, (Continue(),), True)

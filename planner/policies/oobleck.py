@@ -83,7 +83,6 @@ class OobleckPolicy:
         self.removal_tolerance = removal_tolerance
         self._declined: tuple = (None, 0, ())  # (plan, spare count, notes) of the last join declined
         self._bound = JoinBound(planner)  # most joins are declined on it, without an instantiation
-        self._node_sets: dict[int, tuple[ExecutionPlan, frozenset[str]]] = {}
 
     def infeasible_reason(self) -> str | None:
         try:
@@ -114,16 +113,9 @@ class OobleckPolicy:
 
     # -- removals ----------------------------------------------------------------------
     def _nodes_of(self, plan: ExecutionPlan | None) -> frozenset[str]:
-        """A plan's nodes as a set, kept for the last few plans (O(nodes) to build, asked at
-        every event: at 12,500 nodes a per-event rebuild costs more than the decision)."""
-        if plan is None:
-            return frozenset()
-        hit = self._node_sets.get(id(plan))
-        if hit is None or hit[0] is not plan:
-            if len(self._node_sets) >= 4:
-                del self._node_sets[next(iter(self._node_sets))]
-            hit = self._node_sets[id(plan)] = (plan, frozenset(plan.nodes))
-        return hit[1]
+        """A plan's nodes as a set (the plan keeps it: asked at every event, and at 12,500
+        nodes a per-event rebuild costs more than the decision)."""
+        return frozenset() if plan is None else plan.node_set
 
     def _on_removal(self, view: ClusterView, event: NodesRemoved, plan, memory: OobleckMemory) -> Decision:
         in_plan, in_base = self._nodes_of(plan), self._nodes_of(memory.base)

@@ -40,10 +40,13 @@ from .spread_screen import screen_for
 EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before
 
 
-def _start(planner: Planner, groups: list[list[str]]) -> tuple[list[list[str]], dict[int, bool], dict[int, int]] | None:
-    """(copies of the groups, size -> a template exists, size -> pipelines of that size), or
-    None when some pipeline's size has no template."""
-    groups = [list(g) for g in groups]
+def _start(
+    planner: Planner, groups: Sequence[Sequence[str]]
+) -> tuple[list[Sequence[str]], dict[int, bool], dict[int, int]] | None:
+    """(a copy of the list of groups, size -> a template exists, size -> pipelines of that
+    size), or None when some pipeline's size has no template. The groups themselves are
+    shared, not copied (a 12,500-node plan has hundreds): a growth replaces its group."""
+    groups = list(groups)
     sizes: dict[int, int] = {}
     for g in groups:
         sizes[len(g)] = sizes.get(len(g), 0) + 1
@@ -51,17 +54,19 @@ def _start(planner: Planner, groups: list[list[str]]) -> tuple[list[list[str]], 
     return (groups, has, sizes) if all(has.values()) else None
 
 
-def _grow(groups: list[list[str]], sizes: dict[int, int], size: int, node: str) -> None:
+def _grow(groups: list[Sequence[str]], sizes: dict[int, int], size: int, node: str) -> None:
     """Give `node` to the later pipeline of `size` nodes (the rule's tie-break)."""
     target = max(i for i, g in enumerate(groups) if len(g) == size)
-    groups[target].append(node)
+    groups[target] = (*groups[target], node)
     sizes[size] -= 1
     if not sizes[size]:
         del sizes[size]
     sizes[size + 1] = sizes.get(size + 1, 0) + 1
 
 
-def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int) -> list[list[str]] | None:
+def _spread(
+    planner: Planner, groups: Sequence[Sequence[str]], spares: Sequence[str], largest: int
+) -> list[Sequence[str]] | None:
     """Each spare to the one-node growth with the shortest exact iteration time while one
     shortens it (the module's rule, ties: the smaller size, then the later pipeline). All
     growths of a step are timed at once by `MixScreen.seconds` (the floats of
@@ -108,8 +113,8 @@ def _spread(planner: Planner, groups: list[list[str]], spares: Sequence[str], la
 
 
 def _reference_spread(
-    planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int
-) -> list[list[str]] | None:
+    planner: Planner, groups: Sequence[Sequence[str]], spares: Sequence[str], largest: int
+) -> list[Sequence[str]] | None:
     """`_spread` evaluating every growth with `Planner.mix_seconds` (the rule's definition;
     kept for tests and the benchmark)."""
     start = _start(planner, groups)
@@ -142,8 +147,8 @@ def _reference_spread(
 
 
 def _new_pipelines(
-    planner: Planner, groups: list[list[str]], spares: Sequence[str], largest: int
-) -> list[list[str]] | None:
+    planner: Planner, groups: Sequence[Sequence[str]], spares: Sequence[str], largest: int
+) -> list[Sequence[str]] | None:
     s = len(spares)
     if s < planner.min_nodes:
         return None
@@ -152,7 +157,7 @@ def _new_pipelines(
     sizes = [base + (1 if i < extra else 0) for i in range(count)]
     if any(n < planner.min_nodes or planner.template(n) is None for n in sizes):
         return None
-    out, start = [list(g) for g in groups], 0
+    out, start = list(groups), 0
     for n in sizes:
         out.append(list(spares[start : start + n]))
         start += n
@@ -165,7 +170,7 @@ def grow(
     """The faster growth of `plan` by `spares` if it pays within `horizon_s` (the gain
     test of `on_addition`), else `plan` kept (with a note)."""
     largest = max(planner.feasible_sizes(len(plan.nodes) + len(spares)))
-    groups = [list(p.nodes) for p in plan.pipelines]
+    groups = [p.nodes for p in plan.pipelines]
     best = None
     for label, grouped in (
         ("spread", _spread(planner, groups, spares, largest)),
@@ -173,18 +178,29 @@ def grow(
     ):
         if grouped is None:
             continue
-        try:
-            candidate = planner.build_plan(grouped)
+        try:  # the candidates' numbers only: the plan is built for the one that wins
+            layout = planner.layout(grouped)
         except PlannerError:
             continue
-        if best is None or candidate.samples_per_s > best[1].samples_per_s:
-            best = (label, candidate)
+        if best is None or planner.job.global_batch / layout.iteration_time_s > best[3]:
+            best = (label, grouped, layout, planner.job.global_batch / layout.iteration_time_s)
     if best is None:
         return Reconfiguration(
             plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",)
         )
-    label, grown = best
-    joined = len(grown.nodes) - len(plan.nodes)
+    label, grouped, layout, rate = best
+    joined = sum(map(len, grouped)) - len(plan.nodes)
+    if rate * (horizon_s - pause_s) <= plan.samples_per_s * horizon_s:
+        # declined whatever its copies cost (they only shorten the horizon): the copy plan,
+        # an O(changed pipelines x layers) walk, is not needed to say no
+        return Reconfiguration(
+            plan,
+            notes=(
+                f"kept the current plan: {rate:.3g} samples/s with {joined} more node(s) does not beat "
+                f"{plan.samples_per_s:.3g} samples/s over {horizon_s:.0f} s even before its copies",
+            ),
+        )
+    grown = planner.plan_of(grouped, layout)
     change = finish(planner, plan, grown, (f"grew from {len(plan.nodes)} to {len(grown.nodes)} nodes ({label})",))
     copy_s = change.copy_time_s(planner.cluster.inter_node_bw_bytes_per_s)
     if change.planned.samples_per_s * (horizon_s - copy_s - pause_s) > plan.samples_per_s * horizon_s:
