@@ -141,9 +141,9 @@ def copy_plan(
     indices when the caller has them; a listed pipeline that needs nothing adds nothing).
     """
     layers = planner.profile.layers
-    alive = set(new.nodes)
+    alive = new.node_set  # kept by the plan: the policy asks for it at the next event anyway
     old_held = _held_by(old)
-    where = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in old.pipelines]
+    where = old_held.holders()
     sent: dict[str, int] = {}
 
     def source_of(layer: int) -> str | None:
@@ -198,6 +198,14 @@ class _HeldView:
         self._where = plan.pipeline_index
         self._index: dict[str, int] = {}
         self._cache: dict[str, frozenset[int]] = {}
+        self._holders: list[tuple[tuple[str, ...], tuple[int, ...]]] | None = None
+
+    def holders(self) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
+        """Each pipeline's nodes and, per layer, the position holding it (built once per
+        plan: every reconfiguration from it scans them for copy sources)."""
+        if self._holders is None:
+            self._holders = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in self._pipelines]
+        return self._holders
 
     def get(self, node: str, default: Collection[int] = ()) -> Collection[int]:
         if node not in self._cache:
@@ -263,10 +271,13 @@ def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequ
     changed = changed_pipelines(old, new)
     arranged, keep, bound = arrange_groups(planner, old, [new.pipelines[i].nodes for i in changed])
     pipelines = list(new.pipelines)
+    reordered = False
     for i, group in zip(changed, arranged):
         if tuple(group) != pipelines[i].nodes:
             pipelines[i] = replace(pipelines[i], nodes=tuple(group))
-    plan = replace(new, pipelines=tuple(pipelines))
+            reordered = True
+    # unchanged orders: `new` itself, with whatever it has already computed and kept
+    plan = replace(new, pipelines=tuple(pipelines)) if reordered else new
     # the arrangement reorders nodes within the changed pipelines only: the same ones changed
     copies = copy_plan(planner, old, plan, changed)
     return Reconfiguration(plan, copies, notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
