@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -283,30 +284,42 @@ def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequ
     return Reconfiguration(plan, copies, notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 
-def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[list[list[str]], list[str]]:
-    """Oobleck's rules 1-3 on node groups (in place on copies); returns (groups, notes)."""
-    pipelines = [list(g) for g in groups]
+def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[list[Sequence[str]], list[str]]:
+    """Oobleck's rules 1-3 on node groups; returns (groups, notes). The given groups are
+    never changed: a group is copied before it borrows or lends, and the rest are passed
+    through as they are (at 12,500 nodes a removal touches a few of hundreds)."""
+    pipelines: list[Sequence[str]] = list(groups)
+    owned = [False] * len(pipelines)
+
+    def own(i: int) -> list[str]:
+        if not owned[i]:
+            pipelines[i] = list(pipelines[i])
+            owned[i] = True
+        return cast(list[str], pipelines[i])  # a list once owned
+
     notes: list[str] = []
-    result: list[list[str]] = []
+    kept: list[int] = []  # indices: a lender is copied after it may have been kept
     need_merge = False
-    for index, group in enumerate(pipelines):
-        if not group:
+    for index in range(len(pipelines)):
+        if not pipelines[index]:
             notes.append(f"pipeline {index} lost all its nodes")
             continue
-        if len(group) < n0:
+        if len(pipelines[index]) < n0:
+            group = own(index)
             while len(group) < n0:
                 donor_index = max(range(len(pipelines)), key=lambda i: (len(pipelines[i]), i))
-                donor = pipelines[donor_index]
-                if len(donor) <= n0:
+                if len(pipelines[donor_index]) <= n0:
                     need_merge = True
                     break
+                donor = own(donor_index)
                 while len(donor) > n0 and len(group) < n0:
                     node = donor.pop()
                     group.append(node)
                     notes.append(f"pipeline {index} borrowed node {node} from pipeline {donor_index}")
-        result.append(group)
+        kept.append(index)
+    result = [pipelines[i] for i in kept]
     if need_merge:
-        short = [g for g in result if len(g) < n0]
+        short = [own(i) for i in kept if len(pipelines[i]) < n0]  # owned already: they were short
         healthy = [g for g in result if len(g) >= n0]
         merged: list[list[str]] = []
         while short:
@@ -324,7 +337,7 @@ def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[lis
                     raise InfeasibleError(f"{len(group)} nodes cannot form a pipeline of n0 = {n0}")
             notes.append(f"merged into a pipeline of {len(group)} nodes: {group}")
             merged.append(group)
-        result = healthy + merged
+        result = [*healthy, *merged]
     return result, notes
 
 
