@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -141,9 +142,9 @@ def copy_plan(
     indices when the caller has them; a listed pipeline that needs nothing adds nothing).
     """
     layers = planner.profile.layers
-    alive = set(new.nodes)
+    alive = new.node_set  # kept by the plan: the policy asks for it at the next event anyway
     old_held = _held_by(old)
-    where = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in old.pipelines]
+    where = old_held.holders()
     sent: dict[str, int] = {}
 
     def source_of(layer: int) -> str | None:
@@ -198,6 +199,14 @@ class _HeldView:
         self._where = plan.pipeline_index
         self._index: dict[str, int] = {}
         self._cache: dict[str, frozenset[int]] = {}
+        self._holders: list[tuple[tuple[str, ...], tuple[int, ...]]] | None = None
+
+    def holders(self) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
+        """Each pipeline's nodes and, per layer, the position holding it (built once per
+        plan: every reconfiguration from it scans them for copy sources)."""
+        if self._holders is None:
+            self._holders = [(pipe.nodes, layer_positions_of(pipe.template)) for pipe in self._pipelines]
+        return self._holders
 
     def get(self, node: str, default: Collection[int] = ()) -> Collection[int]:
         if node not in self._cache:
@@ -263,39 +272,54 @@ def finish(planner: Planner, old: ExecutionPlan, new: ExecutionPlan, notes: Sequ
     changed = changed_pipelines(old, new)
     arranged, keep, bound = arrange_groups(planner, old, [new.pipelines[i].nodes for i in changed])
     pipelines = list(new.pipelines)
+    reordered = False
     for i, group in zip(changed, arranged):
         if tuple(group) != pipelines[i].nodes:
             pipelines[i] = replace(pipelines[i], nodes=tuple(group))
-    plan = replace(new, pipelines=tuple(pipelines))
+            reordered = True
+    # unchanged orders: `new` itself, with whatever it has already computed and kept
+    plan = replace(new, pipelines=tuple(pipelines)) if reordered else new
     # the arrangement reorders nodes within the changed pipelines only: the same ones changed
     copies = copy_plan(planner, old, plan, changed)
     return Reconfiguration(plan, copies, notes=tuple(notes), lower_bound_bytes=bound, keep_order_bytes=keep)
 
 
-def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[list[list[str]], list[str]]:
-    """Oobleck's rules 1-3 on node groups (in place on copies); returns (groups, notes)."""
-    pipelines = [list(g) for g in groups]
+def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[list[Sequence[str]], list[str]]:
+    """Oobleck's rules 1-3 on node groups; returns (groups, notes). The given groups are
+    never changed: a group is copied before it borrows or lends, and the rest are passed
+    through as they are (at 12,500 nodes a removal touches a few of hundreds)."""
+    pipelines: list[Sequence[str]] = list(groups)
+    owned = [False] * len(pipelines)
+
+    def own(i: int) -> list[str]:
+        if not owned[i]:
+            pipelines[i] = list(pipelines[i])
+            owned[i] = True
+        return cast(list[str], pipelines[i])  # a list once owned
+
     notes: list[str] = []
-    result: list[list[str]] = []
+    kept: list[int] = []  # indices: a lender is copied after it may have been kept
     need_merge = False
-    for index, group in enumerate(pipelines):
-        if not group:
+    for index in range(len(pipelines)):
+        if not pipelines[index]:
             notes.append(f"pipeline {index} lost all its nodes")
             continue
-        if len(group) < n0:
+        if len(pipelines[index]) < n0:
+            group = own(index)
             while len(group) < n0:
                 donor_index = max(range(len(pipelines)), key=lambda i: (len(pipelines[i]), i))
-                donor = pipelines[donor_index]
-                if len(donor) <= n0:
+                if len(pipelines[donor_index]) <= n0:
                     need_merge = True
                     break
+                donor = own(donor_index)
                 while len(donor) > n0 and len(group) < n0:
                     node = donor.pop()
                     group.append(node)
                     notes.append(f"pipeline {index} borrowed node {node} from pipeline {donor_index}")
-        result.append(group)
+        kept.append(index)
+    result = [pipelines[i] for i in kept]
     if need_merge:
-        short = [g for g in result if len(g) < n0]
+        short = [own(i) for i in kept if len(pipelines[i]) < n0]  # owned already: they were short
         healthy = [g for g in result if len(g) >= n0]
         merged: list[list[str]] = []
         while short:
@@ -313,7 +337,7 @@ def regroup_after_removal(groups: Sequence[Sequence[str]], n0: int) -> tuple[lis
                     raise InfeasibleError(f"{len(group)} nodes cannot form a pipeline of n0 = {n0}")
             notes.append(f"merged into a pipeline of {len(group)} nodes: {group}")
             merged.append(group)
-        result = healthy + merged
+        result = [*healthy, *merged]
     return result, notes
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.errors import PlannerError
+from planner.errors import InfeasibleError, PlannerError
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.profile import LayerProfile, ModelProfile
@@ -269,3 +270,70 @@ def test_bad_tolerance_is_a_planner_error():
     planner = ten_layer_planner()
     with pytest.raises(PlannerError, match="tolerance"):
         on_removal(planner, published_plan(planner), ["1"], throughput_tolerance=1.5)
+
+
+def _reference_regroup(groups, n0):
+    """Rules 1-3 as first written: every group copied up front (the copy-on-write version
+    must give the same groups and notes)."""
+    pipelines = [list(g) for g in groups]
+    notes, result, need_merge = [], [], False
+    for index, group in enumerate(pipelines):
+        if not group:
+            notes.append(f"pipeline {index} lost all its nodes")
+            continue
+        if len(group) < n0:
+            while len(group) < n0:
+                donor_index = max(range(len(pipelines)), key=lambda i: (len(pipelines[i]), i))
+                donor = pipelines[donor_index]
+                if len(donor) <= n0:
+                    need_merge = True
+                    break
+                while len(donor) > n0 and len(group) < n0:
+                    node = donor.pop()
+                    group.append(node)
+                    notes.append(f"pipeline {index} borrowed node {node} from pipeline {donor_index}")
+        result.append(group)
+    if need_merge:
+        short = [g for g in result if len(g) < n0]
+        healthy = [g for g in result if len(g) >= n0]
+        merged = []
+        while short:
+            group = short.pop(0)
+            while len(group) < n0 and short:
+                group.extend(short.pop(0))
+            if len(group) < n0:
+                if healthy:
+                    group.extend(healthy.pop(0))
+                elif merged:
+                    merged[-1].extend(group)
+                    notes.append(f"merged the leftover nodes into a pipeline of {len(merged[-1])} nodes: {merged[-1]}")
+                    continue
+                else:
+                    raise InfeasibleError(f"{len(group)} nodes cannot form a pipeline of n0 = {n0}")
+            notes.append(f"merged into a pipeline of {len(group)} nodes: {group}")
+            merged.append(group)
+        result = healthy + merged
+    return result, notes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=9), st.integers(1, 4), st.data())
+def test_regrouping_copies_on_write_and_decides_as_the_reference(sizes, n0, data):
+    """Lenders before and after borrowers, merges, empty groups; the input (tuples, as a
+    plan's pipelines are) is never changed."""
+    groups, start = [], 0
+    for n in sizes:
+        groups.append(tuple(f"n{start + i}" for i in range(n)))
+        start += n
+    if data.draw(st.booleans()):
+        groups = [list(g) for g in groups]
+    before = [tuple(g) for g in groups]
+    try:
+        expected = _reference_regroup(groups, n0)
+    except InfeasibleError as exc:
+        with pytest.raises(InfeasibleError, match=re.escape(str(exc))):
+            regroup_after_removal(groups, n0)
+        return
+    result, notes = regroup_after_removal(groups, n0)
+    assert ([list(g) for g in result], notes) == expected
+    assert [tuple(g) for g in groups] == before
