@@ -386,3 +386,54 @@ def test_fewest_pipelines_proposes_a_real_mix_with_the_capacity(sizes, caps, num
     alone = [n for n, c in by_size.items() if np.isfinite(c) and num_nodes % n == 0 and num_nodes // n * c >= total]
     if alone:
         assert counts is not None
+
+
+def _loop_fewest_pipelines(size, caps, num_nodes, total):
+    """`fewest_pipelines` as first written: one pass per usable size and shift of a."""
+    from planner.knapsack import _TRIED, _with_filler
+
+    nodes = num_nodes
+    usable = np.isfinite(caps)
+    if not usable.any():
+        return None
+    value = np.where(usable, caps, 0.0)
+    tables = knapsack_suffixes(list(size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
+    fill = tables[0]
+    base = int(np.argmax(np.where(usable, value / size, -np.inf)))
+    n_base, cap_base = int(size[base]), value[base]
+    candidates = []
+    for level in np.nonzero(usable)[0]:
+        n = int(size[level])
+        b = np.arange(nodes // n + 1)
+        for shift in range(3):
+            a = (nodes - b * n) // n_base - shift
+            rest = nodes - b * n - a * n_base
+            good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
+            capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
+            estimate = a + b + -(-rest // int(size.max()))
+            fits = good & (capacity >= total)
+            if fits.any():
+                i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
+                candidates.append((int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i])))
+    best = None
+    for _, a_count, other, b_count, left in sorted(candidates)[:_TRIED]:
+        counts = _with_filler(size, value, usable, tables, base, a_count, other, b_count, left)
+        if best is None or sum(x for _, x in counts) < sum(x for _, x in best):
+            best = counts
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=6, unique=True),
+    caps=st.lists(st.sampled_from([-np.inf, 1.0, 2.0, 3.0, 5.0, 9.0, 14.0]), min_size=6, max_size=6),
+    num_nodes=st.integers(1, 40),
+    total=st.integers(1, 80),
+    order=st.randoms(use_true_random=False),
+)
+def test_fewest_pipelines_is_the_per_size_loop(sizes, caps, num_nodes, total, order):
+    """The array version proposes exactly the loop's mix (sizes in any order, as a class
+    lists them: its own size first)."""
+    order.shuffle(sizes)
+    size, cap = np.array(sizes), np.array(caps[: len(sizes)])
+    assert fewest_pipelines(size, cap, num_nodes, total) == _loop_fewest_pipelines(size, cap, num_nodes, total)
