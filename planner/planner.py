@@ -54,6 +54,9 @@ class Planner:
         self._floor_limit = 0
         self._templates: dict[int, PipelineTemplate] = {}
         self._allreduce_cache: dict[int, object] = {}
+        self._mix_rows_k = -1  # `_mix_rows`: rows built for K = 0 .. this many pipelines
+        self._mix_rows_cache: dict[int, tuple] = {}
+        self._mix_prefix = np.zeros((0, 0))
         # best (sizes, counts) per (node count, min pipelines): plans differ only in names
         self._shapes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | InfeasibleError] = {}
 
@@ -211,29 +214,39 @@ class Planner:
         """The instantiation search over `sizes` (default: the templates `num_nodes` allow)."""
         sizes = self.template_sizes(num_nodes, k) if sizes is None else list(sizes)
         max_replicas = num_nodes // min(sizes) if sizes else 0
-        table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
-        prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        rows = self._mix_rows(max_replicas, sizes)
+        first = {n: rows[n][0][: max_replicas + 1] for n in sizes}
+        later = {n: rows[n][1][: max_replicas + 1] for n in sizes if rows[n][1] is not None}
+        stage_times = {n: (rows[n][2][0], rows[n][2][1][: max_replicas + 1], rows[n][2][2]) for n in sizes}
         lines = {n: linear_cost(self._templates[n]) for n in sizes}
-        later, stage_times = {}, {}
+        return MixSearch(lines, first, self.job.num_microbatches, self.mix_seconds, later, stage_times)
+
+    def _mix_rows(self, max_replicas: int, sizes: Sequence[int]) -> dict[int, tuple]:
+        """Per template size, the search's all-reduce rows for K = 0 .. at least
+        `max_replicas` pipelines: (first stage [K], later-stage floor [K] or None,
+        (stage starts, [K, stage] all-reduce, backward before each layer's stage)).
+        Row K depends on K alone (`layer_allreduce_table_s` and the prefix sums are row by
+        row), so rows built for more pipelines serve fewer: a spot day's hundreds of
+        re-instantiations at neighbouring node counts build them once."""
+        if max_replicas > self._mix_rows_k:
+            self._mix_rows_k, self._mix_rows_cache = max_replicas, {}
+            table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
+            self._mix_prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        prefix, cache = self._mix_prefix, self._mix_rows_cache
         for n in sizes:
+            if n in cache:
+                continue
             template = self._templates[n]
             starts = template.stage_starts
             ends = np.array([stage.end_layer for stage in template.stages])
-            stage_times[n] = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
+            stages = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
+            later = None
             if template.num_stages > 1:
                 # stage s starts its all-reduce no earlier than T - beta_n - (backward before s)
-                starts = template.stage_starts[1:]
-                ends = np.array([stage.end_layer for stage in template.stages[1:]])
-                spans = prefix[:, ends] - prefix[:, starts] - template.backward_before_s[starts][None, :]
-                later[n] = spans.max(axis=1) - lines[n][1]
-        return MixSearch(
-            lines,
-            {n: prefix[:, self._templates[n].stages[0].end_layer] for n in sizes},
-            self.job.num_microbatches,
-            self.mix_seconds,
-            later,
-            stage_times,
-        )
+                spans = stages[1][:, 1:] - template.backward_before_s[starts[1:]][None, :]
+                later = spans.max(axis=1) - linear_cost(template)[1]
+            cache[n] = (prefix[:, template.stages[0].end_layer], later, stages)
+        return cache
 
     def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:
         nodes = [str(i) for i in range(num_nodes)]

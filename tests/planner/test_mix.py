@@ -437,3 +437,32 @@ def test_fewest_pipelines_is_the_per_size_loop(sizes, caps, num_nodes, total, or
     order.shuffle(sizes)
     size, cap = np.array(sizes), np.array(caps[: len(sizes)])
     assert fewest_pipelines(size, cap, num_nodes, total) == _loop_fewest_pipelines(size, cap, num_nodes, total)
+
+
+@pytest.mark.parametrize("pipeline_comm", [True, False])
+def test_search_rows_reused_across_node_counts_are_the_fresh_ones(pipeline_comm):
+    """`Planner.mix_search` keeps the all-reduce rows built for the most pipelines seen and
+    slices them for fewer: the arrays a search gets are those a fresh planner builds, bit
+    for bit, whichever node count came first."""
+
+    def make():
+        return Planner(
+            analytic_profile("gpt3-2.7b", "a100-40gb", 1),
+            make_cluster("a100-40gb", 48, 1, inter_node_gbps=5, pipeline_comm=pipeline_comm),
+            JobSpec(480, 1, 1),
+        )
+
+    reused = make()
+    for num_nodes in (48, 20, 47, 9):
+        search, fresh = reused.mix_search(num_nodes, 2), make().mix_search(num_nodes, 2)
+        assert search.lines == fresh.lines
+        for mine, theirs in (
+            (search.first_stage_allreduce_s, fresh.first_stage_allreduce_s),
+            (search.later_stage_floor_s, fresh.later_stage_floor_s),
+        ):
+            assert mine.keys() == theirs.keys()
+            assert all(np.array_equal(mine[n], theirs[n]) for n in mine), num_nodes
+        assert search.stage_times.keys() == fresh.stage_times.keys()
+        for n, parts in search.stage_times.items():
+            assert all(np.array_equal(a, b) for a, b in zip(parts, fresh.stage_times[n])), (num_nodes, n)
+        assert reused._best_shape(num_nodes, 2) == make()._best_shape(num_nodes, 2)
