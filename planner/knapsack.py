@@ -16,24 +16,30 @@ import numpy as np
 _TRIED = 8  # incumbent candidates, by estimated pipelines, completed with their filler
 
 
-def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> list[np.ndarray]:
+def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> np.ndarray:
     """table[i][r] = max sum y_j values[j] over y >= 0 (integers) on sizes[i:] with
     sum y_j sizes[j] = r exactly, -inf when r is no such sum; 0 <= r <= num_nodes.
-    A value of -inf leaves its size out."""
-    table = [np.where(np.arange(num_nodes + 1) == 0, 0.0, -np.inf)]
-    for s, w in zip(reversed(sizes), reversed(values)):
-        previous = table[0]
+    A value of -inf leaves its size out. One [len(sizes) + 1, num_nodes + 1] array, built
+    in place (the search builds hundreds per instantiation)."""
+    count, width = len(sizes), num_nodes + 1
+    table = np.empty((count + 1, width))
+    table[count] = -np.inf
+    table[count, 0] = 0.0
+    # one buffer whose tail past num_nodes stays -inf: each size views it as [rows, s]
+    padded = np.full(width + max(sizes, default=1), -np.inf)
+    for i in range(count - 1, -1, -1):
+        s, w = int(sizes[i]), values[i]
         if w == -np.inf:
-            table.insert(0, previous)
+            table[i] = table[i + 1]
             continue
         # G'[r] = max_q G[r - q s] + q w: a running max per residue class of G[r] - (r // s) w
-        rows = -(-(num_nodes + 1) // s)
-        padded = np.full(rows * s, -np.inf)
-        padded[: num_nodes + 1] = previous
-        grid = padded.reshape(rows, s)
+        rows = -(-width // s)
+        padded[:width] = table[i + 1]
         steps = np.arange(rows, dtype=float)[:, None] * w
-        best = np.maximum.accumulate(grid - steps, axis=0) + steps
-        table.insert(0, best.reshape(-1)[: num_nodes + 1])
+        best = padded[: rows * s].reshape(rows, s) - steps
+        np.maximum.accumulate(best, axis=0, out=best)
+        best += steps
+        table[i] = best.reshape(-1)[:width]
     return table
 
 
@@ -97,7 +103,7 @@ def _with_filler(
     size: np.ndarray,
     value: np.ndarray,
     usable: np.ndarray,
-    tables: list[np.ndarray],
+    tables: np.ndarray,
     base: int,
     a_count: int,
     other: int,

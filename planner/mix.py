@@ -296,7 +296,7 @@ class _Class:
         run = self.run
         if run.key is None:
             if not self.built:  # no incumbent yet: only which node counts are reachable
-                self.tables = np.array(knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes))
+                self.tables = knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes)
                 self.built = True
             return
         if run.key[0] == self.value_s:
@@ -304,7 +304,7 @@ class _Class:
         self.value_s = run.key[0]
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
         caps = self.caps_now = run.caps(deadline, self.ids)
-        self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
+        self.tables = knapsack_suffixes(list(self.size), list(caps), run.num_nodes)
         self.penalised_for = None  # `penalties` rebuilds them lazily
         self.built = True
 
@@ -321,7 +321,7 @@ class _Class:
                     lam = fraction * unit
                     if lam > 0:
                         tables = knapsack_suffixes(list(self.size), list(caps - lam), self.run.num_nodes)
-                        self.penalised.append((lam, np.array(tables)))
+                        self.penalised.append((lam, tables))
         return self.penalised
 
     def search(self) -> None:
