@@ -187,7 +187,8 @@ class Planner:
         if reference:
             best = self._reference_mix(num_nodes, k, sizes) if sizes else None
         else:
-            result = self.mix_search(num_nodes, k, sizes).best(num_nodes, k) if sizes else None
+            seeds = self._mix_seeds(num_nodes, k, sizes)
+            result = self.mix_search(num_nodes, k, sizes).best(num_nodes, k, seeds) if sizes else None
             best = result.sizes if result is not None else None
         if best is None:
             raise InfeasibleError(
@@ -196,6 +197,38 @@ class Planner:
                 + f" nodes with {total} microbatches"
             )
         return best, distribute_microbatches([self._templates[n] for n in best], total)
+
+    def _mix_seeds(self, num_nodes: int, k: int, sizes: Sequence[int]) -> list[tuple[tuple[int, int], ...]]:
+        """Incumbents for the search at `num_nodes` from the optima already found at the
+        nearest node counts below and above (same k): each with one pipeline grown or
+        shrunk by the difference, or a pipeline of the difference's size added or removed.
+        A spot trace re-instantiates at neighbouring counts, where such a mix is near the
+        optimum from the start; the search stays exact whatever it is given."""
+        allowed = set(sizes)
+        below = max((n for n, j in self._shapes if j == k and n < num_nodes), default=None)
+        above = min((n for n, j in self._shapes if j == k and n > num_nodes), default=None)
+        seeds: list[tuple[tuple[int, int], ...]] = []
+        for other in (below, above):
+            shape = self._shapes.get((other, k)) if other is not None else None
+            if shape is None or isinstance(shape, InfeasibleError):
+                continue
+            counts: dict[int, int] = {}
+            for n in shape[0]:
+                counts[n] = counts.get(n, 0) + 1
+            d = num_nodes - other  # type: ignore[operator]
+            changes = [(n, n + d) for n in counts if n + d in allowed]
+            if d in allowed:
+                changes.append((0, d))
+            if -d in counts:
+                changes.append((-d, 0))
+            for old, new in changes:
+                mix = dict(counts)
+                if old:
+                    mix[old] -= 1
+                if new:
+                    mix[new] = mix.get(new, 0) + 1
+                seeds.append(tuple(sorted((n, x) for n, x in mix.items() if x)))
+        return seeds
 
     def mix_seconds(self, counts: Sequence[tuple[int, int]]) -> float:
         """The exact iteration time of the mix ((size, pipelines), ...) in increasing size."""
