@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 _TRIED = 8  # incumbent candidates, by estimated pipelines, completed with their filler
+_BLOCK = 1 << 17  # (level, shift, b) cells scored in one array step by `_candidates`
 
 
 def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> np.ndarray:
@@ -72,9 +73,27 @@ def _candidates(
     size: np.ndarray, value: np.ndarray, usable: np.ndarray, fill: np.ndarray, base: int, nodes: int, total: int
 ) -> list[tuple[int, int, int, int, int]]:
     """(pipelines estimate, a, level, b, rest) per usable level and shift 0..2 of a that
-    has a mix with the capacity: the fewest estimated pipelines, ties the smallest b."""
+    has a mix with the capacity: the fewest estimated pipelines, ties the smallest b.
+    Levels go in blocks of similar size (largest first) of at most _BLOCK (level, shift,
+    b) cells, so the arrays stay small at 12,500 nodes (b runs to nodes // size)."""
+    found: list[tuple[int, int, int, int, int]] = []
+    levels = [int(j) for j in sorted(np.nonzero(usable)[0], key=lambda j: -int(size[j]))]
+    block: list[int] = []
+    for level in levels:
+        if block and (len(block) + 1) * 3 * (nodes // int(size[level]) + 1) > _BLOCK:
+            found += _candidate_block(size, value, fill, base, nodes, total, np.array(block))
+            block = []
+        block.append(level)
+    if block:
+        found += _candidate_block(size, value, fill, base, nodes, total, np.array(block))
+    return found
+
+
+def _candidate_block(
+    size: np.ndarray, value: np.ndarray, fill: np.ndarray, base: int, nodes: int, total: int, levels: np.ndarray
+) -> list[tuple[int, int, int, int, int]]:
+    """`_candidates` for some usable levels at once."""
     n_base, cap_base = int(size[base]), value[base]
-    levels = np.nonzero(usable)[0]
     n = size[levels].astype(np.int64)[:, None, None]  # [level, shift, b]
     b = np.arange(nodes // int(n.min()) + 1)[None, None, :]
     shift = np.arange(3)[None, :, None]
