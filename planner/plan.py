@@ -104,8 +104,9 @@ class ExecutionPlan:
     def num_microbatches(self) -> int:
         return sum(p.num_microbatches for p in self.pipelines)
 
-    @property
+    @cached_property
     def compute_time_s(self) -> float:
+        """The slowest pipeline (kept: policies compare a plan's samples/s at every event)."""
         return max(p.iteration_time_s for p in self.pipelines)
 
     @property
