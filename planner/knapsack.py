@@ -14,26 +14,33 @@ from collections.abc import Sequence
 import numpy as np
 
 _TRIED = 8  # incumbent candidates, by estimated pipelines, completed with their filler
+_BLOCK = 1 << 17  # (level, shift, b) cells scored in one array step by `_candidates`
 
 
-def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> list[np.ndarray]:
+def knapsack_suffixes(sizes: Sequence[int], values: Sequence[float], num_nodes: int) -> np.ndarray:
     """table[i][r] = max sum y_j values[j] over y >= 0 (integers) on sizes[i:] with
     sum y_j sizes[j] = r exactly, -inf when r is no such sum; 0 <= r <= num_nodes.
-    A value of -inf leaves its size out."""
-    table = [np.where(np.arange(num_nodes + 1) == 0, 0.0, -np.inf)]
-    for s, w in zip(reversed(sizes), reversed(values)):
-        previous = table[0]
+    A value of -inf leaves its size out. One [len(sizes) + 1, num_nodes + 1] array, built
+    in place (the search builds hundreds per instantiation)."""
+    count, width = len(sizes), num_nodes + 1
+    table = np.empty((count + 1, width))
+    table[count] = -np.inf
+    table[count, 0] = 0.0
+    # one buffer whose tail past num_nodes stays -inf: each size views it as [rows, s]
+    padded = np.full(width + max(sizes, default=1), -np.inf)
+    for i in range(count - 1, -1, -1):
+        s, w = int(sizes[i]), values[i]
         if w == -np.inf:
-            table.insert(0, previous)
+            table[i] = table[i + 1]
             continue
         # G'[r] = max_q G[r - q s] + q w: a running max per residue class of G[r] - (r // s) w
-        rows = -(-(num_nodes + 1) // s)
-        padded = np.full(rows * s, -np.inf)
-        padded[: num_nodes + 1] = previous
-        grid = padded.reshape(rows, s)
+        rows = -(-width // s)
+        padded[:width] = table[i + 1]
         steps = np.arange(rows, dtype=float)[:, None] * w
-        best = np.maximum.accumulate(grid - steps, axis=0) + steps
-        table.insert(0, best.reshape(-1)[: num_nodes + 1])
+        best = padded[: rows * s].reshape(rows, s) - steps
+        np.maximum.accumulate(best, axis=0, out=best)
+        best += steps
+        table[i] = best.reshape(-1)[:width]
     return table
 
 
@@ -44,7 +51,8 @@ def fewest_pipelines(
     `num_nodes` nodes whose capacity reaches `total` microbatches, with few
     pipelines: a pipelines of the size with the most capacity per node, b of one other
     size, the rest of the nodes filled by the most capacity the knapsack finds; per other
-    size the largest b that still fits (None: none found)."""
+    size the largest b that still fits (None: none found). Every (other size, shift of a)
+    is scored in one array step (the per-size loop it replaced is kept in the tests)."""
     nodes = num_nodes
     usable = np.isfinite(caps)
     if not usable.any():
@@ -53,34 +61,68 @@ def fewest_pipelines(
     tables = knapsack_suffixes(list(size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
     fill = tables[0]
     base = int(np.argmax(np.where(usable, value / size, -np.inf)))
-    n_base, cap_base = int(size[base]), value[base]
-    candidates: list[tuple[int, int, int, int, int]] = []  # (pipelines estimate, a, level, b, rest)
-    for level in np.nonzero(usable)[0]:
-        n = int(size[level])
-        b = np.arange(nodes // n + 1)
-        for shift in range(3):
-            a = (nodes - b * n) // n_base - shift
-            rest = nodes - b * n - a * n_base
-            good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
-            capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
-            estimate = a + b + -(-rest // int(size.max()))  # the filler may need more pipelines
-            fits = good & (capacity >= total)
-            if fits.any():
-                i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
-                candidates.append((int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i])))
     best: tuple[tuple[int, int], ...] | None = None
-    for _, a_count, other, b_count, left in sorted(candidates)[:_TRIED]:
+    for _, a_count, other, b_count, left in sorted(_candidates(size, value, usable, fill, base, nodes, total))[:_TRIED]:
         counts = _with_filler(size, value, usable, tables, base, a_count, other, b_count, left)
         if best is None or sum(x for _, x in counts) < sum(x for _, x in best):
             best = counts
     return best
 
 
+def _candidates(
+    size: np.ndarray, value: np.ndarray, usable: np.ndarray, fill: np.ndarray, base: int, nodes: int, total: int
+) -> list[tuple[int, int, int, int, int]]:
+    """(pipelines estimate, a, level, b, rest) per usable level and shift 0..2 of a that
+    has a mix with the capacity: the fewest estimated pipelines, ties the smallest b.
+    Levels go in blocks of similar size (largest first) of at most _BLOCK (level, shift,
+    b) cells, so the arrays stay small at 12,500 nodes (b runs to nodes // size)."""
+    found: list[tuple[int, int, int, int, int]] = []
+    levels = [int(j) for j in sorted(np.nonzero(usable)[0], key=lambda j: -int(size[j]))]
+    block: list[int] = []
+    for level in levels:
+        if block and (len(block) + 1) * 3 * (nodes // int(size[level]) + 1) > _BLOCK:
+            found += _candidate_block(size, value, fill, base, nodes, total, np.array(block))
+            block = []
+        block.append(level)
+    if block:
+        found += _candidate_block(size, value, fill, base, nodes, total, np.array(block))
+    return found
+
+
+def _candidate_block(
+    size: np.ndarray, value: np.ndarray, fill: np.ndarray, base: int, nodes: int, total: int, levels: np.ndarray
+) -> list[tuple[int, int, int, int, int]]:
+    """`_candidates` for some usable levels at once."""
+    n_base, cap_base = int(size[base]), value[base]
+    n = size[levels].astype(np.int64)[:, None, None]  # [level, shift, b]
+    b = np.arange(nodes // int(n.min()) + 1)[None, None, :]
+    shift = np.arange(3)[None, :, None]
+    a = (nodes - b * n) // n_base - shift
+    rest = nodes - b * n - a * n_base  # >= shift * n_base >= 0
+    filled = fill[np.minimum(rest, nodes)]
+    good = (b <= nodes // n) & (a >= 0) & (filled > -np.inf)
+    capacity = a * cap_base + b * value[levels][:, None, None] + np.where(good, filled, -np.inf)
+    estimate = a + b + -(-rest // int(size.max()))  # the filler may need more pipelines
+    fits = good & (capacity >= total)
+    pick = np.argmin(np.where(fits, estimate, np.iinfo(np.int64).max), axis=2)  # first of the fewest
+    found = np.take_along_axis(fits, pick[:, :, None], axis=2)[:, :, 0]
+
+    def at(values: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(np.broadcast_to(values, fits.shape), pick[:, :, None], axis=2)[:, :, 0]
+
+    est, a_at, b_at, rest_at = at(estimate), at(a), at(b), at(rest)
+    level_at = np.broadcast_to(levels[:, None], found.shape)
+    return [
+        (int(est[i, j]), int(a_at[i, j]), int(level_at[i, j]), int(b_at[i, j]), int(rest_at[i, j]))
+        for i, j in zip(*np.nonzero(found))
+    ]
+
+
 def _with_filler(
     size: np.ndarray,
     value: np.ndarray,
     usable: np.ndarray,
-    tables: list[np.ndarray],
+    tables: np.ndarray,
     base: int,
     a_count: int,
     other: int,

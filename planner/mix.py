@@ -83,6 +83,30 @@ per node, b of one other size (per size the largest b that fits), the rest fille
 capacity knapsack. It only proposes mixes, each solved exactly, so the answer is unchanged;
 at 12,500 nodes it finds the optimum from the first leaf (5,939 mixes solved -> 9).
 
+Seeds. `best(..., seeds)` solves the given mixes first (those that are mixes of this
+search: its sizes, exactly N nodes); the planner passes the optima it found at the nearest
+node counts below and above, each with one pipeline grown or shrunk by the difference
+(or a pipeline of that size added or removed). Like the incumbent rounds they only lower
+U, and no rule above cuts a mix of value <= U, so the answer is unchanged; on the
+1,024-node spot day's 61 re-instantiations after the first, the nodes expanded fall
+4,840 -> 946.
+
+Capacity per node (issue 12, spot day). Before a class builds its tables: with an
+incumbent U, every pipeline of size n of a mix of value <= U in class h runs at most
+cap_n microbatches, caps taken at the tables' deadline (the latest over K >= k_any, as
+above). The mix has some pipeline of h, so its capacity is at most
+cap_h + sum over its other pipelines y_n cap_n = cap_h + sum y_n n (cap_n / n)
+<= cap_h + (N - h) max_n (cap_n / n), the maximum over the class's usable sizes (an
+unusable size, cap < 1, is in no such mix; h unusable rules the class out). Below M (with
+a relative 1e-9 for the rounding of the ratios; capacities are integers) the class has no
+mix of value <= U, and the class search would have recorded none: skipped, with its
+incumbent round. It cuts 141 of the 296 classes of the spot day's 62 searches, most of
+which built tables only to cut every child of their root.
+
+Tables are rebuilt only when a class's capacities (whole microbatches) change, not at
+every new U, and `fewest_pipelines` is asked once per (sizes, capacities) in a search:
+the same inputs give the same arrays and proposals, so neither changes the search.
+
 Checked against the part-by-part search it replaces (`planner.mix_reference`) and against
 enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_plan_bench.py.
 """
@@ -152,13 +176,19 @@ class MixSearch:
         self.total = total_microbatches
         self.solve = solve
 
-    def best(self, num_nodes: int, min_pipelines: int) -> MixResult | None:
+    def best(
+        self, num_nodes: int, min_pipelines: int, seeds: Sequence[tuple[tuple[int, int], ...]] = ()
+    ) -> MixResult | None:
         """The fastest mix over exactly `num_nodes` nodes with >= `min_pipelines`
-        pipelines, or None when no mix exists."""
+        pipelines, or None when no mix exists. `seeds`: mixes ((size, count), ...) to
+        solve first as incumbents (see "Seeds"); they change the work, not the answer."""
         sizes = [n for n in self.lines if 1 <= n <= num_nodes]
         if not sizes:
             return None
-        return _Run(self, num_nodes, min_pipelines, sizes).result()
+        run = _Run(self, num_nodes, min_pipelines, sizes)
+        for counts in seeds:
+            run.seed(counts)
+        return run.result()
 
 
 class _Run:
@@ -211,6 +241,7 @@ class _Run:
         self.solved = self.expanded = 0
         self.improvements = 0  # calls of _Class.improve after a leaf improved the incumbent
         self.improved_at: tuple[float, int] | None = None  # the incumbent improve() last started from
+        self.proposals: dict[tuple[bytes, bytes], tuple[tuple[int, int], ...] | None] = {}  # fewest_pipelines'
 
     # -- capacities and the incumbent --------------------------------------------------------
     def caps(self, deadline_s, levels) -> np.ndarray:
@@ -237,6 +268,18 @@ class _Run:
             or (key == self.key and self.counts is not None and _expand(counts) < _expand(self.counts))
         ):
             self.key, self.counts = key, counts  # the sizes tuple is built only on a tie
+
+    def seed(self, counts: tuple[tuple[int, int], ...]) -> None:
+        """Solve `counts` as an incumbent if it is a mix of this search (its sizes, exactly
+        the nodes, sizes increasing and distinct); anything else is ignored."""
+        known = set(self.order)
+        sizes = [n for n, _ in counts]
+        if (
+            all(n in known and x > 0 for n, x in counts)
+            and sizes == sorted(set(sizes))
+            and sum(n * x for n, x in counts) == self.num_nodes
+        ):
+            self.record(tuple((int(n), int(x)) for n, x in counts))
 
     def result(self) -> MixResult | None:
         # class h: the mixes whose largest floor A (ties: later in `order`) is level h's
@@ -276,9 +319,10 @@ class _Class:
         self.value_s: float | None = None  # the incumbent value the tables were built for
         self.tables = np.empty((0, 0))  # built by `refresh`
         self.penalised: list[tuple[float, np.ndarray]] = []  # (lambda, tables of caps - lambda)
-        self.penalised_for: float | None = None  # the incumbent value they were built for
+        self.penalised_for: np.ndarray | None = None  # the capacities they were built for
         self.caps_now = np.empty(0)  # the capacities the tables were built with
         self.built = False
+        self.capacity_tables = False  # built from capacities (not only reachability)
         # [K] floors of the class: `always` holds for every mix in it, `above` when the
         # makespan exceeds every forced first microbatch
         self.always, self.above = run.floor_first[h], run.floor[h]
@@ -296,23 +340,25 @@ class _Class:
         run = self.run
         if run.key is None:
             if not self.built:  # no incumbent yet: only which node counts are reachable
-                self.tables = np.array(knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes))
+                self.tables = knapsack_suffixes(list(self.size), [0.0] * len(self.size), run.num_nodes)
                 self.built = True
             return
         if run.key[0] == self.value_s:
             return
         self.value_s = run.key[0]
         deadline = run.deadline(self.value_s / _SLACK, self.above[run.k_any], self.always[run.k_any])
-        caps = self.caps_now = run.caps(deadline, self.ids)
-        self.tables = np.array(knapsack_suffixes(list(self.size), list(caps), run.num_nodes))
-        self.penalised_for = None  # `penalties` rebuilds them lazily
-        self.built = True
+        caps = run.caps(deadline, self.ids)
+        if self.capacity_tables and np.array_equal(caps, self.caps_now):
+            return  # whole microbatches per pipeline unchanged: the same tables (and penalties)
+        self.caps_now = caps
+        self.tables = knapsack_suffixes(list(self.size), list(caps), run.num_nodes)
+        self.built = self.capacity_tables = True
 
     def penalties(self) -> list[tuple[float, np.ndarray]]:
         """(lambda, suffix tables of caps - lambda) for the pipeline-count bound, built on
         first use for the current incumbent (a search that cuts without them skips them)."""
-        if self.penalised_for != self.value_s:
-            self.penalised_for = self.value_s
+        if self.penalised_for is not self.caps_now:
+            self.penalised_for = self.caps_now
             caps, self.penalised = self.caps_now, []
             finite = caps[np.isfinite(caps)]
             if len(finite):
@@ -321,7 +367,7 @@ class _Class:
                     lam = fraction * unit
                     if lam > 0:
                         tables = knapsack_suffixes(list(self.size), list(caps - lam), self.run.num_nodes)
-                        self.penalised.append((lam, np.array(tables)))
+                        self.penalised.append((lam, tables))
         return self.penalised
 
     def search(self) -> None:
@@ -329,12 +375,27 @@ class _Class:
         if run.key is not None:  # the class's own floors may already rule it out
             fastest = float(run.alone[self.ids].min())
             floor = self.above[run.k_any] if fastest > run.forced_s else self.always[run.k_any]
-            if (fastest + floor) * _SLACK > run.key[0]:
+            if (fastest + floor) * _SLACK > run.key[0] or self.short_of_capacity():
                 return
         self.refresh()
         self.improve()
         if self.tables[0, self.run.num_nodes] > -np.inf:
             self.visit(0, 0, self.run.num_nodes, [])
+
+    def short_of_capacity(self) -> bool:
+        """The class's capacity cut before its tables are built ("Capacity per node"):
+        at the deadline `refresh` uses, one pipeline of h plus the rest of the nodes at the
+        best capacity per node of any size in the class cannot carry the microbatches."""
+        run = self.run
+        assert run.key is not None  # called with an incumbent only
+        deadline = run.deadline(run.key[0] / _SLACK, self.above[run.k_any], self.always[run.k_any])
+        caps = run.caps(deadline, self.ids)
+        if not np.isfinite(caps[0]):
+            return True  # every mix of the class has a pipeline of h
+        usable = np.isfinite(caps)
+        per_node = float((caps[usable] / self.size[usable]).max())
+        most = float(caps[0]) + (run.num_nodes - int(self.size[0])) * per_node
+        return most < run.total * (1 - 1e-9)
 
     def improve(self, rounds: int = 4) -> None:
         """Incumbents before the search (see "Incumbent"): at the incumbent's deadline, the
@@ -348,7 +409,10 @@ class _Class:
             pipelines = min(-run.key[1], run.kmax)
             deadline = run.deadline(run.key[0], self.above[pipelines], self.always[pipelines])
             caps = run.caps(np.full(len(self.ids), deadline), self.ids)
-            counts = fewest_pipelines(self.size, caps, run.num_nodes, run.total)
+            key = (self.ids.tobytes(), caps.tobytes())  # same sizes and capacities: same proposal
+            if key not in run.proposals:
+                run.proposals[key] = fewest_pipelines(self.size, caps, run.num_nodes, run.total)
+            counts = run.proposals[key]
             if counts is None:
                 return
             before = run.key

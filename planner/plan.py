@@ -109,6 +109,7 @@ class ExecutionPlan:
 
     @cached_property
     def compute_time_s(self) -> float:
+        """The slowest pipeline (kept: policies compare a plan's samples/s at every event)."""
         return max(p.iteration_time_s for p in self.pipelines)
 
     @cached_property

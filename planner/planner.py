@@ -65,6 +65,9 @@ class Planner:
         self._floor_limit = 0
         self._templates: dict[int, PipelineTemplate] = {}
         self._allreduce_cache: dict[int, object] = {}
+        self._mix_rows_k = -1  # `_mix_rows`: rows built for K = 0 .. this many pipelines
+        self._mix_rows_cache: dict[int, tuple] = {}
+        self._mix_prefix = np.zeros((0, 0))
         # best (sizes, counts) per (node count, min pipelines): plans differ only in names
         self._shapes: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]] | InfeasibleError] = {}
         self._last_pipelines: dict[tuple[str, ...], PipelinePlan] = {}  # `plan_of`'s reuse
@@ -246,7 +249,8 @@ class Planner:
         if reference:
             best = self._reference_mix(num_nodes, k, sizes) if sizes else None
         else:
-            result = self.mix_search(num_nodes, k, sizes).best(num_nodes, k) if sizes else None
+            seeds = self._mix_seeds(num_nodes, k, sizes)
+            result = self.mix_search(num_nodes, k, sizes).best(num_nodes, k, seeds) if sizes else None
             best = result.sizes if result is not None else None
         if best is None:
             raise InfeasibleError(
@@ -255,6 +259,38 @@ class Planner:
                 + f" nodes with {total} microbatches"
             )
         return best, distribute_microbatches([self._templates[n] for n in best], total)
+
+    def _mix_seeds(self, num_nodes: int, k: int, sizes: Sequence[int]) -> list[tuple[tuple[int, int], ...]]:
+        """Incumbents for the search at `num_nodes` from the optima already found at the
+        nearest node counts below and above (same k): each with one pipeline grown or
+        shrunk by the difference, or a pipeline of the difference's size added or removed.
+        A spot trace re-instantiates at neighbouring counts, where such a mix is near the
+        optimum from the start; the search stays exact whatever it is given."""
+        allowed = set(sizes)
+        below = max((n for n, j in self._shapes if j == k and n < num_nodes), default=None)
+        above = min((n for n, j in self._shapes if j == k and n > num_nodes), default=None)
+        seeds: list[tuple[tuple[int, int], ...]] = []
+        for other in (below, above):
+            shape = self._shapes.get((other, k)) if other is not None else None
+            if shape is None or isinstance(shape, InfeasibleError):
+                continue
+            counts: dict[int, int] = {}
+            for n in shape[0]:
+                counts[n] = counts.get(n, 0) + 1
+            d = num_nodes - other  # type: ignore[operator]
+            changes = [(n, n + d) for n in counts if n + d in allowed]
+            if d in allowed:
+                changes.append((0, d))
+            if -d in counts:
+                changes.append((-d, 0))
+            for old, new in changes:
+                mix = dict(counts)
+                if old:
+                    mix[old] -= 1
+                if new:
+                    mix[new] = mix.get(new, 0) + 1
+                seeds.append(tuple(sorted((n, x) for n, x in mix.items() if x)))
+        return seeds
 
     def mix_seconds(self, counts: Sequence[tuple[int, int]]) -> float:
         """The exact iteration time of the mix ((size, pipelines), ...) in increasing size."""
@@ -273,29 +309,39 @@ class Planner:
         """The instantiation search over `sizes` (default: the templates `num_nodes` allow)."""
         sizes = self.template_sizes(num_nodes, k) if sizes is None else list(sizes)
         max_replicas = num_nodes // min(sizes) if sizes else 0
-        table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
-        prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        rows = self._mix_rows(max_replicas, sizes)
+        first = {n: rows[n][0][: max_replicas + 1] for n in sizes}
+        later = {n: rows[n][1][: max_replicas + 1] for n in sizes if rows[n][1] is not None}
+        stage_times = {n: (rows[n][2][0], rows[n][2][1][: max_replicas + 1], rows[n][2][2]) for n in sizes}
         lines = {n: linear_cost(self._templates[n]) for n in sizes}
-        later, stage_times = {}, {}
+        return MixSearch(lines, first, self.job.num_microbatches, self.mix_seconds, later, stage_times)
+
+    def _mix_rows(self, max_replicas: int, sizes: Sequence[int]) -> dict[int, tuple]:
+        """Per template size, the search's all-reduce rows for K = 0 .. at least
+        `max_replicas` pipelines: (first stage [K], later-stage floor [K] or None,
+        (stage starts, [K, stage] all-reduce, backward before each layer's stage)).
+        Row K depends on K alone (`layer_allreduce_table_s` and the prefix sums are row by
+        row), so rows built for more pipelines serve fewer: a spot day's hundreds of
+        re-instantiations at neighbouring node counts build them once."""
+        if max_replicas > self._mix_rows_k:
+            self._mix_rows_k, self._mix_rows_cache = max_replicas, {}
+            table = layer_allreduce_table_s(self.profile, self.cluster, max_replicas)
+            self._mix_prefix = np.concatenate([np.zeros((max_replicas + 1, 1)), np.cumsum(table, axis=1)], axis=1)
+        prefix, cache = self._mix_prefix, self._mix_rows_cache
         for n in sizes:
+            if n in cache:
+                continue
             template = self._templates[n]
             starts = template.stage_starts
             ends = np.array([stage.end_layer for stage in template.stages])
-            stage_times[n] = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
+            stages = (starts, prefix[:, ends] - prefix[:, starts], template.backward_before_s)
+            later = None
             if template.num_stages > 1:
                 # stage s starts its all-reduce no earlier than T - beta_n - (backward before s)
-                starts = template.stage_starts[1:]
-                ends = np.array([stage.end_layer for stage in template.stages[1:]])
-                spans = prefix[:, ends] - prefix[:, starts] - template.backward_before_s[starts][None, :]
-                later[n] = spans.max(axis=1) - lines[n][1]
-        return MixSearch(
-            lines,
-            {n: prefix[:, self._templates[n].stages[0].end_layer] for n in sizes},
-            self.job.num_microbatches,
-            self.mix_seconds,
-            later,
-            stage_times,
-        )
+                spans = stages[1][:, 1:] - template.backward_before_s[starts[1:]][None, :]
+                later = spans.max(axis=1) - linear_cost(template)[1]
+            cache[n] = (prefix[:, template.stages[0].end_layer], later, stages)
+        return cache
 
     def _reference_mix(self, num_nodes: int, k: int, sizes: Sequence[int]) -> tuple[int, ...] | None:
         nodes = [str(i) for i in range(num_nodes)]

@@ -386,3 +386,211 @@ def test_fewest_pipelines_proposes_a_real_mix_with_the_capacity(sizes, caps, num
     alone = [n for n, c in by_size.items() if np.isfinite(c) and num_nodes % n == 0 and num_nodes // n * c >= total]
     if alone:
         assert counts is not None
+
+
+def _loop_fewest_pipelines(size, caps, num_nodes, total):
+    """`fewest_pipelines` as first written: one pass per usable size and shift of a."""
+    from planner.knapsack import _TRIED, _with_filler
+
+    nodes = num_nodes
+    usable = np.isfinite(caps)
+    if not usable.any():
+        return None
+    value = np.where(usable, caps, 0.0)
+    tables = knapsack_suffixes(list(size), [float(v) if u else -np.inf for v, u in zip(value, usable)], nodes)
+    fill = tables[0]
+    base = int(np.argmax(np.where(usable, value / size, -np.inf)))
+    n_base, cap_base = int(size[base]), value[base]
+    candidates = []
+    for level in np.nonzero(usable)[0]:
+        n = int(size[level])
+        b = np.arange(nodes // n + 1)
+        for shift in range(3):
+            a = (nodes - b * n) // n_base - shift
+            rest = nodes - b * n - a * n_base
+            good = (a >= 0) & (fill[np.clip(rest, 0, nodes)] > -np.inf)
+            capacity = a * cap_base + b * value[level] + np.where(good, fill[np.clip(rest, 0, nodes)], -np.inf)
+            estimate = a + b + -(-rest // int(size.max()))
+            fits = good & (capacity >= total)
+            if fits.any():
+                i = int(np.nonzero(fits)[0][np.argmin(estimate[fits])])
+                candidates.append((int(estimate[i]), int(a[i]), int(level), int(b[i]), int(rest[i])))
+    best = None
+    for _, a_count, other, b_count, left in sorted(candidates)[:_TRIED]:
+        counts = _with_filler(size, value, usable, tables, base, a_count, other, b_count, left)
+        if best is None or sum(x for _, x in counts) < sum(x for _, x in best):
+            best = counts
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=6, unique=True),
+    caps=st.lists(st.sampled_from([-np.inf, 1.0, 2.0, 3.0, 5.0, 9.0, 14.0]), min_size=6, max_size=6),
+    num_nodes=st.integers(1, 40),
+    total=st.integers(1, 80),
+    order=st.randoms(use_true_random=False),
+)
+def test_fewest_pipelines_is_the_per_size_loop(sizes, caps, num_nodes, total, order):
+    """The array version proposes exactly the loop's mix (sizes in any order, as a class
+    lists them: its own size first)."""
+    from planner import knapsack
+
+    order.shuffle(sizes)
+    size, cap = np.array(sizes), np.array(caps[: len(sizes)])
+    expected = _loop_fewest_pipelines(size, cap, num_nodes, total)
+    assert fewest_pipelines(size, cap, num_nodes, total) == expected
+    block = knapsack._BLOCK
+    try:  # levels scored a few at a time (as at 12,500 nodes), not all in one array
+        knapsack._BLOCK = 3 * (num_nodes + 1)
+        assert fewest_pipelines(size, cap, num_nodes, total) == expected
+    finally:
+        knapsack._BLOCK = block
+
+
+@pytest.mark.parametrize("pipeline_comm", [True, False])
+def test_search_rows_reused_across_node_counts_are_the_fresh_ones(pipeline_comm):
+    """`Planner.mix_search` keeps the all-reduce rows built for the most pipelines seen and
+    slices them for fewer: the arrays a search gets are those a fresh planner builds, bit
+    for bit, whichever node count came first."""
+
+    def make():
+        return Planner(
+            analytic_profile("gpt3-2.7b", "a100-40gb", 1),
+            make_cluster("a100-40gb", 48, 1, inter_node_gbps=5, pipeline_comm=pipeline_comm),
+            JobSpec(480, 1, 1),
+        )
+
+    reused = make()
+    for num_nodes in (48, 20, 47, 9):
+        search, fresh = reused.mix_search(num_nodes, 2), make().mix_search(num_nodes, 2)
+        assert search.lines == fresh.lines
+        for mine, theirs in (
+            (search.first_stage_allreduce_s, fresh.first_stage_allreduce_s),
+            (search.later_stage_floor_s, fresh.later_stage_floor_s),
+        ):
+            assert mine.keys() == theirs.keys()
+            assert all(np.array_equal(mine[n], theirs[n]) for n in mine), num_nodes
+        assert search.stage_times.keys() == fresh.stage_times.keys()
+        for n, parts in search.stage_times.items():
+            assert all(np.array_equal(a, b) for a, b in zip(parts, fresh.stage_times[n])), (num_nodes, n)
+        assert reused._best_shape(num_nodes, 2) == make()._best_shape(num_nodes, 2)
+
+
+def _instantiated_shape(planner: Planner, num_nodes: int, k: int):
+    """The (sizes, counts) `instantiate` chose over `num_nodes` nodes (None: infeasible);
+    through `instantiate`, so earlier counts' optima seed the search."""
+    try:
+        planner.instantiate([f"n{i}" for i in range(num_nodes)], k)
+    except InfeasibleError:
+        return None
+    return planner._shapes[(num_nodes, k)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=6, varied_outputs=True),
+    comm=comm_profiles(),
+    counts=st.lists(st.integers(1, 12), min_size=2, max_size=6),
+    k=st.integers(1, 3),
+    microbatches=st.integers(1, 40),
+    memory_mib=st.sampled_from([64, 160, 100_000]),
+)
+def test_searches_seeded_from_neighbouring_counts_match_enumeration(model, comm, counts, k, microbatches, memory_mib):
+    """A spot day's sequence of node counts on one planner (each search seeded with the
+    optima found before it, and cut by the capacity-per-node rule), pipeline sends on:
+    every answer is enumeration's."""
+    planner = Planner(
+        replace(model, communication=comm), comm_cluster(memory_mib, 12, 1), JobSpec(microbatches, 1, k - 1)
+    )
+    try:
+        _ = planner.min_nodes
+    except InfeasibleError:
+        return
+    for num_nodes in counts:
+        found = _instantiated_shape(planner, num_nodes, k)
+        expected = enumerated_best(planner, num_nodes, k) if num_nodes >= k * planner.min_nodes else None
+        if expected is None:
+            assert found is None
+            continue
+        assert found is not None and found[0] == expected[2], num_nodes
+        assert planner.mix_seconds(tuple(sorted(Counter(found[0]).items()))) == expected[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=6, varied_outputs=True),
+    comm=comm_profiles(),
+    num_nodes=st.integers(1, 12),
+    k=st.integers(1, 3),
+    microbatches=st.integers(1, 40),
+    picks=st.lists(st.integers(0, 10_000), max_size=4),
+    garbage=st.lists(st.tuples(st.integers(1, 14), st.integers(0, 5)), max_size=3),
+)
+def test_seeds_change_the_work_not_the_answer(model, comm, num_nodes, k, microbatches, picks, garbage):
+    """Any seeds (mixes of the search, slow ones included, and tuples that are no mix of it:
+    too many or too few nodes, unknown sizes) leave the answer the unseeded search and
+    enumeration give."""
+    planner = Planner(
+        replace(model, communication=comm), comm_cluster(100_000, num_nodes, 1), JobSpec(microbatches, 1, k - 1)
+    )
+    try:
+        sizes = planner.template_sizes(num_nodes, k)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    mixes = all_mixes(num_nodes, sizes, 1)
+    seeds = [tuple(sorted(Counter(mixes[p % len(mixes)]).items())) for p in picks] if mixes else []
+    # not mixes of this search: a pipeline too many or too few (wrong node count), garbage
+    seeds += [tuple(sorted((Counter(mixes[p % len(mixes)]) + Counter([sizes[0]])).items())) for p in picks]
+    seeds += [tuple(sorted((Counter(mixes[p % len(mixes)]) - Counter([sizes[-1]])).items())) for p in picks]
+    seeds.append(tuple(garbage))
+    search = planner.mix_search(num_nodes, k, sizes)
+    plain, seeded = search.best(num_nodes, k), search.best(num_nodes, k, seeds)
+    assert (plain is None) == (seeded is None)
+    if plain is not None and seeded is not None:
+        assert (seeded.counts, seeded.seconds) == (plain.counts, plain.seconds)
+        expected = enumerated_best(planner, num_nodes, k)
+        assert expected is not None and seeded.sizes == expected[2]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=models(max_layers=6, varied_outputs=True),
+    comm=comm_profiles(),
+    num_nodes=st.integers(2, 10),
+    microbatches=st.integers(2, 60),
+    scale=st.sampled_from([0.9, 0.99, 1.0, 1.01, 1.1, 1.5]),
+)
+def test_capacity_per_node_cut_holds_for_every_mix_of_the_class(model, comm, num_nodes, microbatches, scale):
+    """Brute force: whenever `_Class.short_of_capacity` rules a class out at an incumbent
+    value U (the optimum's times `scale`), no mix of the class (it uses h, only allowed
+    sizes) takes U seconds or less."""
+    from planner import mix as mix_module
+
+    planner = Planner(
+        replace(model, communication=comm), comm_cluster(100_000, num_nodes, 1), JobSpec(microbatches, 1, 0)
+    )
+    try:
+        sizes = planner.template_sizes(num_nodes, 1)
+    except InfeasibleError:
+        return
+    if not sizes:
+        return
+    mixes = [m for m in all_mixes(num_nodes, sizes, 1) if len(m) <= microbatches]
+    if not mixes:
+        return
+    seconds = {m: planner.mix_seconds(tuple(sorted(Counter(m).items()))) for m in mixes}
+    run = mix_module._Run(planner.mix_search(num_nodes, 1, sizes), num_nodes, 1, sizes)
+    run.key = (min(seconds.values()) * scale, -1)
+    rank = sorted(range(len(run.order)), key=lambda j: (run.any_floor[j], j))
+    for position, h in enumerate(rank):
+        allowed = rank[: position + 1]
+        group = mix_module._Class(run, h, sorted(allowed))
+        if not group.short_of_capacity():
+            continue
+        allowed_sizes = {run.order[j] for j in allowed}
+        for mix in mixes:
+            if run.order[h] in mix and set(mix) <= allowed_sizes:
+                assert seconds[mix] > run.key[0], (mix, run.order[h])
