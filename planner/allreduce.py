@@ -8,6 +8,10 @@ all-reduces its layers one after another over its network link: ring all-reduce 
 layer's gradient bytes across K replicas (or the profile's measured time for K, when it
 has one). What ends after the slowest pipeline is exposed. Contention between stages that
 share a node (g > 1 split nodes) is ignored.
+
+`stage_latency_s` (default 0, what the planner charges) adds a fixed time to each stage's
+synchronisation, whatever its bytes: the messages of the ring itself (the simulator
+charges them where the profile measured a per-message runtime cost, `sim.sync_cost`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def exposed_allreduce_s(
     templates: Sequence[PipelineTemplate],
     pipeline_times_s: Sequence[float],
     layer_times_s: np.ndarray,
+    stage_latency_s: float = 0.0,
 ) -> float:
     """Seconds the gradient synchronisation adds after the slowest pipeline finishes."""
     if len(templates) <= 1:
@@ -50,11 +55,14 @@ def exposed_allreduce_s(
         key = id(template)
         distinct[key] = template
         latest[key] = max(latest.get(key, -np.inf), finish)
-    return grouped_exposed_allreduce_s(list(distinct.values()), list(latest.values()), layer_times_s)
+    return grouped_exposed_allreduce_s(list(distinct.values()), list(latest.values()), layer_times_s, stage_latency_s)
 
 
 def grouped_exposed_allreduce_s(
-    templates: Sequence[PipelineTemplate], latest_s: Sequence[float], layer_times_s: np.ndarray
+    templates: Sequence[PipelineTemplate],
+    latest_s: Sequence[float],
+    layer_times_s: np.ndarray,
+    stage_latency_s: float = 0.0,
 ) -> float:
     """`exposed_allreduce_s` from each distinct template and its latest pipeline's finish
     (of two or more pipelines in all; layer_times_s for their total count)."""
@@ -64,7 +72,8 @@ def grouped_exposed_allreduce_s(
     end = -np.inf
     for template in templates:
         starts = template.stage_starts
-        end = max(end, float((np.maximum.reduceat(ready, starts) + np.add.reduceat(layer_times_s, starts)).max()))
+        spans = np.maximum.reduceat(ready, starts) + np.add.reduceat(layer_times_s, starts)
+        end = max(end, float(spans.max()) + stage_latency_s)
     return max(0.0, end - max(latest_s))
 
 

@@ -41,6 +41,7 @@ PLANNER_ONLY = (
     "restart_overhead_s",
     "restart_fixed_s",
     "restart_per_process_s",
+    "restart_startup_share",
     "restart_load_gb_per_s",
     "checkpoint_fixed_s",
     "storage_gb_per_s",
@@ -94,6 +95,9 @@ class SimConfig:
     restart_overhead_s: float | None = None
     restart_fixed_s: float | None = None
     restart_per_process_s: float | None = None
+    # the share of a restart's relaunch that its processes' start-up takes, which a removal
+    # during it does not cut short (default 0: a removal abandons the restart at once)
+    restart_startup_share: float | None = None
     # checkpoints (planner calibration): every layer holder writes (reads) its share at once
     restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
     checkpoint_fixed_s: float | None = None
@@ -181,6 +185,8 @@ class SimConfig:
                     and value == 0
                 ):
                     raise SimError(f"{f.name} must be > 0")
+        if self.restart_startup_share is not None and self.restart_startup_share > 1:
+            raise SimError(f"restart_startup_share must be in [0, 1], got {self.restart_startup_share!r}")
         if self.restart_overhead_s is not None and (
             self.restart_fixed_s is not None or self.restart_per_process_s is not None
         ):

@@ -39,7 +39,7 @@ from planner.profile import ModelProfile
 from planner.templates import PipelineTemplate
 
 from .errors import SimError
-from .timing import IterationCost, Timing
+from .timing import IterationCost, Timing, restart_startup_s
 
 
 def computing_workers(plan: Any) -> int:
@@ -153,6 +153,9 @@ class ContendedCompute:
 
     def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
         return self.inner.pause_s(action, plan, alive)
+
+    def restart_startup_s(self, action: Any, plan: Any) -> float:
+        return restart_startup_s(self.inner, action, plan)
 
     def idle_gpus(self, plan: Any) -> int:
         return self.inner.idle_gpus(plan)

@@ -27,9 +27,11 @@ alongside the iterations and rolled back with them.
 
 Pauses are sequences of timed actions; a failure during one goes to the policy like any
 other: `Continue` lets the pause go on, anything else abandons it (a checkpoint in progress
-then fails). `RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work
-back to the last completed checkpoint, the run's start counting as one; `RestartFromSnapshot`
-to the iteration it names (a policy that uses it says so with `restores_snapshots = True`,
+then fails), except a restart's start-up (`timing.restart_startup_s`), which runs to its
+end first: the new pause then waits for it (a `STARTUP_HOLD` segment).
+`RestartFromCheckpoint` and `WaitForNodes(rollback=True)` roll committed work back to the
+last completed checkpoint, the run's start counting as one; `RestartFromSnapshot` to the
+iteration it names (a policy that uses it says so with `restores_snapshots = True`,
 and the ledger then keeps what each commit added, to take back exactly the later ones).
 """
 
@@ -79,7 +81,7 @@ from traces.model import Trace
 from .errors import SimError
 from .ledger import Ledger
 from .stretch import Stretch
-from .timing import Timing
+from .timing import RESTARTS, Timing, restart_startup_s
 
 PAUSED = "paused"
 PAUSE_STATE = {
@@ -92,6 +94,16 @@ PAUSE_STATE = {
     Checkpoint: CHECKPOINTING,
     Detect: RECONFIGURING,  # waiting for the failure detector, before the reconfiguration
 }
+
+
+class _StartupHold:
+    """The pause segment of an abandoned restart's start-up still running (no action)."""
+
+    def __repr__(self) -> str:
+        return "STARTUP_HOLD"
+
+
+STARTUP_HOLD = _StartupHold()
 
 
 class _Urgent(simpy.events.Event):
@@ -512,10 +524,11 @@ class Simulation:
             self.counts["checkpoints_failed"] += 1
             self.events.append(EventRecord(now, "checkpoint_failed", {"iterations": self.iterations}))
         self.boundary = False
+        hold = self._startup_left_s(previous)
         self.segments = []  # a disruptive decision abandons the pause in progress, if any
         if decision.rolls_back:
             self._rollback(decision.snapshot)
-        segments: list[tuple[str, float, Any]] = []
+        segments: list[tuple[str, float, Any]] = [(RESTARTING, hold, STARTUP_HOLD)] if hold > 0 else []
         for action in decision.actions:
             state = PAUSE_STATE.get(type(action))
             if state is None:
@@ -543,6 +556,19 @@ class Simulation:
             self.mode = WAITING
         else:
             self._start_running()
+
+    def _startup_left_s(self, previous: Decision | None) -> float:
+        """Seconds left of the start-up of the restart in progress (0: none is starting)."""
+        if self.mode != PAUSED or not self.segments:
+            return 0.0
+        _, seconds, action = self.segments[0]
+        now = self.env.now
+        if action is STARTUP_HOLD:
+            return self.pause_end_t - now
+        if not isinstance(action, RESTARTS) or previous is None:
+            return 0.0
+        elapsed = now - (self.pause_end_t - seconds)
+        return max(0.0, restart_startup_s(self.timing, action, previous.plan) - elapsed)
 
     def _retime(self, plan) -> None:
         """A fail-over changed the plan: the iteration in flight finishes at the new pace."""

@@ -9,7 +9,8 @@ GPT-2; its checkpoint time, like GPT-3 medium's, hints at a smaller one), GPT-3-
 gpt3-350m, GPT-3-2_7b -> gpt3-2.7b, GPT-3-6_7b -> gpt3-6.7b. Any built-in planner model or
 an Oobleck profile directory works too (then `global_batch` is required); a directory with
 a `contention.json` gets each plan's compute scaled by its worker count's factor
-(`sim.contention`).
+(`sim.contention`), one whose `communication.json` measured a per-hop runtime cost gets the
+gradient ring's messages charged at it (`sim.sync_cost`).
 
 Planners, Varuna searches and Bamboo layouts are cached per (model, cluster, job), so a
 sweep computes each template set once.
@@ -47,6 +48,7 @@ from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
 from .errors import SimError
+from .sync_cost import SyncMessages
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
 ARTIFACT_TO_PLANNER = {
@@ -279,6 +281,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         restart_fixed_s=_or(config.restart_fixed_s, PlannerCosts.restart_fixed_s),
         restart_per_process_s=_or(config.restart_per_process_s, PlannerCosts.restart_per_process_s),
         restart_overhead_s=config.restart_overhead_s,
+        restart_startup_share=_or(config.restart_startup_share, PlannerCosts.restart_startup_share),
     )
     storage = storage_from_config(cluster.gpu.name, config)
     analytic = name in MODEL_SHAPES
@@ -326,6 +329,10 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         check_coverage(profile.contention, peak * g)
         timing = ContendedCompute(timing, profile, cluster, profile.contention)
         resolved.update(compute_contention={str(k): v for k, v in profile.contention.compute_factor})
+    message_s = profile.communication.hop_overhead_s if profile.communication is not None else 0.0
+    if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
+        timing = SyncMessages(timing, profile, cluster, message_s)
+        resolved.update(sync_message_s=message_s)
     resolved.update(
         planner_model=name,
         profile_source=profile.source,
@@ -342,6 +349,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         restart_overhead_s=costs.restart_overhead_s,
         restart_fixed_s=None if costs.restart_overhead_s is not None else costs.restart_fixed_s,
         restart_per_process_s=None if costs.restart_overhead_s is not None else costs.restart_per_process_s,
+        restart_startup_share=costs.restart_startup_share,
         restart_load_gb_per_s=storage.node_read_bytes_per_s / GIGA,
         checkpoint_fixed_s=storage.fixed_s,
         storage_gb_per_s=storage.node_write_bytes_per_s / GIGA,

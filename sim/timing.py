@@ -28,6 +28,12 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
 
 `ScaledPauses` wraps either one and multiplies each kind of pause by a factor (the
 `*_cost_factor` options: sensitivity studies, or free checkpoints with 0).
+
+A restart's start-up (`restart_startup_s`: the first `PlannerCosts.restart_startup_share`
+of its relaunch, until every new process has started) is what a removal during it cannot
+cut short: the engine lets it run to its end before the next restart begins, as the real
+backend lets the other processes finish starting before it re-plans (0, the default: a
+removal abandons the restart at once).
 """
 
 from __future__ import annotations
@@ -198,18 +204,23 @@ class PlannerCosts:
     takes `restart_fixed_s + restart_per_process_s * n`, n the GPUs of the plan's nodes
     (the constants above say where the defaults come from). `restart_overhead_s`, when
     set, is the old model: every relaunch takes that constant, whatever its size (configs
-    written before the line keep their results)."""
+    written before the line keep their results). `restart_startup_share` of a restart's
+    relaunch is its processes' start-up, which a removal does not cut short (module
+    docstring; 0: it does)."""
 
     reconfigure_overhead_s: float = 2.0
     restart_fixed_s: float = RESTART_FIXED_S
     restart_per_process_s: float = RESTART_PER_PROCESS_S
     restart_overhead_s: float | None = None
+    restart_startup_share: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("reconfigure_overhead_s", "restart_fixed_s", "restart_per_process_s", "restart_overhead_s"):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise SimError(f"{name} must be >= 0, got {value!r}")
+        if not 0.0 <= self.restart_startup_share <= 1.0:
+            raise SimError(f"restart_startup_share must be in [0, 1], got {self.restart_startup_share!r}")
 
     def relaunch_s(self, processes: int) -> float:
         """Seconds to start `processes` fresh processes and build their groups."""
@@ -315,6 +326,13 @@ class PlannerTiming:
         """Start `plan`'s processes afresh and build their groups (no state loaded)."""
         return self.costs.relaunch_s(self.processes(plan))
 
+    def restart_startup_s(self, action: Any, plan: Any) -> float:
+        """Seconds from a restart's beginning until its processes have all started (0 for
+        other actions, or without a share)."""
+        if not isinstance(action, RESTARTS) or plan is None or not self.costs.restart_startup_share:
+            return 0.0
+        return self.costs.restart_startup_share * self.relaunch_s(plan)
+
     def restart_s(self, plan: Any) -> float:
         """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
         load = self._cached(
@@ -340,6 +358,16 @@ class PlannerTiming:
         return plan.idle_gpus if isinstance(plan, VarunaPlan) else 0
 
 
+RESTARTS = (Restart, RestartFromCheckpoint, RestartFromSnapshot)
+
+
+def restart_startup_s(timing: Any, action: Any, plan: Any) -> float:
+    """`timing`'s restart start-up for `action` on `plan` (0 where it has none: the
+    artifact calibration)."""
+    method = getattr(timing, "restart_startup_s", None)
+    return float(method(action, plan)) if method is not None else 0.0
+
+
 class ScaledPauses:
     """A timing whose pauses are scaled by kind: reconfiguration (`Reinstantiate`,
     `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`,
@@ -360,12 +388,17 @@ class ScaledPauses:
     def iteration(self, plan: Any) -> IterationCost:
         return self.inner.iteration(plan)
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
-        seconds = self.inner.pause_s(action, plan, alive)
+    def _factor(self, action: Any) -> float:
         for kinds, factor in self.factors:
             if isinstance(action, kinds):
-                return seconds * factor
-        return seconds
+                return factor
+        return 1.0
+
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+        return self.inner.pause_s(action, plan, alive) * self._factor(action)
+
+    def restart_startup_s(self, action: Any, plan: Any) -> float:
+        return restart_startup_s(self.inner, action, plan) * self._factor(action)
 
     def idle_gpus(self, plan: Any) -> int:
         return self.inner.idle_gpus(plan)

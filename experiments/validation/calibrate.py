@@ -22,6 +22,12 @@ replica of every layer where the plan has one):
   restart (of the survivors, `restart_processes`) costs exactly what was measured: a
   restart of fewer processes after more removals, or the start of all of them, costs
   its own.
+- The restart's start-up: `restart_startup_share` = the share of the measured restart
+  that passed before its processes had all started (failure to the end of the respawn
+  phase: detection, teardown, planning, respawn). A removal during that part does not
+  cut the restart short on the real backend (the other processes finish starting, then
+  it restarts again: `real.control.recovery_flow.restart_processes`); the simulator holds
+  a new restart for the rest of it (`sim.engine`).
 - Both: `checkpoint_fixed_s` = the extra time of the two iterations around each
   periodic checkpoint before the crash (median over both runs; the calibration
   checkpoints every `CHECKPOINT_EVERY` steps) above the median iteration.
@@ -63,6 +69,9 @@ class Overheads:
     # the slope was measured, a constant restart)
     restart_processes: int = 0
     restart_per_process_s: float = 0.0
+    # the share of a restart until its processes have all started (0: calibrations cached
+    # before it was measured, a restart that any removal cuts short)
+    restart_startup_share: float = 0.0
 
     @property
     def restart_fixed_s(self) -> float:
@@ -79,6 +88,7 @@ class Overheads:
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
             "restart_fixed_s": self.restart_fixed_s,
             "restart_per_process_s": self.restart_per_process_s,
+            "restart_startup_share": self.restart_startup_share,
             "checkpoint_fixed_s": self.checkpoint_fixed_s,
             "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
@@ -114,6 +124,18 @@ def checkpoint_extra_s(times: list[float], every: int, upto: int) -> tuple[float
     base = statistics.median(body)
     extras = [times[k - 1] + times[k] - 2 * base for k in range(every, upto, every) if k >= 2]
     return (max(0.0, statistics.median(extras)) if extras else 0.0), extras
+
+
+STARTUP_PHASES = ("detection_s", "rebuild_s", "planning_s", "respawn_s")  # failure .. every process started
+
+
+def startup_share(recovery: Mapping[str, Any], restart_s: float) -> float:
+    """The share of a restart's pause (`restart_s`) that passed before its processes had
+    all started: its phases up to the respawn's end, in [0, 1] (0 without a pause)."""
+    if restart_s <= 0:
+        return 0.0
+    started = sum(float(recovery.get(name) or 0.0) for name in STARTUP_PHASES)
+    return min(1.0, max(0.0, started / restart_s))
 
 
 def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
@@ -239,14 +261,16 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     progress(f"calibration 3/3: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
     line = total_fit(counts)
     details["restart_parts"] = line.to_dict()
+    restart = max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0))
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
-        restart_overhead_s=max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0)),
+        restart_overhead_s=restart,
         checkpoint_fixed_s=checkpoint,
         node_startup_s=max(0.0, startup),
         details=details,
         restart_processes=(nodes - 1) * base.gpus_per_node,  # Varuna restarts on the survivors
         restart_per_process_s=max(0.0, line.slope_s),
+        restart_startup_share=startup_share(rec_v, restart),
     )
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s
+from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s, startup_share
 from experiments.validation.runs import lead_s, sim_config
 from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
 from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
@@ -162,3 +162,16 @@ def test_overlapping_measured_recoveries_merge_like_the_simulator_counts_them():
         "recoveries": [{"t_fail_s": 7.0, "t_done_s": 25.0}, {"t_fail_s": 12.0, "t_done_s": 30.0}],
     }
     assert real_timeline(summary, "varuna").recoveries == ((7.0, 30.0),)
+
+
+def test_the_restart_start_up_share_is_its_phases_up_to_the_respawn():
+    # the 32-node calibration's Varuna restart (docs/validation.md): 45.4 s of 75.9 s
+    rec = {"detection_s": 0.035, "rebuild_s": 4.719, "planning_s": 0.001, "checkpoint_s": 0.0,
+           "respawn_s": 40.634, "copy_s": 30.321, "redo_s": 0.739}  # fmt: skip
+    assert startup_share(rec, 75.914) == pytest.approx(45.389 / 75.914)
+    assert startup_share(rec, 0.0) == 0.0  # no pause: nothing to hold
+    assert startup_share(rec, 10.0) == 1.0  # never more than the whole pause
+    assert startup_share({"respawn_s": None}, 5.0) == 0.0
+    shared = Overheads(**{**OVERHEADS.to_dict(), "restart_startup_share": 0.6})
+    assert shared.sim_options()["restart_startup_share"] == 0.6
+    assert OVERHEADS.sim_options()["restart_startup_share"] == 0.0  # a calibration cached before it
