@@ -24,7 +24,7 @@ D x W (its idle GPUs' workers wait as spares). Other plan kinds (Bamboo's) are r
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from planner.profile import ModelProfile
 from planner.templates import PipelineTemplate
 
 from .errors import SimError
-from .timing import IterationCost, Timing, restart_startup_s
+from .timing import IterationCost, IterationWrapper, Timing
 
 
 def computing_workers(plan: Any) -> int:
@@ -70,15 +70,12 @@ def scaled_template(
     return replace(template, stages=tuple(stages))
 
 
-class ContendedCompute:
+class ContendedCompute(IterationWrapper):
     """A planner-calibration `Timing` whose iterations' compute follows the contention factor
     of the plan's worker count; pauses are the inner timing's."""
 
     def __init__(self, inner: Timing, profile: ModelProfile, cluster: ClusterSpec, contention: ContentionProfile):
-        self.inner = inner
-        self.calibration = inner.calibration
-        self.samples_per_iteration = inner.samples_per_iteration
-        self.gpus_per_node = inner.gpus_per_node
+        super().__init__(inner)
         self.profile = profile
         self.cluster = cluster
         self.contention = contention
@@ -150,15 +147,6 @@ class ContendedCompute:
             cost = IterationCost(cost.total_s + delta, cost.useful_s + delta, cost.samples)
         self._last = (plan, cost)
         return cost
-
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
-        return self.inner.pause_s(action, plan, alive)
-
-    def restart_startup_s(self, action: Any, plan: Any) -> float:
-        return restart_startup_s(self.inner, action, plan)
-
-    def idle_gpus(self, plan: Any) -> int:
-        return self.inner.idle_gpus(plan)
 
 
 def check_coverage(contention: ContentionProfile, max_workers: int) -> None:

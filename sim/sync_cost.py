@@ -24,7 +24,6 @@ chooses it; only its time changes. Other plan kinds (Bamboo's) are timed as befo
 
 from __future__ import annotations
 
-from collections.abc import Container
 from typing import Any
 
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
@@ -35,7 +34,7 @@ from planner.policies import VarunaPlan
 from planner.profile import ModelProfile
 
 from .errors import SimError
-from .timing import IterationCost, Timing, restart_startup_s
+from .timing import IterationCost, IterationWrapper, Timing
 
 
 def ring_messages(replicas: int) -> int:
@@ -43,17 +42,14 @@ def ring_messages(replicas: int) -> int:
     return 2 * (replicas - 1) if replicas > 1 else 0
 
 
-class SyncMessages:
+class SyncMessages(IterationWrapper):
     """A timing whose iterations also pay the gradient ring's messages, `message_s` each;
     pauses are the inner timing's."""
 
     def __init__(self, inner: Timing, profile: ModelProfile, cluster: ClusterSpec, message_s: float):
         if not message_s >= 0:
             raise SimError(f"internal: a per-message cost must be >= 0, got {message_s!r}")
-        self.inner = inner
-        self.calibration = inner.calibration
-        self.samples_per_iteration = inner.samples_per_iteration
-        self.gpus_per_node = inner.gpus_per_node
+        super().__init__(inner)
         self.profile = profile
         self.cluster = cluster
         self.message_s = message_s
@@ -91,12 +87,3 @@ class SyncMessages:
             cost = IterationCost(cost.total_s + extra, cost.useful_s + extra, cost.samples)
         self._last = (plan, cost)
         return cost
-
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
-        return self.inner.pause_s(action, plan, alive)
-
-    def idle_gpus(self, plan: Any) -> int:
-        return self.inner.idle_gpus(plan)
-
-    def restart_startup_s(self, action: Any, plan: Any) -> float:
-        return restart_startup_s(self.inner, action, plan)

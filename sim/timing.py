@@ -368,6 +368,26 @@ def restart_startup_s(timing: Any, action: Any, plan: Any) -> float:
     return float(method(action, plan)) if method is not None else 0.0
 
 
+class IterationWrapper:
+    """A timing that changes only what an iteration costs (`iteration` is the subclass's);
+    pauses, restart start-ups and idle GPUs are the inner timing's."""
+
+    def __init__(self, inner: Timing):
+        self.inner = inner
+        self.calibration = inner.calibration
+        self.samples_per_iteration = inner.samples_per_iteration
+        self.gpus_per_node = inner.gpus_per_node
+
+    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+        return self.inner.pause_s(action, plan, alive)
+
+    def restart_startup_s(self, action: Any, plan: Any) -> float:
+        return restart_startup_s(self.inner, action, plan)
+
+    def idle_gpus(self, plan: Any) -> int:
+        return self.inner.idle_gpus(plan)
+
+
 class ScaledPauses:
     """A timing whose pauses are scaled by kind: reconfiguration (`Reinstantiate`,
     `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`,
