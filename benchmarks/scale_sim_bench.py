@@ -19,10 +19,9 @@ per_node_per_day=R,repair_h=H`, every node failing as a Poisson process at R per
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from checkout_run import run_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,21 +87,7 @@ CASES: dict[str, list[tuple[str, str | None, int, float | None]]] = {
 
 
 def run(code_root: Path, spec: str, policy: str, nodes: int, timeout_s: float) -> dict | str:
-    cmd = [sys.executable, "-c", DRIVER, spec, policy, str(nodes), str(code_root)]
-    try:
-        out = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            cwd=code_root,
-            env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin"},
-        )
-    except subprocess.TimeoutExpired:
-        return f"not done in {timeout_s:g} s"
-    if out.returncode:
-        return "failed: " + (out.stderr.strip().splitlines() or ["?"])[-1][:120]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_driver(code_root, DRIVER, [spec, policy, str(nodes), str(code_root)], timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:

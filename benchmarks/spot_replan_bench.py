@@ -19,10 +19,9 @@ are the same at every count, and whether the day's summary is identical. Asserts
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from checkout_run import run_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,21 +68,7 @@ print(json.dumps({"wall_s": wall, "searches": len(calls), "counts": len(set(call
 
 
 def run(code_root: Path, reps: int, timeout_s: float) -> dict | str:
-    cmd = [sys.executable, "-c", DRIVER, str(code_root), str(reps)]
-    try:
-        out = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            cwd=code_root,
-            env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin"},
-        )
-    except subprocess.TimeoutExpired:
-        return f"not done in {timeout_s:g} s"
-    if out.returncode:
-        return "failed: " + (out.stderr.strip().splitlines() or ["?"])[-1][:160]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_driver(code_root, DRIVER, [str(code_root), str(reps)], timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
