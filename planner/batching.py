@@ -32,10 +32,6 @@ def linear_cost(template: PipelineTemplate) -> tuple[float, float]:
 def distribute_microbatches(templates: Sequence[PipelineTemplate], total: int) -> tuple[int, ...]:
     """m_i for each pipeline: all >= 1, summing to `total`, minimising the slowest T_i(m_i)."""
     k = len(templates)
-    if k == 0:
-        raise InfeasibleError("no pipelines to give microbatches to")
-    if total < k:
-        raise InfeasibleError(f"{total} microbatches cannot feed {k} pipelines (each needs at least one)")
     members: dict[int, list[int]] = {}  # thousands of pipelines, few templates
     first: dict[int, PipelineTemplate] = {}
     for index, template in enumerate(templates):
@@ -50,7 +46,10 @@ def distribute_grouped(
 ) -> list[tuple[int, list[int]]]:
     """`distribute_microbatches` for pipelines given as distinct templates (in order of
     first appearance) and each one's increasing pipeline indices: per template (base,
-    extra) as `split_groups` returns it (`counts_of` spreads it over the pipelines)."""
+    extra) as `split_groups` returns it (`counts_of` spreads it over the pipelines).
+    InfeasibleError without pipelines, or with fewer microbatches than pipelines."""
+    if not templates:
+        raise InfeasibleError("no pipelines to give microbatches to")
     lines = [linear_cost(t) for t in templates]
     return split_groups([(line, len(ix)) for line, ix in zip(lines, members)], total, members)
 

@@ -152,13 +152,9 @@ class Planner:
         the ones that lose (hundreds per plan at 12,500 nodes)."""
         # grouped by size (one template object per size): per-pipeline work is an index
         # list and the counts, the rest is per distinct template (the same floats as
-        # `_layout`: the latest of a template's pipelines is the max of its distinct counts')
-        if not groups:
-            raise InfeasibleError("no pipelines to give microbatches to")
-        if self.job.num_microbatches < len(groups):
-            raise InfeasibleError(
-                f"{self.job.num_microbatches} microbatches cannot feed {len(groups)} pipelines (each needs at least one)"
-            )
+        # `_layout`: the latest of a template's pipelines is the max of its distinct counts');
+        # `distribute_grouped` raises what `distribute_microbatches` does (no pipelines, too
+        # few microbatches), after the templates are looked up, as `build_plan` always did
         members: dict[int, list[int]] = {}
         for index, group in enumerate(groups):
             members.setdefault(len(group), []).append(index)
@@ -270,14 +266,14 @@ class Planner:
         below = max((n for n, j in self._shapes if j == k and n < num_nodes), default=None)
         above = min((n for n, j in self._shapes if j == k and n > num_nodes), default=None)
         seeds: list[tuple[tuple[int, int], ...]] = []
-        for other in (below, above):
-            shape = self._shapes.get((other, k)) if other is not None else None
-            if shape is None or isinstance(shape, InfeasibleError):
+        for other in (n for n in (below, above) if n is not None):
+            shape = self._shapes[(other, k)]
+            if isinstance(shape, InfeasibleError):
                 continue
             counts: dict[int, int] = {}
             for n in shape[0]:
                 counts[n] = counts.get(n, 0) + 1
-            d = num_nodes - other  # type: ignore[operator]
+            d = num_nodes - other
             changes = [(n, n + d) for n in counts if n + d in allowed]
             if d in allowed:
                 changes.append((0, d))

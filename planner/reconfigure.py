@@ -364,7 +364,7 @@ def on_removal(
     left = len(plan.nodes) - len(removed_set)
     if left < n0:
         return Reconfiguration(None, notes=(f"{left} nodes left, one pipeline needs n0 = {n0}",))
-    # only the pipelines that lost nodes are filtered (the rules copy every group anyway)
+    # only the pipelines that lost nodes are filtered; the rest go to the rules as they are
     where = plan.pipeline_index
     touched = {where[n] for n in removed_set}
     kept_groups: list[Sequence[str]] = [

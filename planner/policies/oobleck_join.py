@@ -182,8 +182,9 @@ def grow(
             layout = planner.layout(grouped)
         except PlannerError:
             continue
-        if best is None or planner.job.global_batch / layout.iteration_time_s > best[3]:
-            best = (label, grouped, layout, planner.job.global_batch / layout.iteration_time_s)
+        rate = planner.job.global_batch / layout.iteration_time_s  # the plan's samples_per_s, same float
+        if best is None or rate > best[3]:
+            best = (label, grouped, layout, rate)
     if best is None:
         return Reconfiguration(
             plan, notes=(f"kept the current plan: no pipeline can take {len(spares)} spare node(s)",)
