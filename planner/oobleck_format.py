@@ -31,6 +31,9 @@ naming the key: the file is meant to be hand-edited too, and a misspelt `hop_ove
 not silently mean 0 (every file the profiler and the validation experiment have written holds
 exactly the five keys above). `write_communication` checks its own output with the same validator, so
 what it writes always reads back, equal.
+
+`optimizer.json` (optional, each layer's optimizer step) is read into
+`ModelProfile.optimizer` and written back by `planner.optimizer_step`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError
+from .optimizer_step import load_optimizer, write_optimizer
 from .profile import CommProfile, LayerProfile, LinkProfile, ModelProfile
 
 MS = 1e-3
@@ -271,6 +275,7 @@ def load_oobleck_profile(directory: str | Path, microbatch_size: int = 1, name: 
         layers=tuple(layers),
         source=str(path),
         communication=load_communication(directory),
+        optimizer=load_optimizer(directory),
     )
 
 
@@ -303,4 +308,6 @@ def write_oobleck_profile(profile: ModelProfile, directory: str | Path) -> Path:
     )
     if profile.communication is not None:
         write_communication(profile.communication, directory)
+    if profile.optimizer is not None:
+        write_optimizer(profile.optimizer, directory)
     return directory

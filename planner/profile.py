@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .contention import ContentionProfile
 from .errors import ProfileError
+from .optimizer_step import OptimizerProfile
 
 
 def _pairs(mapping: dict[int, float] | tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
@@ -115,7 +116,8 @@ class ModelProfile:
     """A model as a sequence of layers profiled at one microbatch size. `communication`,
     when measured, says what its pipeline sends cost (None: the cluster's links);
     `contention`: compute factors by number of busy neighbours (`planner.contention`;
-    None: none measured, the layer times hold whatever the workers share)."""
+    None: none measured, the layer times hold whatever the workers share); `optimizer`:
+    each layer's optimizer step (`planner.optimizer_step`; None: not charged)."""
 
     name: str
     microbatch_size: int
@@ -123,6 +125,7 @@ class ModelProfile:
     source: str = ""
     contention: ContentionProfile | None = None
     communication: CommProfile | None = None
+    optimizer: OptimizerProfile | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -143,6 +146,10 @@ class ModelProfile:
             if not isinstance(self.communication, CommProfile):
                 raise ProfileError(f"{where}: communication must be a CommProfile, got {self.communication!r}")
             validate_comm(self.communication, f"{where}: communication")
+        if self.optimizer is not None and len(self.optimizer.step_s) != len(self.layers):
+            raise ProfileError(
+                f"{where}: optimizer step_s lists {len(self.optimizer.step_s)} layers, the model has {len(self.layers)}"
+            )
 
     @property
     def num_layers(self) -> int:

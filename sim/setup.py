@@ -10,7 +10,8 @@ gpt3-350m, GPT-3-2_7b -> gpt3-2.7b, GPT-3-6_7b -> gpt3-6.7b. Any built-in planne
 an Oobleck profile directory works too (then `global_batch` is required); a directory with
 a `contention.json` gets each plan's compute scaled by its worker count's factor
 (`sim.contention`), one whose `communication.json` measured a per-hop runtime cost gets the
-gradient ring's messages charged at it (`sim.sync_cost`).
+gradient ring's messages charged at it (`sim.sync_cost`), one with an `optimizer.json`
+gets the slowest rank's optimizer step added to each iteration (`sim.optimizer_cost`).
 
 Planners, Varuna searches and Bamboo layouts are cached per (model, cluster, job), so a
 sweep computes each template set once.
@@ -48,6 +49,7 @@ from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
 from .errors import SimError
+from .optimizer_cost import OptimizerStep
 from .sync_cost import SyncMessages
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
 
@@ -333,6 +335,9 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
         timing = SyncMessages(timing, profile, cluster, message_s)
         resolved.update(sync_message_s=message_s)
+    if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
+        timing = OptimizerStep(timing, profile.optimizer, profile.contention)
+        resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))
     resolved.update(
         planner_model=name,
         profile_source=profile.source,

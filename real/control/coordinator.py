@@ -140,8 +140,10 @@ class Coordinator:
             "design": {"name": self.design.name, "saves_on_demand": self.design.real.saves_on_demand},
         }
         if config.compute == "emulated":
+            steps = self.profile.optimizer.step_s if self.profile.optimizer else (0.0,) * self.profile.num_layers
             job["emulation"] = [
-                EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes).to_list() for l in self.profile.layers
+                EmulatedLayerTimes(l.forward_s, l.backward_s, l.output_bytes, optimizer_step_s=step).to_list()
+                for l, step in zip(self.profile.layers, steps, strict=True)
             ]
         rv.put_signed(self.store, keys.JOB, job, self.secret)
         self.outcome.event("coordinator_started", address=self.address, profile=self.profile.source)

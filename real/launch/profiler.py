@@ -2,7 +2,8 @@
 
 Per layer, for one microbatch: forward and backward time (median of `repeats` timed runs
 after `warmup` untimed ones, timed with CUDA events on a GPU, `time_once`; the head's
-forward includes the loss, as on the last stage), parameter bytes, optimizer bytes (AdamW's state after one step, measured), the bytes the
+forward includes the loss, as on the last stage), parameter bytes, optimizer bytes (AdamW's state after one step, measured) and the time of
+one AdamW step after that (`optimizer.json`, `planner.optimizer_step`), the bytes the
 layer keeps for its backward (autograd's saved tensors, parameters excluded, each storage
 once) and the bytes it hands on. Then the gradient all-reduce time of every layer versus
 the number of participants 2..P: P processes on gloo (NCCL on GPUs), one subgroup per
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from planner.optimizer_step import OptimizerProfile
 from planner.profile import LayerProfile, ModelProfile
 
 if TYPE_CHECKING:
@@ -70,6 +72,7 @@ class LayerMeasurement:
     optimizer_bytes: int
     activation_bytes: int
     output_bytes: int
+    optimizer_step_s: float = 0.0  # one AdamW step over the layer's parameters
 
 
 def _device(name: str) -> torch.device:
@@ -162,7 +165,8 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
         if i >= settings.warmup:
             backward_times.append(t)
     optimizer = torch.optim.AdamW(params)
-    optimizer.step()
+    optimizer.step()  # the first step allocates the state: its bytes, not its time
+    optimizer_step_s = _median_time(optimizer.step, settings.repeats, settings.warmup, device)
     optimizer_bytes = sum(
         _tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)
     )
@@ -175,6 +179,7 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
         optimizer_bytes=optimizer_bytes,
         activation_bytes=activation_bytes,
         output_bytes=output_bytes,
+        optimizer_step_s=optimizer_step_s,
     )
 
 
@@ -280,7 +285,11 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
         for m in layers
     )
     source = f"measured:{TINY_GPT}@{device.type},mb{settings.microbatch_size},{settings.dtype}"
-    return ModelProfile(TINY_GPT, settings.microbatch_size, profiles, source=source)
+    optimizer = OptimizerProfile(
+        tuple(m.optimizer_step_s for m in layers),
+        f"ooblab profile, {TINY_GPT} AdamW on {device.type}, {settings.threads} thread(s), median of {settings.repeats}",
+    )
+    return ModelProfile(TINY_GPT, settings.microbatch_size, profiles, source=source, optimizer=optimizer)
 
 
 def measure_and_write_communication(

@@ -55,14 +55,15 @@ class EmulatedLayerTimes:
     backward_s: float
     output_bytes: int
     allreduce_s: float = 0.0
+    optimizer_step_s: float = 0.0  # the profile's optimizer step (`optimizer.json`), slept after the real one
 
     def to_list(self) -> list[float]:
-        return [self.forward_s, self.backward_s, self.output_bytes, self.allreduce_s]
+        return [self.forward_s, self.backward_s, self.output_bytes, self.allreduce_s, self.optimizer_step_s]
 
     @classmethod
     def from_list(cls, values: Sequence[float]) -> EmulatedLayerTimes:
-        forward_s, backward_s, output_bytes, allreduce_s = values
-        return cls(float(forward_s), float(backward_s), int(output_bytes), float(allreduce_s))
+        forward_s, backward_s, output_bytes, allreduce_s, optimizer_step_s = values
+        return cls(float(forward_s), float(backward_s), int(output_bytes), float(allreduce_s), float(optimizer_step_s))
 
 
 def sleep_until(deadline: float) -> None:

@@ -15,7 +15,9 @@ the module, where autograd sees the copies), and its layer copies are host-stage
 
 A step is committed between the gradient synchronisation and the optimizer step
 (`real.commit`): the caller's `commit` acks the step and returns its verdict; only a
-committed step touches the parameters. Failure points (`real.probe`) sit in the first
+committed step touches the parameters. In emulated mode the optimizer step is followed by
+a sleep of the profile's step time for the stage's layers (`optimizer.json`, when the
+profile has one), as the simulator charges it (`sim.optimizer_cost`). Failure points (`real.probe`) sit in the first
 forward and backward of the step, in the all-reduce and in the optimizer step.
 
 Losses: the schedule's loss of one microbatch is its mean token cross-entropy times
@@ -26,6 +28,7 @@ the global batch. The reported loss sum undoes the scale.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -38,6 +41,7 @@ from ..models.emulated import (
     EmulatedStage,
     emulated_input,
     emulated_loss,
+    sleep_until,
 )
 from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
 from ..protocol.commit import COMMITTED
@@ -114,12 +118,14 @@ class StageRunner:
             emulated_allreduce_s = (
                 sum(self.layout.layer_allreduce_s[l] for l in a.layers) if self.layout.layer_allreduce_s else 0.0
             )
+            self.emulated_optimizer_s = sum(t.optimizer_step_s for t in emulation[a.first_layer : a.end_layer])
             loss_fn = emulated_loss
         else:
             layers = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
             self.module = layers
             self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(layers)}
             emulated_allreduce_s = 0.0
+            self.emulated_optimizer_s = 0.0
             loss_fn = lm_loss
         self.layer_params = {layer: list(named.values()) for layer, named in self.layer_named.items()}
         self._loss_fn = loss_fn
@@ -213,6 +219,8 @@ class StageRunner:
             raise StepAborted(f"step {step} was aborted (verdict {verdict!r})")
         self.probe("optimizer")
         self.optimizer.step()
+        if self.emulated_optimizer_s > 0:  # the profile's step for these layers, as the simulator charges it
+            sleep_until(time.perf_counter() + self.emulated_optimizer_s)
         self.ready_step = step + 1
         return loss_sum, verdict
 

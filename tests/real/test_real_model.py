@@ -89,6 +89,6 @@ def test_output_shape_rounds_up_and_sleep_until_waits():
     sleep_until(start + 0.02)
     assert time.perf_counter() - start >= 0.02
     sleep_until(start)  # in the past: returns at once
-    assert EmulatedLayerTimes.from_list(EmulatedLayerTimes(1.0, 2.0, 3, 0.5).to_list()) == EmulatedLayerTimes(
-        1.0, 2.0, 3, 0.5
+    assert EmulatedLayerTimes.from_list(EmulatedLayerTimes(1.0, 2.0, 3, 0.5, 0.25).to_list()) == EmulatedLayerTimes(
+        1.0, 2.0, 3, 0.5, 0.25
     )
