@@ -26,6 +26,7 @@ from dataclasses import asdict, replace
 from datetime import date
 
 from planner.contention import ContentionProfile
+from planner.optimizer_step import OptimizerProfile
 from planner.profile import ModelProfile
 
 from ..config import TINY_GPT, TinyGptSpec
@@ -146,27 +147,18 @@ def _sweep_order(neighbours: Sequence[int], rounds: int) -> list[int]:
     return order
 
 
-def measure_contention(
+def _sweep_medians(
     spec: TinyGptSpec,
     settings: ProfilerSettings,
-    neighbours: Sequence[int],
-    reference: int,
-    *,
-    rounds: int = 2,
-    pool: BusyNeighbours | None = None,
-) -> ContentionProfile:
-    """Every layer's forward and backward beside each k in `neighbours` (the reference
-    added when absent), as a `ContentionProfile` relative to `reference`."""
+    counts: Sequence[int],
+    rounds: int,
+    pool: BusyNeighbours | None,
+) -> dict[int, tuple[tuple[float, float, float], ...]]:
+    """Per busy-neighbour count, every layer's median forward, backward and optimizer step
+    over the rounds (`measure_layer` beside that many load processes)."""
     import torch
 
-    counts = sorted(set(neighbours) | {reference})
-    if counts[0] < 0:
-        raise ValueError(f"busy neighbour counts must be >= 0, got {counts[0]}")
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if settings.device not in ("auto", "cpu") or (settings.device == "auto" and torch.cuda.is_available()):
-        raise ValueError("contention is measured on CPU workers (busy neighbour processes share the cores)")
-    samples: dict[int, list[list[tuple[float, float]]]] = {k: [] for k in counts}
+    samples: dict[int, list[list[tuple[float, float, float]]]] = {k: [] for k in counts}
 
     def sweep(load: BusyNeighbours) -> None:
         previous = torch.get_num_threads()
@@ -176,7 +168,7 @@ def measure_contention(
             for k in _sweep_order(counts, rounds):
                 load.busy(k)
                 layers = [measure_layer(spec, i, settings, device) for i in range(spec.num_layers)]
-                samples[k].append([(m.forward_s, m.backward_s) for m in layers])
+                samples[k].append([(m.forward_s, m.backward_s, m.optimizer_step_s) for m in layers])
             load.busy(0)
         finally:
             torch.set_num_threads(previous)
@@ -188,23 +180,55 @@ def measure_contention(
     else:
         with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as own:
             sweep(own)
-    medians = {
-        k: tuple(
-            (
-                statistics.median(r[i][0] for r in runs),
-                statistics.median(r[i][1] for r in runs),
-            )
-            for i in range(spec.num_layers)
-        )
+
+    def median(runs: list[list[tuple[float, float, float]]], i: int, j: int) -> float:
+        return statistics.median(r[i][j] for r in runs)
+
+    return {
+        k: tuple((median(runs, i, 0), median(runs, i, 1), median(runs, i, 2)) for i in range(spec.num_layers))
         for k, runs in samples.items()
     }
-    total = {k: sum(f + b for f, b in layers) for k, layers in medians.items()}
-    factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in counts)
+
+
+def _counts(neighbours: Sequence[int], reference: int, rounds: int, settings: ProfilerSettings) -> list[int]:
+    import torch
+
+    counts = sorted(set(neighbours) | {reference})
+    if counts[0] < 0:
+        raise ValueError(f"busy neighbour counts must be >= 0, got {counts[0]}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if settings.device not in ("auto", "cpu") or (settings.device == "auto" and torch.cuda.is_available()):
+        raise ValueError("contention is measured on CPU workers (busy neighbour processes share the cores)")
+    return counts
+
+
+def _contention_profile(
+    medians: dict[int, tuple[tuple[float, float, float], ...]], reference: int, settings: ProfilerSettings, rounds: int
+) -> ContentionProfile:
+    total = {k: sum(f + b for f, b, _ in layers) for k, layers in medians.items()}
+    factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in sorted(medians))
     source = (
         f"ooblab profile, {TINY_GPT} on {platform.node()}, {settings.threads} thread(s) per process, "
         f"{os.cpu_count()} cores, {rounds} rounds x {settings.repeats} repeats, {date.today().isoformat()}"
     )
-    return ContentionProfile(reference, factors, source, tuple(medians.items()))
+    measured = tuple((k, tuple((f, b) for f, b, _ in layers)) for k, layers in sorted(medians.items()))
+    return ContentionProfile(reference, factors, source, measured)
+
+
+def measure_contention(
+    spec: TinyGptSpec,
+    settings: ProfilerSettings,
+    neighbours: Sequence[int],
+    reference: int,
+    *,
+    rounds: int = 2,
+    pool: BusyNeighbours | None = None,
+) -> ContentionProfile:
+    """Every layer's forward and backward beside each k in `neighbours` (the reference
+    added when absent), as a `ContentionProfile` relative to `reference`."""
+    counts = _counts(neighbours, reference, rounds, settings)
+    return _contention_profile(_sweep_medians(spec, settings, counts, rounds, pool), reference, settings, rounds)
 
 
 def profile_with_contention(
@@ -216,10 +240,26 @@ def profile_with_contention(
     rounds: int = 2,
 ) -> ModelProfile:
     """`profile_tiny_gpt` beside `reference` busy neighbours, then the contention sweep over
-    `neighbours` with the same pool of load processes: the profile with `contention` set."""
-    size = max([*neighbours, reference])
-    with BusyNeighbours(spec, size, settings.threads, settings.timeout_s) as pool:
+    `neighbours` with the same pool of load processes: the profile with `contention` set.
+
+    The profile's layer times (forward, backward, optimizer step) are the sweep's own medians
+    at the reference count, so `compute_factor[reference] = 1` holds of the very times the
+    plan is made from. The profiling pass before the sweep keeps its bytes and all-reduce
+    times only: its layer times were a separate measurement of the same thing, and on the
+    2-core testbed two passes beside the same 3 neighbours differed by 16% (70.7 against
+    84.4 ms over tiny-gpt's layers), so factors relative to one pass applied to the other
+    misplaced every phase by that much (docs/validation.md)."""
+    counts = _counts(neighbours, reference, rounds, settings)
+    with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as pool:
         pool.busy(reference)
         profile = profile_tiny_gpt(spec, settings)
-        contention = measure_contention(spec, settings, neighbours, reference, rounds=rounds, pool=pool)
-    return replace(profile, contention=contention)
+        medians = _sweep_medians(spec, settings, counts, rounds, pool)
+    contention = _contention_profile(medians, reference, settings, rounds)
+    at_reference = medians[reference]
+    layers = tuple(
+        replace(layer, forward_s=f, backward_s=b) for layer, (f, b, _) in zip(profile.layers, at_reference, strict=True)
+    )
+    optimizer = OptimizerProfile(
+        tuple(o for _, _, o in at_reference), f"{contention.source}, AdamW beside {reference} busy neighbours"
+    )
+    return replace(profile, layers=layers, contention=contention, optimizer=optimizer)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from planner.contention import load_contention
+from planner.oobleck_format import load_oobleck_profile
 from real.config import TinyGptSpec
 from real.launch.contention import BusyNeighbours, _sweep_order, measure_contention
 from real.launch.profiler import ProfilerSettings
@@ -68,6 +69,12 @@ def test_profile_command_writes_contention_json(tmp_path):
     assert contention is not None and contention.neighbour_counts == (0,)
     assert contention.measured_s[0][0] == 0 and len(contention.measured_s[0][1]) == SPEC.num_layers
     assert json.loads(result.stdout)["compute_factor"] == {"0": 1.0}
+    # the plan's layer times are the sweep's own at the reference count, so its factor 1 holds of them
+    profile = load_oobleck_profile(out, 1)
+    planned = [t for layer in profile.layers for t in (layer.forward_s, layer.backward_s)]
+    assert planned == pytest.approx([t for pair in contention.measured_s[0][1] for t in pair], rel=1e-9)
+    assert profile.optimizer is not None and len(profile.optimizer.step_s) == SPEC.num_layers
+    assert all(s > 0 for s in profile.optimizer.step_s)
     bad = ooblab([*args, "--busy-neighbours", "0,one"], 60)
     assert bad.returncode == 2 and "--busy-neighbours must be whole numbers" in bad.stderr
     alone = ooblab([*args, "--reference-neighbours", "2"], 60)
