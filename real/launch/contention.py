@@ -5,10 +5,11 @@ job depends on how many workers compute at once. `BusyNeighbours` keeps a pool o
 spawned load processes (one thread each, running forward and backward through the same
 layers over and over as a worker runs them), of which `busy(k)` lets exactly k compute and parks the rest (waiting
 on an event, not spinning). `measure_contention` times every layer beside each k of a
-list, in rounds that go up then down the list (so a drift in the machine's other load
-falls on every k alike), and returns a `planner.contention.ContentionProfile`: per k the
-median forward and backward of every layer over the rounds' repeats, and the factor
-sum_l (F + B) at k / the same sum at the reference k.
+list, inside whole-model passes as a worker runs them (`pass_timing`), in rounds that go
+up then down the list (so a drift in the machine's other load falls on every k alike),
+and returns a `planner.contention.ContentionProfile`: per k the median forward and
+backward of every layer over the rounds' repeats, and the factor sum_l (F + B) at k /
+the same sum at the reference k.
 
 On real GPUs (one per worker) there is no such effect and no reason to run this.
 """
@@ -30,7 +31,8 @@ from planner.optimizer_step import OptimizerProfile
 from planner.profile import ModelProfile
 
 from ..config import TINY_GPT, TinyGptSpec
-from .profiler import ProfilerSettings, measure_layer, profile_tiny_gpt
+from .pass_timing import time_passes
+from .profiler import ProfilerSettings, profile_tiny_gpt
 
 _POLL_S = 0.01
 
@@ -155,7 +157,9 @@ def _sweep_medians(
     pool: BusyNeighbours | None,
 ) -> dict[int, tuple[tuple[float, float, float], ...]]:
     """Per busy-neighbour count, every layer's median forward, backward and optimizer step
-    over the rounds (`measure_layer` beside that many load processes)."""
+    over the rounds, each timed inside whole-model passes beside that many load processes
+    (`pass_timing.time_passes`: a layer alone, warm in the cache, is 15-20% faster than in
+    a worker's pass when few processes share the cores)."""
     import torch
 
     samples: dict[int, list[list[tuple[float, float, float]]]] = {k: [] for k in counts}
@@ -164,11 +168,9 @@ def _sweep_medians(
         previous = torch.get_num_threads()
         torch.set_num_threads(settings.threads)
         try:
-            device = torch.device("cpu")
             for k in _sweep_order(counts, rounds):
                 load.busy(k)
-                layers = [measure_layer(spec, i, settings, device) for i in range(spec.num_layers)]
-                samples[k].append([(m.forward_s, m.backward_s, m.optimizer_step_s) for m in layers])
+                samples[k].append(list(time_passes(spec, settings)))
             load.busy(0)
         finally:
             torch.set_num_threads(previous)

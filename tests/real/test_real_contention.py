@@ -12,6 +12,7 @@ from planner.contention import load_contention
 from planner.oobleck_format import load_oobleck_profile
 from real.config import TinyGptSpec
 from real.launch.contention import BusyNeighbours, _sweep_order, measure_contention
+from real.launch.pass_timing import time_passes
 from real.launch.profiler import ProfilerSettings
 
 from .conftest import ooblab
@@ -30,6 +31,19 @@ def _burn(pid: int, window_s: float = 1.0) -> float:
     before = _cpu_s(pid)
     time.sleep(window_s)
     return _cpu_s(pid) - before
+
+
+def test_passes_time_every_layer_its_backward_and_its_step():
+    pytest.importorskip("torch")
+    times = time_passes(SPEC, ProfilerSettings(repeats=3, warmup=1))
+    assert len(times) == SPEC.num_layers
+    assert all(f > 0 and b > 0 and o > 0 for f, b, o in times), times
+    wide = TinyGptSpec(vocab=64, seq_len=16, hidden=256, heads=2, blocks=1)  # 64x the block's weights
+    narrow_block, wide_block = (
+        time_passes(SPEC, ProfilerSettings(repeats=3))[1],
+        time_passes(wide, ProfilerSettings(repeats=3))[1],
+    )
+    assert all(w > n for w, n in zip(wide_block, narrow_block, strict=True)), (wide_block, narrow_block)
 
 
 def test_sweep_order_goes_up_then_down():
