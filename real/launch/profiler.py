@@ -2,10 +2,11 @@
 
 Per layer, for one microbatch: forward and backward time (median of `repeats` timed runs
 after `warmup` untimed ones, timed with CUDA events on a GPU, `time_once`; the head's
-forward includes the loss, as on the last stage), parameter bytes, optimizer bytes (AdamW's state after one step, measured) and the time of
-one AdamW step after that (`optimizer.json`, `planner.optimizer_step`), the bytes the
-layer keeps for its backward (autograd's saved tensors, parameters excluded, each storage
-once) and the bytes it hands on. Then the gradient all-reduce time of every layer versus
+forward includes the loss, as on the last stage), parameter bytes, optimizer bytes
+(AdamW's state after one step, measured) and the time of one AdamW step after that
+(`optimizer.json`, `planner.optimizer_step`), the bytes the layer keeps for its backward
+(autograd's saved tensors, parameters excluded, each storage once) and the bytes it hands
+on. Then the gradient all-reduce time of every layer versus
 the number of participants 2..P: P processes on gloo (NCCL on GPUs), one subgroup per
 count, the median over repeats, each distinct gradient size measured once.
 

@@ -17,8 +17,9 @@ A step is committed between the gradient synchronisation and the optimizer step
 (`real.commit`): the caller's `commit` acks the step and returns its verdict; only a
 committed step touches the parameters. In emulated mode the optimizer step is followed by
 a sleep of the profile's step time for the stage's layers (`optimizer.json`, when the
-profile has one), as the simulator charges it (`sim.optimizer_cost`). Failure points (`real.probe`) sit in the first
-forward and backward of the step, in the all-reduce and in the optimizer step.
+profile has one), as the simulator charges it (`sim.optimizer_cost`). Failure points
+(`real.probe`) sit in the first forward and backward of the step, in the all-reduce and
+in the optimizer step.
 
 Losses: the schedule's loss of one microbatch is its mean token cross-entropy times
 m_i / M / m_i = 1 / M (the plan's gradient weight spread over the pipeline's microbatches,
