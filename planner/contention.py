@@ -30,13 +30,13 @@ never an extrapolation. On real GPUs (one per worker) there is no such file.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError
+from .side_files import read_side_file, write_side_file
 
 FILE_NAME = "contention.json"
 _REFERENCE_TOLERANCE = 1e-9
@@ -166,18 +166,9 @@ def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
 
 def load_contention(directory: str | Path) -> ContentionProfile | None:
     """`directory/contention.json`, or None when the profile has none."""
-    path = Path(directory) / FILE_NAME
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ProfileError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
-    return parse_contention(data, str(path))
+    found = read_side_file(directory, FILE_NAME)
+    return None if found is None else parse_contention(found[0], str(found[1]))
 
 
 def write_contention(profile: ContentionProfile, directory: str | Path) -> Path:
-    path = Path(directory) / FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(profile.to_json(), indent=1))
-    return path
+    return write_side_file(profile.to_json(), directory, FILE_NAME)

@@ -21,13 +21,13 @@ Oobleck format); the simulator adds the slowest rank's step to every iteration
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError
+from .side_files import read_side_file, write_side_file
 
 FILE_NAME = "optimizer.json"
 
@@ -79,18 +79,9 @@ def parse_optimizer(data: Any, where: str = FILE_NAME) -> OptimizerProfile:
 
 def load_optimizer(directory: str | Path) -> OptimizerProfile | None:
     """`directory/optimizer.json`, or None when the profile has none."""
-    path = Path(directory) / FILE_NAME
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ProfileError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
-    return parse_optimizer(data, str(path))
+    found = read_side_file(directory, FILE_NAME)
+    return None if found is None else parse_optimizer(found[0], str(found[1]))
 
 
 def write_optimizer(profile: OptimizerProfile, directory: str | Path) -> Path:
-    path = Path(directory) / FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(profile.to_json(), indent=1))
-    return path
+    return write_side_file(profile.to_json(), directory, FILE_NAME)

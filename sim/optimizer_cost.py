@@ -32,7 +32,7 @@ from planner.policies import VarunaPlan
 
 from .contention import computing_workers
 from .errors import SimError
-from .timing import IterationCost, IterationWrapper, Timing
+from .timing import AddedIterationTime, Timing
 
 
 def slowest_step_s(plan: Any, optimizer: OptimizerProfile) -> float:
@@ -51,7 +51,7 @@ def slowest_step_s(plan: Any, optimizer: OptimizerProfile) -> float:
     return 0.0
 
 
-class OptimizerStep(IterationWrapper):
+class OptimizerStep(AddedIterationTime):
     """A timing whose iterations also pay the slowest rank's optimizer step; pauses are
     the inner timing's."""
 
@@ -59,7 +59,6 @@ class OptimizerStep(IterationWrapper):
         super().__init__(inner)
         self.optimizer = optimizer
         self.contention = contention
-        self._last: tuple[Any, IterationCost] | None = None
 
     def extra_s(self, plan: Any) -> float:
         """What the optimizer step adds to `plan`'s iteration."""
@@ -70,13 +69,3 @@ class OptimizerStep(IterationWrapper):
             except PlannerError as exc:
                 raise SimError(str(exc)) from None
         return step_s
-
-    def iteration(self, plan: Any) -> IterationCost:
-        if self._last is not None and self._last[0] is plan:
-            return self._last[1]
-        cost = self.inner.iteration(plan)
-        extra = self.extra_s(plan)
-        if extra:
-            cost = IterationCost(cost.total_s + extra, cost.useful_s + extra, cost.samples)
-        self._last = (plan, cost)
-        return cost

@@ -34,7 +34,7 @@ from planner.policies import VarunaPlan
 from planner.profile import ModelProfile
 
 from .errors import SimError
-from .timing import IterationCost, IterationWrapper, Timing
+from .timing import AddedIterationTime, Timing
 
 
 def ring_messages(replicas: int) -> int:
@@ -42,7 +42,7 @@ def ring_messages(replicas: int) -> int:
     return 2 * (replicas - 1) if replicas > 1 else 0
 
 
-class SyncMessages(IterationWrapper):
+class SyncMessages(AddedIterationTime):
     """A timing whose iterations also pay the gradient ring's messages, `message_s` each;
     pauses are the inner timing's."""
 
@@ -54,7 +54,6 @@ class SyncMessages(IterationWrapper):
         self.cluster = cluster
         self.message_s = message_s
         self._layer_s: dict[int, Any] = {}
-        self._last: tuple[Any, IterationCost] | None = None
 
     def extra_s(self, plan: Any) -> float:
         """What the ring's messages add to `plan`'s iteration."""
@@ -77,13 +76,3 @@ class SyncMessages(IterationWrapper):
         if isinstance(plan, VarunaPlan):
             return ring_messages(plan.config.width) * self.message_s
         return 0.0
-
-    def iteration(self, plan: Any) -> IterationCost:
-        if self._last is not None and self._last[0] is plan:
-            return self._last[1]
-        cost = self.inner.iteration(plan)
-        extra = self.extra_s(plan)
-        if extra:
-            cost = IterationCost(cost.total_s + extra, cost.useful_s + extra, cost.samples)
-        self._last = (plan, cost)
-        return cost

@@ -388,6 +388,29 @@ class IterationWrapper:
         return self.inner.idle_gpus(plan)
 
 
+class AddedIterationTime(IterationWrapper):
+    """A timing whose iterations cost the inner timing's plus `extra_s(plan)` (the
+    subclass's), counted as useful time; the last plan's cost is kept, since the engine
+    asks for the same plan every iteration."""
+
+    def __init__(self, inner: Timing):
+        super().__init__(inner)
+        self._last: tuple[Any, IterationCost] | None = None
+
+    def extra_s(self, plan: Any) -> float:
+        raise NotImplementedError
+
+    def iteration(self, plan: Any) -> IterationCost:
+        if self._last is not None and self._last[0] is plan:
+            return self._last[1]
+        cost = self.inner.iteration(plan)
+        extra = self.extra_s(plan)
+        if extra:
+            cost = IterationCost(cost.total_s + extra, cost.useful_s + extra, cost.samples)
+        self._last = (plan, cost)
+        return cost
+
+
 class ScaledPauses:
     """A timing whose pauses are scaled by kind: reconfiguration (`Reinstantiate`,
     `CopyLayers`), restart (`Start`, `Restart`, `RestartFromCheckpoint`,

@@ -21,11 +21,12 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import VarunaPlan
 from planner.policies.varuna_search import VarunaConfig
-from sim.config import SimConfig
 from sim.contention import ContendedCompute
 from sim.errors import SimError
 from sim.run import simulate
 from sim.setup import build
+
+from .profile_runs import profile_run_config
 
 COMPUTE_S = 8 * 0.030  # one microbatch through every layer
 FACTORS = ((0, 0.5), (1, 0.6), (2, 0.8), (3, 1.0))
@@ -39,16 +40,7 @@ def _directory(tmp_path, factors=FACTORS, reference=3):
     return directory
 
 
-def _config(directory, nodes=4, removals=1, policy="oobleck"):
-    return SimConfig(
-        policy=policy,
-        model=str(directory),
-        trace=f"fixed:interval=1h,nodes={nodes},removals={removals}",
-        calibration="planner",
-        global_batch=16,
-        microbatch_size=1,
-        duration_s=3600.0 * (removals + 1),
-    )
+_config = profile_run_config
 
 
 def _timing(tmp_path) -> ContendedCompute:

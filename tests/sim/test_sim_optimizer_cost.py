@@ -24,10 +24,11 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import VarunaPlan
 from planner.policies.varuna_search import VarunaConfig
-from sim.config import SimConfig
 from sim.optimizer_cost import OptimizerStep, slowest_step_s
 from sim.run import simulate
 from sim.setup import build
+
+from .profile_runs import profile_run_config
 
 STEPS = (0.001, 0.004, 0.002, 0.002, 0.003, 0.001, 0.005, 0.0005)
 FACTORS = ((0, 0.5), (1, 0.6), (2, 0.8), (3, 1.0))
@@ -43,16 +44,7 @@ def _directory(tmp_path, steps=STEPS, factors=None):
     return directory
 
 
-def _config(directory, nodes=4, removals=1, policy="oobleck"):
-    return SimConfig(
-        policy=policy,
-        model=str(directory),
-        trace=f"fixed:interval=1h,nodes={nodes},removals={removals}",
-        calibration="planner",
-        global_batch=16,
-        microbatch_size=1,
-        duration_s=3600.0 * (removals + 1),
-    )
+_config = profile_run_config
 
 
 def _outer(directory) -> OptimizerStep:

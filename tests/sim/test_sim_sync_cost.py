@@ -23,10 +23,11 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import VarunaPlan
 from planner.policies.varuna_search import VarunaConfig
-from sim.config import SimConfig
 from sim.run import simulate
 from sim.setup import build
 from sim.sync_cost import SyncMessages, ring_messages
+
+from .profile_runs import profile_run_config
 
 HOP_S = 0.001
 
@@ -41,16 +42,7 @@ def _directory(tmp_path, hop_s: float | None = HOP_S):
     return directory
 
 
-def _config(directory, nodes=4, removals=1, policy="oobleck"):
-    return SimConfig(
-        policy=policy,
-        model=str(directory),
-        trace=f"fixed:interval=1h,nodes={nodes},removals={removals}",
-        calibration="planner",
-        global_batch=16,
-        microbatch_size=1,
-        duration_s=3600.0 * (removals + 1),
-    )
+_config = profile_run_config
 
 
 @pytest.fixture(scope="module")
