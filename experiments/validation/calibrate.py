@@ -126,6 +126,26 @@ def checkpoint_extra_s(times: list[float], every: int, upto: int) -> tuple[float
     return (max(0.0, statistics.median(extras)) if extras else 0.0), extras
 
 
+def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
+    """Per calibration job, its steady iteration before the crash (median of steps
+    1..CRASH_STEP - 1) over the plan's predicted iteration (`predicted_iteration_s`).
+
+    The simulator times compute from the profile, so a ratio far from 1 says the profile
+    was measured in another state of the machine than the runs (on the 2-core testbed
+    0.98-1.69 across three real-compute validations within an hour, docs/validation.md).
+    It is reported, never applied: scaling compute by it would fit the simulator to a run."""
+    predicted = details.get("predicted_iteration_s")
+    if not isinstance(predicted, (int, float)) or not predicted > 0:
+        return {}
+    ratios = {}
+    for policy in ("oobleck", "varuna"):
+        times = (details.get(policy) or {}).get("iteration_times_s") or []
+        body = times[1:CRASH_STEP]
+        if body:
+            ratios[policy] = statistics.median(body) / predicted
+    return ratios
+
+
 STARTUP_PHASES = ("detection_s", "rebuild_s", "planning_s", "respawn_s")  # failure .. every process started
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .calibrate import calibrate
+from .calibrate import calibrate, pace_ratios
 from .compare import summarize
 from .runs import base_run_config, run_policy
 from .spec import ValidationSpec, prepare_model, prepare_trace
@@ -53,6 +53,13 @@ def validate(
             f"{k} {v:.3f}{' s' if k.endswith('_s') else ''}" for k, v in overheads.to_dict().items() if k != "details"
         )
     )
+    ratios = pace_ratios(overheads.details)
+    if ratios:
+        progress(
+            "calibration pace (the real job's steady iteration over the plan's prediction; far from 1, the profile "
+            "was measured in another state of the machine): "
+            + ", ".join(f"{policy} x{ratio:.2f}" for policy, ratio in ratios.items())
+        )
     from traces import compress, load
 
     replayed = compress(load(trace_file), prepared.time_scale)

@@ -99,3 +99,19 @@ def test_slope_counts():
     assert slope_counts(16) == (8, 16) and slope_counts(3) == (1, 3) and slope_counts(2) == (1, 2)
     with pytest.raises(ValueError, match="two process counts"):
         slope_counts(1)
+
+
+def test_pace_ratios_take_the_steady_iterations_before_the_crash():
+    from experiments.validation.calibrate import CRASH_STEP, pace_ratios
+
+    steady = [0.5] * (CRASH_STEP - 1)
+    details = {
+        "predicted_iteration_s": 0.4,
+        "oobleck": {"iteration_times_s": [3.0, *steady, 9.0, 0.6, 0.6]},  # warm-up, steady, the crash, after
+        "varuna": {"iteration_times_s": [3.0, 0.2, 0.3, 0.4, 9.0, 9.0, 9.0, 9.0, 9.0]},
+    }
+    ratios = pace_ratios(details)
+    assert ratios["oobleck"] == pytest.approx(0.5 / 0.4)
+    assert ratios["varuna"] == pytest.approx(9.0 / 0.4)  # median of steps 1..CRASH_STEP - 1
+    assert pace_ratios({"predicted_iteration_s": 0.4, "oobleck": {"iteration_times_s": [1.0]}}) == {}
+    assert pace_ratios({"oobleck": {"iteration_times_s": steady}}) == {}
