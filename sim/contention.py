@@ -39,7 +39,7 @@ from planner.profile import ModelProfile
 from planner.templates import PipelineTemplate
 
 from .errors import SimError
-from .timing import IterationCost, IterationWrapper, Timing
+from .timing import AddedIterationTime, Timing
 
 
 def computing_workers(plan: Any) -> int:
@@ -49,6 +49,14 @@ def computing_workers(plan: Any) -> int:
     if isinstance(plan, VarunaPlan):
         return plan.config.num_gpus
     raise SimError(f"a profile with contention.json times Oobleck and Varuna plans only, not a {type(plan).__name__}")
+
+
+def plan_factor(contention: ContentionProfile, plan: Any) -> float:
+    """The compute factor of the workers `plan` computes on; SimError if unmeasured."""
+    try:
+        return contention.factor(computing_workers(plan) - 1)
+    except PlannerError as exc:
+        raise SimError(str(exc)) from None
 
 
 def scaled_template(
@@ -70,7 +78,7 @@ def scaled_template(
     return replace(template, stages=tuple(stages))
 
 
-class ContendedCompute(IterationWrapper):
+class ContendedCompute(AddedIterationTime):
     """A planner-calibration `Timing` whose iterations' compute follows the contention factor
     of the plan's worker count; pauses are the inner timing's."""
 
@@ -80,7 +88,6 @@ class ContendedCompute(IterationWrapper):
         self.cluster = cluster
         self.contention = contention
         self.tables = CostTables(profile, cluster.with_nodes(1))
-        self._last: tuple[Any, IterationCost] | None = None
 
     def _stage_compute_s(self, first: int, end: int, gpus: int) -> tuple[float, float]:
         """Forward and backward compute of layers [first, end) on `gpus` GPUs."""
@@ -130,23 +137,10 @@ class ContendedCompute(IterationWrapper):
         delta = pipeline_time_s(scaled, c.num_microbatches) - pipeline_time_s(weights, c.num_microbatches)
         return plan.iteration_time_s + delta
 
-    def factor_of(self, plan: Any) -> float:
-        workers = computing_workers(plan)
-        try:
-            return self.contention.factor(workers - 1)
-        except PlannerError as exc:
-            raise SimError(str(exc)) from None
-
-    def iteration(self, plan: Any) -> IterationCost:
-        if self._last is not None and self._last[0] is plan:
-            return self._last[1]
-        cost = self.inner.iteration(plan)
-        factor = self.factor_of(plan)
-        if factor != 1.0:
-            delta = self.scaled_plan_s(plan, factor) - plan.iteration_time_s
-            cost = IterationCost(cost.total_s + delta, cost.useful_s + delta, cost.samples)
-        self._last = (plan, cost)
-        return cost
+    def extra_s(self, plan: Any) -> float:
+        """What the plan's worker-count factor adds to its compute (0 at the reference count)."""
+        factor = plan_factor(self.contention, plan)
+        return 0.0 if factor == 1.0 else self.scaled_plan_s(plan, factor) - plan.iteration_time_s
 
 
 def check_coverage(contention: ContentionProfile, max_workers: int) -> None:

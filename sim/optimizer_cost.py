@@ -25,13 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from planner.contention import ContentionProfile
-from planner.errors import PlannerError
 from planner.optimizer_step import OptimizerProfile
 from planner.plan import ExecutionPlan
 from planner.policies import VarunaPlan
 
-from .contention import computing_workers
-from .errors import SimError
+from .contention import plan_factor
 from .timing import AddedIterationTime, Timing
 
 
@@ -64,8 +62,5 @@ class OptimizerStep(AddedIterationTime):
         """What the optimizer step adds to `plan`'s iteration."""
         step_s = slowest_step_s(plan, self.optimizer)
         if step_s and self.contention is not None:
-            try:
-                step_s *= self.contention.factor(computing_workers(plan) - 1)
-            except PlannerError as exc:
-                raise SimError(str(exc)) from None
+            step_s *= plan_factor(self.contention, plan)
         return step_s
