@@ -152,12 +152,12 @@ class RecoveryFlow:
             self.job.recovery.failures += 1
             self._failure_time(t_detect)
         self.mark_phase("rebuild", max(t_detect, out.t0_wall + self.job.recovery.t_fail_s))
-        store.compare_set(keys.go_key(g), "", "abort")
+        never_started = store.compare_set(keys.go_key(g), "", "abort").decode() == "abort"
         resume = resolve(store, g, self.job.committed, self.c.config.steps)
         while self.job.committed < resume:
             self.c.record_commit(g, self.job.committed, d)
         store.set(keys.resume_key(g), str(resume))
-        reports, unclean = self.collect(g, d)
+        reports, unclean = self.collect(g, d, patient=not (never_started and self._restart_replaces_all(d)))
         self.book_copies(d)
         if not self.job.removed and not unclean:
             faults = [
@@ -183,9 +183,26 @@ class RecoveryFlow:
         self.decide_and_execute(resume)
         return False
 
-    def collect(self, g: int, d: Directive) -> tuple[dict[int, dict], set[int]]:
+    def _restart_replaces_all(self, d: Directive) -> bool:
+        """Whether a failed generation `d` that never started can be abandoned without its
+        survivors' reports: the design stops every process on a restart (Varuna), a
+        launcher starts fresh ones, and `d` was a start or restart, whose ranks hold
+        nothing the checkpoint (or the initialisation, or node memory) does not. Its
+        survivors may be blocked in the process-group rendezvous, waiting for the dead
+        rank until the group timeout (60 s by default); the restart's "stop everything"
+        fences them instead of waiting (issue 15: a removal 0.02 s after a restarted
+        generation was published cost a 16-node Varuna run 60 s)."""
+        return (
+            self.c.design.real.restarts_processes
+            and self.c.members.processes is not None
+            and self.c.config.respawn
+            and d.kind in (START, RESTART)
+        )
+
+    def collect(self, g: int, d: Directive, *, patient: bool = True) -> tuple[dict[int, dict], set[int]]:
         """Reports of the generation's live ranks; ranks silent past the teardown timeout
-        are fenced and returned as unclean."""
+        are fenced and returned as unclean. Not `patient`: the reports already there,
+        and no rank is awaited or fenced (the restart that follows stops them all)."""
         members, store = self.c.members, self.c.store
         expect = {r for r, w in enumerate(d.workers) if members.workers[w].alive}
         reports: dict[int, dict] = {}
@@ -194,6 +211,12 @@ class RecoveryFlow:
             for r in sorted(expect - reports.keys()):
                 if store.check([keys.left_key(g, r)]):
                     reports[r] = rv.get_json(store, keys.left_key(g, r))
+            if not patient:
+                self.c.outcome.event(
+                    "survivors_not_awaited", generation=g, ranks=sorted(expect - reports.keys()),
+                    reason="the generation never started and the restart stops every process",
+                )  # fmt: skip
+                expect = set(reports)
             if expect <= reports.keys() or time.time() > deadline:
                 break
             self.c.tick()

@@ -16,6 +16,8 @@ An entry names when, whom and what:
   `backward` (its first backward), `allreduce` (gradient all-reduce issued, not
   finished), `optimizer` (the step committed, inside the optimizer step), `reconfigure`
   (inside the state copy of a reconfiguration that resumes at or after the step),
+  `groups` (on entering the process-group creation of a generation that resumes at or
+  after the step: the other ranks then wait in the rendezvous for the dead one),
   `teardown` (tearing down after a failure of a generation running the step).
 
 Step-based crashes and hangs are carried out by the victim itself (deterministic: the
@@ -31,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 KINDS = ("crash", "hang", "stall", "join")
-POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure", "teardown")
+POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure", "groups", "teardown")
 DEFAULT_POINT = "forward"
 
 _WHEN = re.compile(r"^(?:(?P<step>\d+)|(?P<secs>\d+(?:\.\d*)?|\.\d+)s)$")

@@ -2,9 +2,11 @@
 
 The worker calls `probe(point, step)` at named points of its step (`forward`,
 `backward`, `allreduce`, `optimizer`), of a reconfiguration's state copy
-(`reconfigure`) and of its teardown after a failure (`teardown`). An injection scheduled
-for this worker fires the first time the worker reaches its point during its step (for
-`reconfigure`: a copy resuming at or after its step): it records the time under
+(`reconfigure`), of a generation's process-group creation (`groups`: before it joins the
+rendezvous, so the other ranks wait there for it) and of its teardown after a failure
+(`teardown`). An injection scheduled for this worker fires the first time the worker
+reaches its point during its step (for `reconfigure` and `groups`: a generation resuming
+at or after its step): it records the time under
 `inject/<i>` (with compare-and-set, so a respawned process never fires it again) and
 sends itself SIGKILL (crash) or SIGSTOP (hang), or blocks its main thread for good
 (stall: the heartbeat thread goes on). With nothing scheduled for this worker a probe
@@ -25,6 +27,7 @@ from ..protocol.failures import Injection
 from ..protocol.keys import fired_key
 
 SIGNALS = {"crash": signal.SIGKILL, "hang": signal.SIGSTOP}
+RESUMING = ("reconfigure", "groups")  # points of a generation, hit by one resuming at or after the step
 
 
 class FailureProbe:
@@ -44,7 +47,7 @@ class FailureProbe:
             return
         for item in list(self._mine):
             assert item.step is not None  # by_worker: step-based only
-            hit = item.step <= step if point == "reconfigure" else item.step == step
+            hit = item.step <= step if point in RESUMING else item.step == step
             if item.point == point and hit:
                 self._mine.remove(item)
                 self._fire(item)

@@ -156,6 +156,7 @@ class WorkerSession:
         return self._fault(number, rank, attempt, error)
 
     def _train(self, number: int, rank: int, directive: Directive, attempt: _Attempt) -> str:
+        self.probe("groups", directive.resume_step)
         attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
         if attempt.generation.aborts:
             if self._watch_store is None:

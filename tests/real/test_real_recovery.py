@@ -242,3 +242,27 @@ def test_a_node_removed_while_varuna_restarts_is_dropped_not_awaited(tmp_path):
     assert summary["duration_s"] < 120
     (recovery,) = summary["recoveries"]
     assert recovery["failures"] == 2 and sorted(recovery["nodes"]) == ["c", "d"]
+
+
+@pytest.mark.timeout(300)
+def test_a_node_lost_while_varuna_creates_its_groups_is_not_waited_for(tmp_path):
+    """A worker dies as it enters its generation's process-group creation: the others
+    wait for it in the rendezvous. Varuna stops every process on a restart anyway, so the
+    coordinator restarts at once instead of collecting their reports after the group
+    timeout (set to 120 s here, so a recovery that waited for it would take 2 minutes)."""
+    summary, events = run_job(
+        tmp_path,
+        nodes=4,
+        f=1,
+        steps=6,
+        inject="0:node1:crash:groups",
+        extra=("--policy", "varuna", "--timeout", "120"),
+    )
+    all_fired(summary, 1)
+    (skipped,) = kinds(events, "survivors_not_awaited")
+    assert skipped["generation"] == 0 and skipped["ranks"], "the survivors were blocked in the rendezvous"
+    (restarted,) = kinds(events, "processes_restarted")
+    assert sorted(restarted["nodes"]) == ["node0", "node2", "node3"]
+    assert not kinds(events, "worker_unclean")
+    (recovery,) = summary["recoveries"]
+    assert recovery["kind"] == "restart" and recovery["total_s"] < 60
