@@ -1,8 +1,8 @@
 """One policy's real run on the trace and its simulated twin, and their comparison.
 
 The real run replays the trace file `time_scale` times faster from the start of
-training, for a number of steps that the simulator expects to cover the trace plus a
-tail. The simulator replays the same file (read back, so both see the same rounded
+training, for a number of steps that the simulator expects to cover the trace, the
+recovery from its last event and a tail of steady training (`planned_end_s`). The simulator replays the same file (read back, so both see the same rounded
 times), compressed by the same factor, its later events shifted by `lead_s` (the
 simulated start-up: node start plus the start pause) so that its training starts when
 the trace's time 0 comes, exactly as on the real backend; it runs in the planner
@@ -12,6 +12,7 @@ with the calibration's overheads, and nothing else.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,38 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
     )
 
 
+def planned_end_s(sim: RunTimeline, trace_end_s: float, tail_s: float) -> float | None:
+    """When the real run should end, in time since training started: `tail_s` after the
+    trace's last event or, when the simulated job is still recovering then, after its
+    last recovery ends, so that both sides end in steady state (ending inside a restart
+    would make the committed samples at the end a comparison of where that restart ends:
+    a Varuna restart of 20-190 s against a tail of 13 s did that before). None when the
+    simulation does not reach that point with training (a recovery still open at its
+    horizon, or the job waiting for nodes): simulate longer."""
+    back_s = max([trace_end_s, *(done for _, done in sim.recoveries)])
+    end_s = back_s + tail_s
+    ends = sim.iteration_end_s
+    if not ends or ends[-1] < end_s or end_s > sim.end_s:
+        return None
+    return end_s
+
+
+def planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end_s: float, tail_s: float):
+    """(steps, end_s): the real run's length from the simulator's twin (`planned_end_s`),
+    simulating over a horizon that doubles until it covers the last recovery. A job that
+    never trains again there gets the steps simulated by the trace's end plus the tail."""
+    horizon_s = trace_end_s + tail_s
+    for _ in range(8):
+        horizon_s *= 2
+        result, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, horizon_s)
+        timeline = sim_timeline(result, policy, lead, horizon_s)
+        end_s = planned_end_s(timeline, trace_end_s, tail_s)
+        if end_s is not None:
+            return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s
+    end_s = trace_end_s + tail_s
+    return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s
+
+
 def run_policy(
     spec: ValidationSpec,
     model: PreparedModel,
@@ -171,16 +204,16 @@ def run_policy(
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
     tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)
-    planned, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, trace_end + tail)
-    steps = max(MIN_STEPS, planned.summary.num_iterations)
+    steps, planned_s = planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end, tail)
     config = base_run_config(spec, model, nodes, steps).with_(
         policy=policy,
         trace=str(trace_file),
         time_scale=time_scale,
-        wait_for_nodes_s=max(120.0, 2 * (trace_end + tail)),
+        wait_for_nodes_s=max(120.0, 2 * planned_s),
     )
     progress(
-        f"{policy}: real run of {steps} steps on the trace ({trace_end + tail:.0f} s of trace and tail expected) ..."
+        f"{policy}: real run of {steps} steps on the trace ({planned_s:.0f} s expected: the trace's "
+        f"{trace_end:.0f} s, its last recovery, a tail of {tail:.0f} s) ..."
     )
     run = run_local(config, directory / "real")
     summary = run.summary.to_dict()
@@ -190,7 +223,7 @@ def run_policy(
     # Compared over [0, real.end_s] only, but simulated twice as long: a recovery that
     # begins near the window's end must be able to finish in the simulation (a slower
     # simulated restart cut off by the horizon would leave its measured twin unmatched).
-    window_s = max(real.end_s, trace_end + tail) + 1.0
+    window_s = max(real.end_s, planned_s) + 1.0
     result, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, 2 * window_s)
     sim = sim_timeline(result, policy, lead, real.end_s)
     result.write(directory / "sim")

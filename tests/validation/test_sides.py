@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s, startup_share
-from experiments.validation.runs import lead_s, sim_config
+from experiments.validation.runs import lead_s, planned_end_s, planned_steps, sim_config
 from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
 from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
 from planner.records import TimelineRow
@@ -175,3 +175,41 @@ def test_the_restart_start_up_share_is_its_phases_up_to_the_respawn():
     shared = Overheads(**{**OVERHEADS.to_dict(), "restart_startup_share": 0.6})
     assert shared.sim_options()["restart_startup_share"] == 0.6
     assert OVERHEADS.sim_options()["restart_startup_share"] == 0.0  # a calibration cached before it
+
+
+def _side(ends, recoveries, end_s):
+    from experiments.validation.compare import RunTimeline
+
+    return RunTimeline("sim", "varuna", 8, tuple(ends), tuple(recoveries), end_s)
+
+
+def test_the_real_run_ends_a_tail_after_the_last_recovery_not_inside_it():
+    ends = [float(t) for t in range(1, 10)] + [float(t) for t in range(40, 80)]
+    # the last event at 9.5 s starts a restart that ends at 40 s: the run goes on 5 s past it
+    assert planned_end_s(_side(ends, [(9.5, 40.0)], 80.0), 9.5, 5.0) == pytest.approx(45.0)
+    # no recovery open after the trace: the tail counts from the trace's end
+    assert planned_end_s(_side(ends, [(2.5, 4.0)], 80.0), 9.5, 5.0) == pytest.approx(14.5)
+    # the simulation stopped inside the restart (no iteration after the failure): longer, please
+    assert planned_end_s(_side(ends[:9], [], 30.0), 9.5, 5.0) is None
+    # the end lies past the simulated horizon
+    assert planned_end_s(_side(ends, [(9.5, 40.0)], 44.0), 9.5, 5.0) is None
+
+
+@pytest.mark.parametrize("restart_s", [5.0, 40.0])
+def test_planned_steps_cover_a_restart_longer_than_the_tail(model, tmp_path, restart_s):
+    """A real simulation whose last removal starts a restart longer than the tail: the
+    steps planned reach the tail past its end, whatever the restart's length."""
+    from experiments.validation.runs import simulate
+
+    slow = Overheads(**{**OVERHEADS.to_dict(), "restart_overhead_s": restart_s})
+    spec = ValidationSpec(global_batch=8, nodes=4)
+    trace_file = tmp_path / "trace.csv"
+    trace_file.write_text("0,add,n0\n0,add,n1\n0,add,n2\n0,add,n3\n20000,remove,n3\n")  # ms
+    steps, end_s = planned_steps(spec, model, slow, "varuna", trace_file, 1.0, 20.0, 8.0)
+    result, lead = simulate(spec, model, slow, "varuna", trace_file, 1.0, 4 * end_s)
+    side = sim_timeline(result, "varuna", lead, 4 * end_s)
+    ((fail, done),) = side.recoveries
+    assert fail == pytest.approx(20.0) and done - fail > restart_s
+    assert end_s == pytest.approx(done + 8.0)
+    assert steps == sum(1 for t in side.iteration_end_s if t <= end_s)
+    assert side.iteration_end_s[steps - 1] > done  # the planned run trains again after its restart
