@@ -43,8 +43,14 @@ def _validation(out: Path, iteration_s: float, recovery: tuple[float, float], st
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))
     report = {
-        "spec": {"trace": "fixed:interval=1h", "window": None, "nodes": nodes, "global_batch": 16,
-                 "compute": "emulated", "model": "synthetic"},  # fmt: skip
+        "spec": {
+            "trace": "fixed:interval=1h",
+            "window": None,
+            "nodes": nodes,
+            "global_batch": 16,
+            "compute": "emulated",
+            "model": "synthetic",
+        },  # fmt: skip
         "trace_events_s": [20.05],
         "runs": [{"policy": "varuna", "run_dir": str(run_dir), "comparison": {"samples_error": 0.1}}],
         "errors": {"samples_error": 0.1},
