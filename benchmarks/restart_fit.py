@@ -5,8 +5,9 @@ For each count n (default 2, 4, 8, 16, 32), `--repeats` restarts as the real bac
 them on this machine (`experiments.validation.restart_parts`: every process spawned at
 once; start-up = spawn + import torch + the worker's imports + check-in with the store;
 groups = `real.worker.groups.build_generation` for a Varuna-shaped layout, gloo over
-loopback; load = each rank's stage of an 8-layer checkpoint of 1 MiB layers; each part
-the slowest rank's). Fit per part: seconds = a + b n (least squares,
+loopback; load = each rank's stage of an 8-layer checkpoint of 1 MiB layers; setup =
+importing `torch.distributed.pipelining`, as a worker's stage runner does; each part the
+slowest rank's). Fit per part: seconds = a + b n (least squares,
 `experiments.validation.restart_fit`), with its residuals and how much a quadratic term
 would lower their RMS (whether the line is the right form). The figures feed
 `sim.timing`'s relaunch defaults and docs/validation.md.
@@ -30,12 +31,15 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(x) for x in args.counts.split(",")]
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
-    print(f"{'n':>4} {'start-up':>9} {'(spawn)':>8} {'groups':>8} {'load':>7} {'total':>8}   (s, slowest rank)")
+    print(
+        f"{'n':>4} {'start-up':>9} {'(spawn)':>8} {'groups':>8} {'load':>7} {'setup':>7} {'total':>8}"
+        "   (s, slowest rank)"
+    )
 
     def show(n: int, row: dict[str, float]) -> None:
         print(
             f"{n:4d} {row['startup']:9.2f} {row['spawn']:8.2f} {row['groups']:8.3f} {row['load']:7.3f}"
-            f" {row['total']:8.2f}   load average {os.getloadavg()[0]:.1f}",
+            f" {row['setup']:7.2f} {row['total']:8.2f}   load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
 

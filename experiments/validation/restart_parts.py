@@ -12,12 +12,17 @@ timed from the parent's first start call:
   owner set of a layer) for a Varuna-shaped layout of n/2 pipelines of 2 stages;
 - load: from its groups until every rank has read its stage's layers of a checkpoint
   (`real.state.checkpoint.load_layer`; 8 layers of 1 MiB of parameters with their AdamW
-  state, the size of the validation's synthetic model's layers).
+  state, the size of the validation's synthetic model's layers);
+- setup: from its load until every rank has imported `torch.distributed.pipelining`,
+  which a worker imports when it builds its stage runner (`StageRunner`) and which costs
+  about 2.7 CPU-seconds per process here, more than torch itself (2.2): without it the
+  slope was 1.27 s per process where the calibration's in-job restart of 15 processes
+  spent 17.4 s from publishing the restarted generation to its being ready (issue 15).
 
 Each part is the slowest rank's (a restart waits for it). What the coordinator adds to
-a real restart (detection, planning, orders, the schedule's set-up) is not here: the
-validation's calibration measures the whole restart at its own count and takes only the
-per-process slope from these parts (`calibrate`). This module imports no torch at its
+a real restart (detection, planning, orders, the rest of the stage's set-up) is not here:
+the validation's calibration measures the whole restart at its own count and takes only
+the per-process slope from these parts (`calibrate`). This module imports no torch at its
 top, so a child's import time is its own.
 """
 
@@ -35,7 +40,7 @@ from .restart_fit import LineFit, fit_line
 
 LAYERS = 8
 LAYER_FLOATS = (1 << 20) // 4  # 1 MiB of fp32 parameters per layer
-PARTS = ("startup", "groups", "load", "total")
+PARTS = ("startup", "groups", "load", "setup", "total")
 TIMEOUT_S = 300.0
 
 
@@ -91,10 +96,12 @@ def child(rank: int, n: int, port: int, directory: str, out) -> None:
     for layer in layout.stages[rank].layers:
         load_layer(manifest, layer)
     t_loaded = time.time()
+    import torch.distributed.pipelining  # noqa: F401  the stage runner's own import
+
+    t_setup = time.time()
     generation.teardown()
-    out.put(
-        {"rank": rank, "entry": t_entry, "imported": t_imported, "go": t_go, "groups": t_groups, "loaded": t_loaded}
-    )
+    out.put({"rank": rank, "entry": t_entry, "imported": t_imported, "go": t_go, "groups": t_groups,
+             "loaded": t_loaded, "setup": t_setup})  # fmt: skip
 
 
 def write_checkpoint(directory: Path) -> None:
@@ -151,7 +158,8 @@ def restart_once(n: int, directory: Path) -> dict[str, float]:
         "startup": t_go - t0,
         "groups": max(r["groups"] for r in rows) - t_go,
         "load": max(r["loaded"] - r["groups"] for r in rows),
-        "total": max(r["loaded"] for r in rows) - t0,
+        "setup": max(r["setup"] - r["loaded"] for r in rows),
+        "total": max(r["setup"] for r in rows) - t0,
         "spawn": max(r["entry"] for r in rows) - t0,
     }
 
