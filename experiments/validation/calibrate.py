@@ -2,16 +2,21 @@
 any trace being validated (the simulator must not be fitted to the runs it is compared
 with).
 
-Two short jobs on the validation's model, node count and batch, each with one planned
-failure (a crash in the backward pass of step `CRASH_STEP`, of a node whose loss leaves a
-replica of every layer where the plan has one):
+Two short jobs on the validation's model, node count and batch, with planned failures of
+nodes whose loss leaves a replica of every layer where the plan has one:
 
-- Oobleck: the crash, then the same node started again at step `JOIN_STEP`.
-  `reconfigure_overhead_s` = the recovery's duration minus the iterations it redid at
-  the new plan's steady pace (what the simulator's reconfiguration pause must cover:
-  detection, teardown, planning, group rebuild, layer copies, the new schedules'
-  set-up); `node_startup_s` = the join's process start to its registration.
-- Varuna: the crash. `restart_overhead_s` = the recovery's duration minus its redone
+- Oobleck: `oobleck_crashes` nodes (3 from 7 nodes on, fewer below) killed by the
+  coordinator at set times, `crash_gap_s` apart, as a trace's removals are (at whatever
+  point of its iteration the job then is), then the first of them started again.
+  `reconfigure_overhead_s` = the median over the recoveries of each one's duration minus
+  the iterations it redid at the new plan's steady pace (what the simulator's
+  reconfiguration pause must cover: detection, teardown, planning, group rebuild, layer
+  copies, the new schedules' set-up); `node_startup_s` = the join's process start to
+  its registration. One crash at a fixed point (the backward pass of step `CRASH_STEP`,
+  before issue 15's last round) gave one sample of a pause whose spread between
+  recoveries is 20-40% here, at the point of the step where the job waits longest, and
+  only in the first generation (later generations tear down slower at 32 nodes).
+- Varuna: one crash in the backward pass of step `CRASH_STEP`. `restart_overhead_s` = the recovery's duration minus its redone
   iterations and minus the periodic checkpoint time (the simulator charges Varuna's
   checkpoint-then-restart as a checkpoint pause plus a restart pause).
 - The restart's growth with its processes: one restart of the parts alone (process
@@ -39,6 +44,7 @@ this model, as it moves the same bytes every time.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -51,7 +57,9 @@ from typing import Any
 from .restart_parts import total_fit
 
 CRASH_STEP = 8
-JOIN_STEP = 12
+MAX_OOBLECK_CRASHES = 3
+MIN_CRASH_GAP_S = 12.0  # between the Oobleck calibration's kills: a recovery and steady iterations
+JOIN_AFTER_S = 4.0  # the first victim starts again this long after the last kill
 CHECKPOINT_EVERY = 2  # the calibration runs checkpoint often, to time several checkpoints
 STARTUP_ALLOWANCE_S = 15.0  # how long the calibration run waits for the joining node
 UNLIMITED_GB_PER_S = 1e6
@@ -158,28 +166,60 @@ def startup_share(recovery: Mapping[str, Any], restart_s: float) -> float:
     return min(1.0, max(0.0, started / restart_s))
 
 
-def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
-    """A single recovery's duration minus the iterations it redid at the steady pace of
-    the iterations after it (before any later change)."""
+def redone_overheads(summary: Mapping[str, Any], expected: int) -> list[tuple[float, dict]]:
+    """Each of the run's `expected` recoveries: its duration minus the iterations it redid
+    at the steady pace of the iterations after it (up to 6, none past the next failure).
+    A run with another number of recoveries is an error (a kill that did not land, or
+    two that merged)."""
     recoveries = summary.get("recoveries") or []
-    if len(recoveries) != 1:
+    if len(recoveries) != expected:
         raise RuntimeError(
-            f"the calibration run had {len(recoveries)} recoveries, expected 1 ({summary.get('status')}: {summary.get('reason')})"
+            f"the calibration run had {len(recoveries)} recoveries, expected {expected} "
+            f"({summary.get('status')}: {summary.get('reason')})"
         )
-    rec = recoveries[0]
     times = summary["iteration_times_s"]
     ends = list(itertools.accumulate(times, initial=summary["startup_s"]))[1:]
-    done = min(range(len(ends)), key=lambda k: abs(ends[k] - rec["t_done_s"]))  # the step that ended it
-    after = times[done + 1 : done + 7]
-    pace = steady_s(after) if after else summary["steady_iteration_s"]
-    redone = 1 + int(summary.get("lost_iterations") or 0)
-    rec = {**rec, "completed_step": done, "pace_after_s": pace, "iterations_redone": redone}
-    return rec["total_s"] - redone * pace, rec
+    lost = int(summary.get("lost_iterations") or 0) if expected == 1 else 0  # live ones redo 1 each
+    out = []
+    for i, rec in enumerate(recoveries):
+        done = min(range(len(ends)), key=lambda k: abs(ends[k] - rec["t_done_s"]))  # the step that ended it
+        stop = len(times)
+        if i + 1 < len(recoveries):
+            stop = bisect.bisect_left(ends, recoveries[i + 1]["t_fail_s"])  # the next failure's step
+        after = times[done + 1 : min(done + 7, stop)]
+        pace = steady_s(after) if after else summary["steady_iteration_s"]
+        redone = 1 + lost
+        rec = {**rec, "completed_step": done, "pace_after_s": pace, "iterations_redone": redone}
+        out.append((rec["total_s"] - redone * pace, rec))
+    return out
 
 
-def _victim(config, policy: str) -> str:
-    """The last node of the first pipeline (Oobleck) or of the plan (Varuna) the policy
-    starts with: the same call the coordinator makes."""
+def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
+    """A single recovery's duration minus the iterations it redid (`redone_overheads`)."""
+    return redone_overheads(summary, 1)[0]
+
+
+def oobleck_crashes(nodes: int) -> int:
+    """How many nodes the Oobleck calibration kills: 3 (the median of three pauses), fewer
+    where the job would drop below 4 nodes (the quick setting's 4 nodes: 1)."""
+    return max(1, min(MAX_OOBLECK_CRASHES, nodes - 4))
+
+
+def crash_times_s(pace_s: float, crashes: int) -> tuple[list[float], float]:
+    """(the kills' times since training started, the first victim's return): the first
+    after 2 x `CRASH_STEP` predicted iterations (so `CRASH_STEP` real ones run first even
+    at twice the predicted pace), then a gap of `MIN_CRASH_GAP_S` or 10 iterations; the
+    return `JOIN_AFTER_S` after the last (its process start-up outlasts the recovery)."""
+    gap = max(MIN_CRASH_GAP_S, 10 * pace_s)
+    first = 2 * CRASH_STEP * pace_s
+    kills = [first + i * gap for i in range(crashes)]
+    return kills, kills[-1] + JOIN_AFTER_S
+
+
+def _victims(config, policy: str, count: int = 1) -> list[str]:
+    """The last node of each of the first `count` pipelines (Oobleck) or the last node of
+    the plan (Varuna) the policy starts with: the same call the coordinator makes. With
+    f >= 1 and two or more pipelines left, the loss of any one node keeps every layer."""
     from planner.policies import NodesReady
     from real.control.planning import make_planner, resolve_run_profile
     from real.control.policies import make_policy, view
@@ -192,8 +232,10 @@ def _victim(config, policy: str) -> str:
         .plan
     )
     if hasattr(plan, "pipelines"):
-        return plan.pipelines[0].nodes[-1]
-    return plan.nodes[-1]
+        if len(plan.pipelines) < count:
+            raise RuntimeError(f"the calibration plan has {len(plan.pipelines)} pipelines, fewer than {count} victims")
+        return [pipe.nodes[-1] for pipe in plan.pipelines[:count]]
+    return [plan.nodes[-1]]
 
 
 def _run(base, policy: str, steps: int, inject: str, directory: Path):
@@ -221,15 +263,19 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     pace = make_plan(planner, base.with_(pipelines=None), base.node_names()).iteration_time_s
     details: dict[str, Any] = {"predicted_iteration_s": pace}
 
-    victim = _victim(base, "oobleck")
-    steps = JOIN_STEP + math.ceil(STARTUP_ALLOWANCE_S / pace) + 6
+    nodes = len(base.node_names())
+    victims = _victims(base, "oobleck", oobleck_crashes(nodes))
+    kills, join = crash_times_s(pace, len(victims))
+    victim = victims[0]
+    steps = math.ceil((join + STARTUP_ALLOWANCE_S) / pace) + 6  # the join, its start-up, 6 iterations
+    schedule = ",".join([*(f"{t:.2f}s:{v}:crash" for t, v in zip(kills, victims)), f"{join:.2f}s:{victim}:join"])
     progress(
-        f"calibration 1/3: Oobleck, {steps} steps, {victim} crashes at step {CRASH_STEP} and comes back at step {JOIN_STEP}"
+        f"calibration 1/3: Oobleck, {steps} steps, {', '.join(victims)} killed at "
+        f"{', '.join(f'{t:.1f}' for t in kills)} s, {victim} back at {join:.1f} s"
     )
-    run, summary = _run(
-        base, "oobleck", steps, f"{CRASH_STEP}:{victim}:crash:backward,{JOIN_STEP}:{victim}:join", directory
-    )
-    reconfigure, rec = redone_overhead_s(summary)
+    run, summary = _run(base, "oobleck", steps, schedule, directory)
+    measured = redone_overheads(summary, len(victims))
+    reconfigure = statistics.median(m[0] for m in measured)
     events = run.outcome.events
     joined = next(
         (
@@ -255,14 +301,15 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     _, extras_o = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
     details["oobleck"] = {
         "run_dir": str(run.directory),
-        "recovery": rec,
+        "recoveries": [m[1] for m in measured],
+        "reconfigure_overheads_s": [m[0] for m in measured],
         "joined_s": joined,
         "ready_s": ready,
         "checkpoint_extras_s": extras_o,
         "iteration_times_s": summary["iteration_times_s"],
     }
 
-    victim = _victim(base, "varuna")
+    (victim,) = _victims(base, "varuna")
     steps = CRASH_STEP + 8
     progress(f"calibration 2/3: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
     run, summary = _run(base, "varuna", steps, f"{CRASH_STEP}:{victim}:crash:backward", directory)
@@ -276,7 +323,6 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
     }
-    nodes = len(base.node_names())
     counts = slope_counts(nodes * base.gpus_per_node)
     progress(f"calibration 3/3: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
     line = total_fit(counts)

@@ -3,6 +3,8 @@ hand against the planner and the calibrated pauses) and the real backend's (a su
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s, startup_share
@@ -213,3 +215,41 @@ def test_planned_steps_cover_a_restart_longer_than_the_tail(model, tmp_path, res
     assert end_s == pytest.approx(done + 8.0)
     assert steps == sum(1 for t in side.iteration_end_s if t <= end_s)
     assert side.iteration_end_s[steps - 1] > done  # the planned run trains again after its restart
+
+
+def test_each_calibration_recovery_is_paced_by_the_iterations_after_it_up_to_the_next_failure():
+    from experiments.validation.calibrate import redone_overheads
+
+    # iterations of 1 s; a recovery ends step 3 (paced by steps 4-5: 1.5 s), another
+    # fails during step 6 and ends step 7 (paced by steps 8-9: 2 s)
+    times = [1.0, 1.0, 1.0, 3.0, 1.5, 1.5, 1.5, 4.0, 2.0, 2.0]
+    ends = list(itertools.accumulate(times))
+    summary = {
+        "startup_s": 0.0,
+        "iteration_times_s": times,
+        "steady_iteration_s": 1.0,
+        "lost_iterations": 0,
+        "recoveries": [
+            {"t_fail_s": 2.5, "t_done_s": ends[3], "total_s": ends[3] - 2.5},
+            {"t_fail_s": ends[6] - 0.5, "t_done_s": ends[7], "total_s": ends[7] - ends[6] + 0.5},
+        ],
+    }
+    (first, rec1), (second, rec2) = redone_overheads(summary, 2)
+    assert rec1["completed_step"] == 3 and rec1["pace_after_s"] == 1.5  # not step 7's 4 s
+    assert first == pytest.approx(ends[3] - 2.5 - 1.5)
+    assert rec2["completed_step"] == 7 and rec2["pace_after_s"] == 2.0
+    assert second == pytest.approx(4.5 - 2.0)
+    with pytest.raises(RuntimeError, match="2 recoveries, expected 3"):
+        redone_overheads(summary, 3)
+
+
+def test_the_oobleck_calibration_kills_three_nodes_apart_where_the_job_keeps_four():
+    from experiments.validation.calibrate import CRASH_STEP, MIN_CRASH_GAP_S, crash_times_s, oobleck_crashes
+
+    assert [oobleck_crashes(n) for n in (4, 5, 6, 7, 8, 32)] == [1, 1, 2, 3, 3, 3]
+    kills, join = crash_times_s(0.5, 3)
+    assert kills[0] == pytest.approx(2 * CRASH_STEP * 0.5)
+    assert [b - a for a, b in zip(kills, kills[1:])] == pytest.approx([MIN_CRASH_GAP_S] * 2)
+    assert join > kills[-1]
+    slow, _ = crash_times_s(3.0, 2)  # slow iterations: 10 of them between the kills
+    assert slow[1] - slow[0] == pytest.approx(30.0)
