@@ -95,6 +95,25 @@ def test_a_steep_slope_never_makes_the_fixed_part_negative():
     assert o.restart_fixed_s == 0.0 and o.relaunch_s(2) == pytest.approx(10.0)
 
 
+def test_the_calibration_caps_a_parts_slope_steeper_than_its_measured_restart():
+    from experiments.validation.calibrate import pinned_slope_s
+
+    # the 8-node calibration: parts 2.24 s per process, the in-job restart of 7: 13.58 s
+    slope = pinned_slope_s(2.243, 13.578, 7)
+    assert slope == pytest.approx(13.578 / 7)
+    o = Overheads(
+        **{
+            **overheads().to_dict(),
+            "restart_overhead_s": 13.578,
+            "restart_processes": 7,
+            "restart_per_process_s": slope,
+        }
+    )
+    assert o.relaunch_s(7) == pytest.approx(13.578)  # still the restart measured
+    assert o.relaunch_s(5) == pytest.approx(13.578 * 5 / 7)  # proportional below it
+    assert pinned_slope_s(0.8, 13.578, 7) == 0.8 and pinned_slope_s(-0.2, 5.0, 3) == 0.0
+
+
 def test_slope_counts():
     assert slope_counts(16) == (8, 16) and slope_counts(3) == (1, 3) and slope_counts(2) == (1, 2)
     with pytest.raises(ValueError, match="two process counts"):
