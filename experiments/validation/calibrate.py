@@ -5,9 +5,10 @@ with).
 Two short jobs on the validation's model, node count and batch, with planned failures of
 nodes whose loss leaves a replica of every layer where the plan has one:
 
-- Oobleck: `oobleck_crashes` nodes (3 from 7 nodes on, fewer below) killed by the
-  coordinator at set times, `crash_gap_s` apart, as a trace's removals are (at whatever
-  point of its iteration the job then is), then the first of them started again.
+- Oobleck: `oobleck_crashes` nodes (3 from 7 nodes on, fewer below; the last nodes of
+  pipelines spread over the plan, `spread_indices`) killed by the coordinator at set
+  times, `crash_times_s`, as a trace's removals are (at whatever point of its iteration
+  the job then is), then the first of them started again.
   `reconfigure_overhead_s` = the median over the recoveries of each one's duration minus
   the iterations it redid at the new plan's steady pace (what the simulator's
   reconfiguration pause must cover: detection, teardown, planning, group rebuild, layer
@@ -218,17 +219,30 @@ def crash_times_s(pace_s: float, crashes: int) -> tuple[list[float], float]:
     """(the kills' times since training started, the first victim's return): the first
     after 2 x `CRASH_STEP` predicted iterations (so `CRASH_STEP` real ones run first even
     at twice the predicted pace), then a gap of `MIN_CRASH_GAP_S` or 10 iterations; the
-    return `JOIN_AFTER_S` after the last (its process start-up outlasts the recovery)."""
+    return as long after the last (`JOIN_AFTER_S` after a single kill, whose live
+    recovery on a small job takes about a second: a node that registers during a
+    recovery is taken into it, and its copies would lengthen the pause measured)."""
     gap = max(MIN_CRASH_GAP_S, 10 * pace_s)
     first = 2 * CRASH_STEP * pace_s
     kills = [first + i * gap for i in range(crashes)]
-    return kills, kills[-1] + JOIN_AFTER_S
+    return kills, kills[-1] + (gap if crashes > 1 else JOIN_AFTER_S)
+
+
+def spread_indices(pipelines: int, count: int) -> list[int]:
+    """`count` pipeline indices spread evenly over `pipelines` (1/4, 1/2, 3/4 for three),
+    never the first while others are left: a live recovery's teardown cascade around the
+    gradient ring depends on where the lost rank sits (32 nodes: 5.4 and 9.2 s for the
+    nodes of ranks 0 and 1, 3.6 and 7.0 s for ranks 16 and 8 at the same moments), and a
+    trace removes nodes anywhere."""
+    picked = sorted({round((i + 1) * pipelines / (count + 1)) for i in range(count)})
+    return [min(i, pipelines - 1) for i in picked] if pipelines > count else list(range(pipelines))[:count]
 
 
 def _victims(config, policy: str, count: int = 1) -> list[str]:
-    """The last node of each of the first `count` pipelines (Oobleck) or the last node of
-    the plan (Varuna) the policy starts with: the same call the coordinator makes. With
-    f >= 1 and two or more pipelines left, the loss of any one node keeps every layer."""
+    """The last node of `count` pipelines spread over the plan (`spread_indices`; Oobleck)
+    or the last node of the plan (Varuna) the policy starts with: the same call the
+    coordinator makes. With f >= 1 and two or more pipelines left, the loss of any one
+    node keeps every layer."""
     from planner.policies import NodesReady
     from real.control.planning import make_planner, resolve_run_profile
     from real.control.policies import make_policy, view
@@ -243,7 +257,7 @@ def _victims(config, policy: str, count: int = 1) -> list[str]:
     if hasattr(plan, "pipelines"):
         if len(plan.pipelines) < count:
             raise RuntimeError(f"the calibration plan has {len(plan.pipelines)} pipelines, fewer than {count} victims")
-        return [pipe.nodes[-1] for pipe in plan.pipelines[:count]]
+        return [plan.pipelines[i].nodes[-1] for i in spread_indices(len(plan.pipelines), count)]
     return [plan.nodes[-1]]
 
 

@@ -250,6 +250,21 @@ def test_the_oobleck_calibration_kills_three_nodes_apart_where_the_job_keeps_fou
     kills, join = crash_times_s(0.5, 3)
     assert kills[0] == pytest.approx(2 * CRASH_STEP * 0.5)
     assert [b - a for a, b in zip(kills, kills[1:])] == pytest.approx([MIN_CRASH_GAP_S] * 2)
-    assert join > kills[-1]
+    assert join - kills[-1] == pytest.approx(MIN_CRASH_GAP_S)  # not inside the last recovery
     slow, _ = crash_times_s(3.0, 2)  # slow iterations: 10 of them between the kills
     assert slow[1] - slow[0] == pytest.approx(30.0)
+    (one,), back = crash_times_s(0.5, 1)
+    assert back - one < MIN_CRASH_GAP_S  # a small job's second-long recovery: back sooner
+
+
+def test_the_calibration_victims_are_spread_over_the_plan_not_its_first_pipelines():
+    from experiments.validation.calibrate import spread_indices
+
+    assert spread_indices(32, 3) == [8, 16, 24] and spread_indices(8, 3) == [2, 4, 6]
+    for pipelines in range(1, 40):
+        for count in range(1, 4):
+            picked = spread_indices(pipelines, count)
+            assert picked == sorted(set(picked)) and all(0 <= i < pipelines for i in picked)
+            assert len(picked) == min(count, pipelines)
+            if pipelines > count:
+                assert 0 not in picked  # the first pipeline's rank-0 node only when nothing else is left
