@@ -2,8 +2,9 @@
 
 The real run replays the trace file `time_scale` times faster from the start of
 training, for a number of steps that the simulator expects to cover the trace, the
-recovery from its last event and a tail of steady training (`planned_end_s`). The simulator replays the same file (read back, so both see the same rounded
-times), compressed by the same factor, its later events shifted by `lead_s` (the
+recovery from its last event and a tail of steady training (`planned_end_s`). The
+simulator replays the same file (read back, so both see the same rounded times),
+compressed by the same factor, its later events shifted by `lead_s` (the
 simulated start-up: node start plus the start pause) so that its training starts when
 the trace's time 0 comes, exactly as on the real backend; it runs in the planner
 calibration on the same profile directory, cluster, batch, f and checkpoint interval,
@@ -172,9 +173,10 @@ def planned_end_s(sim: RunTimeline, trace_end_s: float, tail_s: float) -> float 
 
 
 def planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end_s: float, tail_s: float):
-    """(steps, end_s): the real run's length from the simulator's twin (`planned_end_s`),
-    simulating over a horizon that doubles until it covers the last recovery. A job that
-    never trains again there gets the steps simulated by the trace's end plus the tail."""
+    """(steps, end_s, recovered): the real run's length from the simulator's twin
+    (`planned_end_s`), simulating over a horizon that doubles until it covers the last
+    recovery. A job that never trains again there (waiting for nodes to the end) gets the
+    steps simulated by the trace's end plus the tail, and `recovered` False."""
     horizon_s = trace_end_s + tail_s
     for _ in range(8):
         horizon_s *= 2
@@ -182,9 +184,9 @@ def planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_
         timeline = sim_timeline(result, policy, lead, horizon_s)
         end_s = planned_end_s(timeline, trace_end_s, tail_s)
         if end_s is not None:
-            return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s
+            return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s, True
     end_s = trace_end_s + tail_s
-    return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s
+    return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s, False
 
 
 def run_policy(
@@ -204,16 +206,17 @@ def run_policy(
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
     tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)
-    steps, planned_s = planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end, tail)
+    steps, planned_s, recovered = planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end, tail)
     config = base_run_config(spec, model, nodes, steps).with_(
         policy=policy,
         trace=str(trace_file),
         time_scale=time_scale,
         wait_for_nodes_s=max(120.0, 2 * planned_s),
     )
+    why = "its last recovery, " if recovered else "no training after it in the simulation: "
     progress(
         f"{policy}: real run of {steps} steps on the trace ({planned_s:.0f} s expected: the trace's "
-        f"{trace_end:.0f} s, its last recovery, a tail of {tail:.0f} s) ..."
+        f"{trace_end:.0f} s, {why}a tail of {tail:.0f} s) ..."
     )
     run = run_local(config, directory / "real")
     summary = run.summary.to_dict()

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s, startup_share
-from experiments.validation.runs import lead_s, planned_end_s, planned_steps, sim_config
+from experiments.validation.runs import MIN_STEPS, lead_s, planned_end_s, planned_steps, sim_config
 from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
 from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
 from planner.records import TimelineRow
@@ -207,7 +207,8 @@ def test_planned_steps_cover_a_restart_longer_than_the_tail(model, tmp_path, res
     spec = ValidationSpec(global_batch=8, nodes=4)
     trace_file = tmp_path / "trace.csv"
     trace_file.write_text("0,add,n0\n0,add,n1\n0,add,n2\n0,add,n3\n20000,remove,n3\n")  # ms
-    steps, end_s = planned_steps(spec, model, slow, "varuna", trace_file, 1.0, 20.0, 8.0)
+    steps, end_s, recovered = planned_steps(spec, model, slow, "varuna", trace_file, 1.0, 20.0, 8.0)
+    assert recovered
     result, lead = simulate(spec, model, slow, "varuna", trace_file, 1.0, 4 * end_s)
     side = sim_timeline(result, "varuna", lead, 4 * end_s)
     ((fail, done),) = side.recoveries
@@ -268,3 +269,16 @@ def test_the_calibration_victims_are_spread_over_the_plan_not_its_first_pipeline
             assert len(picked) == min(count, pipelines)
             if pipelines > count:
                 assert 0 not in picked  # the first pipeline's rank-0 node only when nothing else is left
+
+
+def test_planned_steps_of_a_job_that_never_trains_again_say_so(model, tmp_path):
+    """Every node leaves for good: the job waits for nodes to the end, so
+    the run's length falls back to the trace's end plus the tail, and says it did."""
+    spec = ValidationSpec(global_batch=8, nodes=4)
+    trace_file = tmp_path / "trace.csv"
+    trace_file.write_text(
+        "0,add,n0\n0,add,n1\n0,add,n2\n0,add,n3\n" + "".join(f"20000,remove,n{i}\n" for i in range(4))
+    )
+    steps, end_s, recovered = planned_steps(spec, model, OVERHEADS, "oobleck", trace_file, 1.0, 20.0, 8.0)
+    assert not recovered and end_s == pytest.approx(28.0)
+    assert MIN_STEPS <= steps < 20.0 / 0.1  # only the iterations before the removals
