@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,18 @@ def shared_dir() -> Path:
     if not (SHARED_DIR / "traces").is_dir():
         pytest.skip(f"reference data not found at {SHARED_DIR} (set OOBLAB_SHARED to its path)")
     return SHARED_DIR
+
+
+def benchmark_module(name: str):
+    """`benchmarks/<name>.py` imported as a module (the benchmarks are scripts, not a
+    package), registered under `name` so that its dataclasses and pickling work."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no benchmark script {name!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @contextlib.contextmanager

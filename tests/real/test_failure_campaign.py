@@ -3,23 +3,16 @@ every kind in every block of seven, each kind means what it says (no processes).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from real.protocol.failures import parse_injections
 
-from .conftest import REPO
+from ..conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def fc():
-    spec = importlib.util.spec_from_file_location("failure_campaign", REPO / "benchmarks" / "failure_campaign.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["failure_campaign"] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("failure_campaign")
 
 
 def _pipeline(node: str) -> int:

@@ -3,23 +3,17 @@ the validation's own comparison (hand-made output directories, no processes)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from ..conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def repeat():
-    spec = importlib.util.spec_from_file_location("validation_repeat", REPO / "benchmarks" / "validation_repeat.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["validation_repeat"] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("validation_repeat")
 
 
 def _validation(out: Path, iteration_s: float, recovery: tuple[float, float], steps: int, nodes: int = 8) -> Path:
