@@ -13,13 +13,14 @@ nodes whose loss leaves a replica of every layer where the plan has one:
   the iterations it redid at the new plan's steady pace (what the simulator's
   reconfiguration pause must cover: detection, teardown, planning, group rebuild, layer
   copies, the new schedules' set-up); `node_startup_s` = the join's process start to
-  its registration. One crash at a fixed point (the backward pass of step `CRASH_STEP`,
-  before issue 15's last round) gave one sample of a pause whose spread between
-  recoveries is 20-40% here, at the point of the step where the job waits longest, and
-  only in the first generation (later generations tear down slower at 32 nodes).
-- Varuna: one crash in the backward pass of step `CRASH_STEP`. `restart_overhead_s` = the recovery's duration minus its redone
-  iterations and minus the periodic checkpoint time (the simulator charges Varuna's
-  checkpoint-then-restart as a checkpoint pause plus a restart pause).
+  its registration. Before issue 15's last round it was one crash (the backward pass of
+  step `CRASH_STEP`) of the first pipeline's node, in the first generation: one sample
+  of a pause that spreads by 20-40% between recoveries here, taken where the teardown
+  cascade around the gradient ring is longest (from its first ranks, `spread_indices`).
+- Varuna: one crash in the backward pass of step `CRASH_STEP`. `restart_overhead_s` =
+  the recovery's duration minus its redone iterations and minus the periodic checkpoint
+  time (the simulator charges Varuna's checkpoint-then-restart as a checkpoint pause
+  plus a restart pause).
 - The restart's growth with its processes: one restart of the parts alone (process
   start-up, group creation, checkpoint load: `restart_parts`, no training job) at the
   setting's node count and at half of it; the line through them gives
@@ -211,7 +212,8 @@ def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
 
 def oobleck_crashes(nodes: int) -> int:
     """How many nodes the Oobleck calibration kills: 3 (the median of three pauses), fewer
-    where the job would drop below 4 nodes (the quick setting's 4 nodes: 1)."""
+    so that the job keeps 4 nodes where it can, and always one (the quick setting's 4
+    nodes: 1)."""
     return max(1, min(MAX_OOBLECK_CRASHES, nodes - 4))
 
 
