@@ -60,8 +60,7 @@ def session_quick_results(tmp_path_factory):
 # validation) run in one worker, in collection order; a module whose fixture is costly and
 # module-scoped (a local Ray instance, a campaign, a big trace) runs in one worker too, so
 # the fixture is built once. Everything else is spread test by test. Without xdist these
-# marks do nothing. With pytest 9.2 they were ignored (xdist 3.8 writes the group into a
-# node id pytest 9.2 no longer reads): pyproject.toml keeps pytest below 9.2 for that.
+# marks do nothing.
 QUICK_RESULTS = {
     "tests/experiments/test_reproduce.py",
     "tests/experiments/test_scale.py",
