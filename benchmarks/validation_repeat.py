@@ -42,12 +42,8 @@ def _same_setting(a: dict, b: dict) -> str | None:
     return None
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:+.1f}%"
-
-
 def main(first: Path, second: Path) -> int:
-    from experiments.validation.compare import compare_run, summarize
+    from experiments.validation.compare import compare_run, percent, summarize
     from experiments.validation.timelines import real_timeline
 
     try:
@@ -74,15 +70,15 @@ def main(first: Path, second: Path) -> int:
         comparison = compare_run(ref, replace(other, side="sim"), events)
         comparisons.append(comparison)
         recoveries = ", ".join(
-            f"{r.real_s:.1f}/{r.sim_s:.1f} s ({_pct(r.error)})" for r in comparison.recoveries if r.error is not None
+            f"{r.real_s:.1f}/{r.sim_s:.1f} s ({percent(r.error)})" for r in comparison.recoveries if r.error is not None
         )
-        throughput = ", ".join(_pct(e) for e in comparison.throughput_errors())
+        throughput = ", ".join(percent(e) for e in comparison.throughput_errors())
         sim_a = run["comparison"]["samples_error"]
         sim_b = runs_b[policy]["comparison"]["samples_error"]
         print(
-            f"{policy:8s} second vs first real run: throughput [{throughput}] samples {_pct(comparison.samples_error)} "
+            f"{policy:8s} second vs first real run: throughput [{throughput}] samples {percent(comparison.samples_error)} "
             f"(first {comparison.real_samples}, second {comparison.sim_samples} by {end_s:.1f} s); "
-            f"recoveries first/second {recoveries}; the simulator's samples error in each: {_pct(sim_a)}, {_pct(sim_b)}"
+            f"recoveries first/second {recoveries}; the simulator's samples error in each: {percent(sim_a)}, {percent(sim_b)}"
         )
     print(f"real against real: {json.dumps(summarize(comparisons), default=str)}")
     for name, report in ((first, a), (second, b)):

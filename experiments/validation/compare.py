@@ -209,6 +209,11 @@ def compare_run(
     )
 
 
+def percent(value: float | None) -> str:
+    """A relative error as the reports print it: "+1.2%", or "n/a" where none was measured."""
+    return "n/a" if value is None else f"{100 * value:+.1f}%"
+
+
 def median_abs(values: Sequence[float]) -> float | None:
     return statistics.median(abs(v) for v in values) if values else None
 

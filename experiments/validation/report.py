@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .calibrate import calibrate, pace_ratios
-from .compare import summarize
+from .compare import percent, summarize
 from .runs import base_run_config, run_policy
 from .spec import ValidationSpec, prepare_model, prepare_trace
 
@@ -83,8 +83,8 @@ def validate(
         )
         c = result.comparison
         progress(
-            f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({_pct(c.samples_error)}); "
-            f"throughput errors {[_pct(e) for e in c.throughput_errors()]}; recovery errors {[_pct(e) for e in c.recovery_errors()]}"
+            f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
+            f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
         )
         results.append(result)
     report = {
@@ -114,7 +114,3 @@ def validate(
     except ImportError:  # matplotlib missing: the numbers still stand
         pass
     return report
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:+.1f}%"
