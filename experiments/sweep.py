@@ -10,11 +10,17 @@ run's summary side by side (nested summary fields flattened with `_`, e.g.
 Backends: `local` (a process pool on this machine) and `ray` (chunks of runs as Ray
 tasks, `sweep_ray`; the optional `ray` extra). Both write the same run directories and
 build the table with `results_table`, so it is the same row for row.
+
+Two sweeps into one `<out>` (two notebooks, a notebook and `ooblab reproduce`, two test
+workers) take turns: a sweep holds an exclusive lock on `<out>/.sweep.lock` from its
+check of finished runs to its table, so the second finds the first's runs finished
+instead of running them again over the same files (POSIX `flock`; elsewhere, no lock).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
+import contextlib
 import functools
 import hashlib
 import json
@@ -106,6 +112,44 @@ def run_sweep(
     keys = [spec.key for spec in specs]
     if len(set(keys)) != len(keys):
         raise ValueError("the sweep holds the same run twice; give the duplicates a distinguishing parameter")
+    with sweep_lock(out_dir, progress):
+        return _sweep(specs, runner, out_dir, processes, progress, force, backend, address, chunk_size)
+
+
+@contextlib.contextmanager
+def sweep_lock(out_dir: Path, progress: bool = False):
+    """Hold `<out_dir>/.sweep.lock` exclusively for the block (waiting, and saying so
+    when `progress`, while another process holds it)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".sweep.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"{out_dir}: another sweep is writing here; waiting for it", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _sweep(
+    specs: Sequence[RunSpec],
+    runner: Runner,
+    out_dir: Path,
+    processes: int | None,
+    progress: bool,
+    force: bool,
+    backend: str,
+    address: str | None,
+    chunk_size: int | None,
+) -> pd.DataFrame:
     summaries: dict[str, Mapping[str, Any]] = {}
     pending = []
     for spec in specs:

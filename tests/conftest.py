@@ -37,12 +37,21 @@ def benchmark_module(name: str):
     return module
 
 
+def quick_results_dir(tmp_path_factory) -> Path:
+    """The session's quick-results tree: the one test_reproduce fills and the notebooks,
+    the scale tests and the quick validation read. One for the whole session, shared by
+    pytest-xdist's workers (their base temporary directories are siblings): the sweeps
+    into it take turns (`experiments.sweep.sweep_lock`), so each experiment's quick setting
+    runs once, not once per worker (the quick validation alone takes about 4 minutes)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ooblab-quick-results"
+
+
 @contextlib.contextmanager
 def session_quick_results(tmp_path_factory):
-    """`$OOBLAB_RESULTS` pointed at the session's quick-results tree for the block (the tree
-    test_reproduce fills and the notebooks, the scale tests and the quick validation read);
-    for module-scoped fixtures, which cannot use monkeypatch."""
-    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    """`$OOBLAB_RESULTS` pointed at the session's quick-results tree (`quick_results_dir`)
+    for the block; for module-scoped fixtures, which cannot use monkeypatch."""
+    path = quick_results_dir(tmp_path_factory)
     old = os.environ.get("OOBLAB_RESULTS")
     os.environ["OOBLAB_RESULTS"] = str(path)
     try:
@@ -60,7 +69,9 @@ def session_quick_results(tmp_path_factory):
 # validation) run in one worker, in collection order; a module whose fixture is costly and
 # module-scoped (a local Ray instance, a campaign, a big trace) runs in one worker too, so
 # the fixture is built once. Everything else is spread test by test. Without xdist these
-# marks do nothing.
+# marks do nothing. pytest 9.2 with pytest-xdist 3.8 ignores them (xdist writes the group
+# into `item._nodeid`, which pytest 9.2 no longer reads), so the quick-results tree is
+# also shared between the workers on disk (`quick_results_dir`), where sweeps take turns.
 QUICK_RESULTS = {
     "tests/experiments/test_reproduce.py",
     "tests/experiments/test_scale.py",

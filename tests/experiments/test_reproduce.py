@@ -13,6 +13,8 @@ from experiments.registry import all_experiments
 from experiments.reproduce import reproduce
 from ooblab.cli import main
 
+from ..conftest import quick_results_dir
+
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
@@ -24,7 +26,7 @@ def results(tmp_path, monkeypatch):
 def session_results(tmp_path_factory, monkeypatch):
     """One results tree per test session, shared with the notebook tests (which then load
     the quick runs instead of repeating them)."""
-    path = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    path = quick_results_dir(tmp_path_factory)
     monkeypatch.setenv("OOBLAB_RESULTS", str(path))
     return path
 

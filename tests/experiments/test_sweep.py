@@ -71,3 +71,35 @@ def test_keys_depend_on_parameters_only():
 
 def test_flatten():
     assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": [1]}) == {"a_b": 1, "a_c_d": 2, "e": [1]}
+
+
+def slow_square_runner(spec: RunSpec, run_dir: Path) -> dict:
+    """`square_runner`, slow enough that two sweeps started together overlap."""
+    import time
+
+    time.sleep(0.3)
+    return square_runner(spec, run_dir)
+
+
+def _sweep_into(out: str, start) -> None:
+    start.wait(60)  # both sweeps begin together
+    run_sweep(specs(3), slow_square_runner, Path(out), processes=1, progress=False)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_sweeping_into_one_directory_run_each_spec_once(tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    procs = [ctx.Process(target=_sweep_into, args=(str(tmp_path), start)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=90)
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in procs] == [0, 0]
+    # without the lock both start before either has finished a run, and each runs all three
+    assert [(tmp_path / "runs" / s.key / "calls.txt").read_text() for s in specs(3)] == ["1", "1", "1"]
+    assert list(pd.read_parquet(tmp_path / "results.parquet")["square"]) == [0, 1, 4]

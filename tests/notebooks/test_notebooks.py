@@ -12,9 +12,11 @@ import pytest
 from experiments.notebook import execute, main
 from experiments.registry import all_experiments
 
+from ..conftest import quick_results_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
-TIMEOUT_S = 300  # per cell
+TIMEOUT_S = 600  # per cell: a cell may wait for the other test worker's sweep of the same quick setting (the validation: about 4 min)
 
 
 def test_one_notebook_per_experiment():
@@ -29,8 +31,8 @@ def test_no_notebook_shadows_a_package():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_quick_and_shows_figures(path, tmp_path_factory, monkeypatch):
-    # the session's quick results (tests/experiments fills the same tree when it runs first)
-    results = tmp_path_factory.getbasetemp() / "ooblab-quick-results"
+    # the session's quick results (test_reproduce fills the same tree; sweeps into it take turns)
+    results = quick_results_dir(tmp_path_factory)
     monkeypatch.setenv("OOBLAB_QUICK", "1")
     monkeypatch.setenv("OOBLAB_RESULTS", str(results))
     assert jupytext.read(path).metadata["jupytext"]["text_representation"]["format_name"] == "percent"
