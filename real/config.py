@@ -116,7 +116,10 @@ class RunConfig:
       `time_scale` times faster from the start of training) make failures and joins;
       `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how
       long the job waits for nodes when too few are left; `respawn` lets a local launcher
-      replace a worker that cannot tear down cleanly (and Varuna restart processes).
+      replace a worker that cannot tear down cleanly (and Varuna restart processes);
+      `sever_on_failure`: on the coordinator's word after a failure, a gloo worker shuts
+      its generation's sockets, so every survivor fails at once (`real.worker.sever`);
+      False leaves the failure to cascade one rank's teardown at a time, as before.
     - In-memory copies (a design with `RealHooks.memory_copies`, GEMINI): `memory_dir` is
       where each node keeps them, `<memory_dir>/<node>` on that node (default: a fresh
       directory in /dev/shm, i.e. RAM, else the system's temporary directory).
@@ -167,6 +170,7 @@ class RunConfig:
     join_horizon_s: float = DEFAULT_JOIN_HORIZON_S
     wait_for_nodes_s: float = 120.0
     respawn: bool = True
+    sever_on_failure: bool = True
     storage_gb_per_s: float | None = None
     restart_load_gb_per_s: float | None = None
     storage_cap_gb_per_s: float | None = None

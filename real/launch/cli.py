@@ -324,6 +324,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="never start replacement worker processes (a worker that cannot tear down costs its node)",
     )
+    failures.add_argument(
+        "--no-sever",
+        action="store_true",
+        help="gloo: let a failure reach the survivors one teardown at a time instead of severing every "
+        "survivor's connections at once on the coordinator's word (to measure the difference)",
+    )
     add_tiny_arguments(parser)
 
 
@@ -391,6 +397,7 @@ def config_from_args(args) -> RunConfig:
             **_design_fields(args),
         },
         respawn=not args.no_respawn,
+        sever_on_failure=not args.no_sever,
         storage_gb_per_s=args.storage_gb_per_s,
         restart_load_gb_per_s=args.restart_load_gb_per_s,
         storage_cap_gb_per_s=args.storage_cap_gb_per_s,

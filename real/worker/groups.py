@@ -9,7 +9,9 @@ all, leaving the worker able to join generation g + 1 (part 2): gloo's by destro
 them (their sockets close, so blocked peers fail fast), NCCL's by aborting them (a
 communicator that may be waiting on a dead peer cannot be destroyed cleanly, `nccl`).
 Teardown may come from the main thread and from an NCCL generation's abort watch at
-once; a lock makes it happen once.
+once; a lock makes it happen once. A gloo generation's abort watch does not tear down:
+it severs the sockets its groups opened (`sever`), which makes every blocked operation on
+them, this rank's and its peers', fail at once, and the main thread then tears down.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch.distributed as dist
 from ..protocol.keys import pg_prefix
 from ..protocol.layout import Layout
 from .nccl import abort_all_groups
+from .sever import sever, snapshot
 
 
 def async_work(work: dist.Work | None) -> dist.Work:
@@ -43,6 +46,7 @@ class Generation:
     backend: str
     pipeline_group: dist.ProcessGroup | None
     sync_groups: dict[tuple[int, ...], dist.ProcessGroup] = field(default_factory=dict)
+    sockets: frozenset[int] = frozenset()  # inodes of the TCP connections its groups opened (gloo)
     alive: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -68,6 +72,22 @@ class Generation:
             self.pipeline_group = None
             self.sync_groups = {}
 
+    def sever(self) -> None:
+        """Shut down the sockets this generation's groups opened, so that every operation
+        blocked on them fails now (gloo's abort watch; thread-safe, a no-op once torn
+        down)."""
+        with self._lock:
+            if self.alive:
+                sever(self.sockets)
+
+    def interrupt(self) -> None:
+        """What the abort watch does on the coordinator's word: abort (NCCL) or sever
+        (gloo)."""
+        if self.aborts:
+            self.teardown()
+        else:
+            self.sever()
+
 
 def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float) -> Generation:
     """Join generation `layout.generation` as `rank` and create all of its groups."""
@@ -75,6 +95,8 @@ def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend:
         raise RuntimeError("a process group is still initialised: tear the previous generation down first")
     timeout = timedelta(seconds=timeout_s)
     store = dist.PrefixStore(pg_prefix(layout.generation), base_store)
+    store_port = getattr(base_store, "port", None)  # a TCPStore's; its connections are never severed
+    before = snapshot(store_port) if backend == "gloo" else frozenset()
     dist.init_process_group(backend, store=store, rank=rank, world_size=layout.world_size, timeout=timeout)
     mine = layout.stages[rank].pipeline
     pipeline_group = None
@@ -87,4 +109,5 @@ def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend:
         group = dist.new_group(list(spec.ranks), timeout=timeout, backend=backend)
         if rank in spec.ranks:
             sync[spec.ranks] = group
-    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync)
+    opened = snapshot(store_port) - before if backend == "gloo" else frozenset()
+    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync, opened)

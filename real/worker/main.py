@@ -120,9 +120,8 @@ def run_worker(
         probe = FailureProbe(store, node, gpu, injections_from_json(job.get("injections")))
         writes = config.checkpoint_every or (job.get("design") or {}).get("saves_on_demand", False)
         checkpoint_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if writes else None
-        watch_store = (
-            transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if backend == "nccl" else None
-        )
+        watched = backend == "nccl" or config.sever_on_failure  # gloo severs, NCCL aborts (`session`)
+        watch_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if watched else None
         session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
         number = first_order
         while True:

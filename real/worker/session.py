@@ -8,8 +8,11 @@ resume step with each step committed through the store (`real.commit`).
 When anything goes wrong inside a generation (a peer died: gloo fails within
 milliseconds with "Connection closed by peer"; a hung peer was fenced; the coordinator
 aborted the step) the worker reports the fault and destroys its process groups at once,
-which closes its connections so that peers blocked on it fail fast too (the error
-cascades through the generation in well under a second). NCCL reports no such thing: an
+which closes its connections so that peers blocked on it fail fast too. That cascade
+walks the ring of blocked ranks one teardown at a time (seconds at 32 ranks here), so a
+gloo generation also runs an abort watch: once the coordinator has handled the failure,
+every survivor severs its generation's sockets at once (`sever`) and the whole generation
+fails within a poll. NCCL reports no such thing: an
 NCCL generation runs an abort watch (`nccl.AbortWatch`) that aborts its groups as soon as
 the coordinator has handled a failure in it, and is torn down by abort (`groups`). It then waits for the
 coordinator's resume step, checks that its state is ready for it (the commit protocol
@@ -128,7 +131,7 @@ class WorkerSession:
         self.held: dict[int, LayerState] = {}
         self._writer: CheckpointWriter | None = None
         self._checkpoint_store = checkpoint_store
-        self._watch_store = watch_store  # its own connection, for NCCL generations' abort watch
+        self._watch_store = watch_store  # its own connection, for the generations' abort watch
         self._sizes: dict[int, int] = {}  # layer -> flattened size, for receiving in-memory copies
         self._published: set[int] = set()  # layers whose size this process has published
 
@@ -158,10 +161,11 @@ class WorkerSession:
     def _train(self, number: int, rank: int, directive: Directive, attempt: _Attempt) -> str:
         self.probe("groups", directive.resume_step)
         attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
-        if attempt.generation.aborts:
-            if self._watch_store is None:
-                raise RuntimeError("internal error: an NCCL generation needs a store connection for its abort watch")
-            attempt.watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.teardown).start()
+        if self._watch_store is not None:
+            watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.interrupt)
+            attempt.watch = watch.start()
+        elif attempt.generation.aborts:
+            raise RuntimeError("internal error: an NCCL generation needs a store connection for its abort watch")
         rv.put_json(self.store, keys.built_key(number, rank), {"t": time.time()})
         runner = attempt.runner = StageRunner(
             self.config, attempt.generation, self.device, self.emulation, self.probe, directive.resume_step
