@@ -15,12 +15,22 @@ nodes whose loss leaves a replica of every layer where the plan has one:
   copies, the new schedules' set-up); `node_startup_s` = the join's process start to
   its registration. Before issue 15's last round it was one crash (the backward pass of
   step `CRASH_STEP`) of the first pipeline's node, in the first generation: one sample
-  of a pause that spreads by 20-40% between recoveries here, taken where the teardown
-  cascade around the gradient ring is longest (from its first ranks, `spread_indices`).
-- Varuna: one crash in the backward pass of step `CRASH_STEP`. `restart_overhead_s` =
-  the recovery's duration minus its redone iterations and minus the periodic checkpoint
-  time (the simulator charges Varuna's checkpoint-then-restart as a checkpoint pause
-  plus a restart pause).
+  of a pause that spread by 20-40% between recoveries here, taken where the teardown
+  cascade around the gradient ring was longest (from its first ranks, `spread_indices`).
+  Since the survivors sever their sockets on the coordinator's word
+  (`real.worker.sever`) the cascade is gone and the pause no longer depends on where
+  the lost ranks sit nor on how many go at once (16 nodes: 0.54-0.59 s for three single
+  kills and a pair, against 0.90-1.56 s before).
+- Varuna: `varuna_crashes` crashes (3 from 7 nodes on, fewer below), in the backward
+  passes of steps `varuna_crash_steps` (each just after a periodic checkpoint), each of
+  the last node of the plan the job then runs (`varuna_victims`). Each restart's
+  duration minus its redone iterations and minus the periodic checkpoint time (the
+  simulator charges Varuna's checkpoint-then-restart as a checkpoint pause plus a
+  restart pause), moved along the relaunch slope to the survivors of the first crash
+  (`restart_processes`); `restart_overhead_s` = their median. One restart was one sample
+  of a start-up of 15-31 processes on 2 shared cores that spreads by 10-50% between
+  runs: at 16 nodes one calibration measured 34.1 s for 15 processes, four more an
+  hour later 21.6-24.2 s, and the trace's restarts of 14 and 12 took 23.1 and 19.0 s.
 - The restart's growth with its processes: one restart of the parts alone (process
   start-up, group creation, checkpoint load: `restart_parts`, no training job) at the
   setting's node count and at half of it; the line through them gives
@@ -190,7 +200,9 @@ def redone_overheads(summary: Mapping[str, Any], expected: int) -> list[tuple[fl
         )
     times = summary["iteration_times_s"]
     ends = list(itertools.accumulate(times, initial=summary["startup_s"]))[1:]
-    lost = int(summary.get("lost_iterations") or 0) if expected == 1 else 0  # live ones redo 1 each
+    lost = int(summary.get("lost_iterations") or 0)
+    if lost and expected > 1:  # which recovery lost them is not in the summary
+        raise RuntimeError(f"the calibration run lost {lost} iteration(s) over {expected} recoveries; expected none")
     out = []
     for i, rec in enumerate(recoveries):
         done = min(range(len(ends)), key=lambda k: abs(ends[k] - rec["t_done_s"]))  # the step that ended it
@@ -217,6 +229,26 @@ def oobleck_crashes(nodes: int) -> int:
     return max(1, min(MAX_OOBLECK_CRASHES, nodes - 4))
 
 
+def varuna_crashes(nodes: int) -> int:
+    """How many restarts the Varuna calibration times: as many as `oobleck_crashes` (3 from
+    7 nodes on; the quick setting's 4 nodes: 1, so its calibration stays short)."""
+    return oobleck_crashes(nodes)
+
+
+def varuna_crash_steps(crashes: int) -> list[int]:
+    """The steps whose backward pass each crash strikes: `CRASH_STEP`, then every 6 steps
+    (even steps, so each comes just after a periodic checkpoint at `CHECKPOINT_EVERY` = 2
+    and the restart redoes one iteration; 5 steady iterations between restarts)."""
+    return [CRASH_STEP + 6 * i for i in range(crashes)]
+
+
+def normalised_restarts_s(measured: list[tuple[float, int]], slope_s: float, processes: int) -> list[float]:
+    """Each (restart seconds, processes it started) moved along the relaunch line to
+    `processes`: what that restart would have cost with `processes` (the calibration's
+    later restarts start fewer processes than its first)."""
+    return [seconds + slope_s * (processes - started) for seconds, started in measured]
+
+
 def crash_times_s(pace_s: float, crashes: int) -> tuple[list[float], float]:
     """(the kills' times since training started, the first victim's return): the first
     after 2 x `CRASH_STEP` predicted iterations (so `CRASH_STEP` real ones run first even
@@ -232,28 +264,29 @@ def crash_times_s(pace_s: float, crashes: int) -> tuple[list[float], float]:
 
 def spread_indices(pipelines: int, count: int) -> list[int]:
     """`count` pipeline indices spread evenly over `pipelines` (1/4, 1/2, 3/4 for three),
-    never the first while others are left: a live recovery's teardown cascade around the
-    gradient ring depends on where the lost rank sits (32 nodes: 5.4 and 9.2 s for the
-    nodes of ranks 0 and 1, 3.6 and 7.0 s for ranks 16 and 8 at the same moments), and a
-    trace removes nodes anywhere."""
+    never the first while others are left: a trace removes nodes anywhere, and where the
+    lost rank sits set the pause while the failure cascaded around the gradient ring one
+    teardown at a time (32 nodes: 5.4 and 9.2 s for the nodes of ranks 0 and 1, 3.6 and
+    7.0 s for ranks 16 and 8 at the same moments; `--no-sever` brings that back)."""
     picked = sorted({round((i + 1) * pipelines / (count + 1)) for i in range(count)})
     return [min(i, pipelines - 1) for i in picked] if pipelines > count else list(range(pipelines))[:count]
 
 
-def _victims(config, policy: str, count: int = 1) -> list[str]:
+def _victims(config, policy: str, count: int = 1, nodes: tuple[str, ...] | None = None) -> list[str]:
     """The last node of `count` pipelines spread over the plan (`spread_indices`; Oobleck)
-    or the last node of the plan (Varuna) the policy starts with: the same call the
-    coordinator makes. With f >= 1 and two or more pipelines left, the loss of any one
-    node keeps every layer."""
+    or the last node of the plan (Varuna) the policy starts with on `nodes` (default: all
+    the job's): the same call the coordinator makes. With f >= 1 and two or more
+    pipelines left, the loss of any one node keeps every layer."""
     from planner.policies import NodesReady
     from real.control.planning import make_planner, resolve_run_profile
     from real.control.policies import make_policy, view
 
     profile = resolve_run_profile(config)
     c = config.with_(policy=policy)
+    ready = tuple(c.node_names()) if nodes is None else nodes
     plan = (
         make_policy(c, make_planner(c, profile), profile)
-        .decide(view(c.node_names(), "waiting", 0, 0, 0.0), NodesReady(tuple(c.node_names())), None)
+        .decide(view(list(ready), "waiting", 0, 0, 0.0), NodesReady(ready), None)
         .plan
     )
     if hasattr(plan, "pipelines"):
@@ -261,6 +294,18 @@ def _victims(config, policy: str, count: int = 1) -> list[str]:
             raise RuntimeError(f"the calibration plan has {len(plan.pipelines)} pipelines, fewer than {count} victims")
         return [plan.pipelines[i].nodes[-1] for i in spread_indices(len(plan.pipelines), count)]
     return [plan.nodes[-1]]
+
+
+def varuna_victims(config, count: int) -> list[str]:
+    """The last node of the plan Varuna starts with, then of the plan it restarts on
+    after each earlier victim is gone (the same call the coordinator makes on the
+    survivors), so that every crash strikes a node the job is running on."""
+    victims: list[str] = []
+    for _ in range(count):
+        left = tuple(n for n in config.node_names() if n not in victims)
+        (victim,) = _victims(config, "varuna", nodes=left)
+        victims.append(victim)
+    return victims
 
 
 def _run(base, policy: str, steps: int, inject: str, directory: Path):
@@ -334,26 +379,45 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         "iteration_times_s": summary["iteration_times_s"],
     }
 
-    (victim,) = _victims(base, "varuna")
-    steps = CRASH_STEP + 8
-    progress(f"calibration 2/3: Varuna, {steps} steps, {victim} crashes at step {CRASH_STEP}")
-    run, summary = _run(base, "varuna", steps, f"{CRASH_STEP}:{victim}:crash:backward", directory)
-    restart_total, rec_v = redone_overhead_s(summary)
+    victims = varuna_victims(base, varuna_crashes(nodes))
+    crash_steps = varuna_crash_steps(len(victims))
+    steps = crash_steps[-1] + 8
+    progress(
+        f"calibration 2/3: Varuna, {steps} steps, {', '.join(victims)} crash at steps "
+        f"{', '.join(map(str, crash_steps))}"
+    )
+    inject = ",".join(f"{k}:{v}:crash:backward" for k, v in zip(crash_steps, victims))
+    run, summary = _run(base, "varuna", steps, inject, directory)
+    restarts = redone_overheads(summary, len(victims))
     _, extras_v = checkpoint_extra_s(summary["iteration_times_s"], base.checkpoint_every, CRASH_STEP)
     extras = extras_o + extras_v
     checkpoint = max(0.0, statistics.median(extras)) if extras else 0.0
-    details["varuna"] = {
-        "run_dir": str(run.directory),
-        "recovery": rec_v,
-        "checkpoint_extras_s": extras_v,
-        "iteration_times_s": summary["iteration_times_s"],
-    }
     counts = slope_counts(nodes * base.gpus_per_node)
     progress(f"calibration 3/3: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
     line = total_fit(counts)
     details["restart_parts"] = line.to_dict()
-    restart = max(0.0, restart_total - (checkpoint if rec_v.get("checkpoint_s", 0) > 0 else 0.0))
-    survivors = (nodes - 1) * base.gpus_per_node  # Varuna restarts on the survivors
+    survivors = (nodes - 1) * base.gpus_per_node  # Varuna restarts on the survivors of the first crash
+    # each restart without its checkpoint, at the processes it started (one node fewer each time)
+    measured_v = [
+        (
+            max(0.0, total - (checkpoint if rec.get("checkpoint_s", 0) > 0 else 0.0)),
+            (nodes - 1 - i) * base.gpus_per_node,
+        )
+        for i, (total, rec) in enumerate(restarts)
+    ]
+    first_slope = pinned_slope_s(line.slope_s, measured_v[0][0], survivors)
+    normalised = normalised_restarts_s(measured_v, first_slope, survivors)
+    restart = max(0.0, statistics.median(normalised))
+    median_rec = restarts[normalised.index(sorted(normalised)[(len(normalised) - 1) // 2])][1]
+    details["varuna"] = {
+        "run_dir": str(run.directory),
+        "recovery": median_rec,
+        "recoveries": [rec for _, rec in restarts],
+        "restarts_s": [m[0] for m in measured_v],
+        "restarts_at_survivors_s": normalised,
+        "checkpoint_extras_s": extras_v,
+        "iteration_times_s": summary["iteration_times_s"],
+    }
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
         restart_overhead_s=restart,
@@ -362,7 +426,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         details=details,
         restart_processes=survivors,
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
-        restart_startup_share=startup_share(rec_v, restart),
+        restart_startup_share=startup_share(median_rec, restart),
     )
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))

@@ -77,6 +77,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=d.heartbeat_timeout_s,
+        help="seconds of missed heartbeats before the real backend declares a worker hung; raise it where "
+        "starting many processes on few cores stalls some for longer (32 emulated nodes on 2 cores: over 10 s)",
+    )
+    p.add_argument(
         "--communication",
         default=None,
         help="a measured communication.json (or a profile directory with one) for the synthetic/tiny-gpt profile; "
@@ -113,6 +120,7 @@ def spec_from_args(args):
         time_scale=args.time_scale,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
+        heartbeat_timeout_s=args.heartbeat_timeout,
         communication=args.communication,
         **values,
     )

@@ -297,6 +297,8 @@ class WorkerSession:
         self.probe("teardown")
         attempt.close()  # closes this rank's connections: peers blocked on it fail fast
         self._timing = {"closed": time.time() - t_fault}
+        if attempt.watch is not None:  # the coordinator's word (sever, abort) came before this rank tore down
+            self._timing["interrupted"] = attempt.watch.fired
         header = f"worker {self.info.worker_id} ({self.info.node} gpu {self.info.gpu}, pid {os.getpid()}), generation {number} rank {rank}:"
         self.store.set(keys.fault_key(number, rank), f"{header}\n{text}")
         self.store.add(keys.fault_count_key(number), 1)

@@ -282,3 +282,50 @@ def test_planned_steps_of_a_job_that_never_trains_again_say_so(model, tmp_path):
     steps, end_s, recovered = planned_steps(spec, model, OVERHEADS, "oobleck", trace_file, 1.0, 20.0, 8.0)
     assert not recovered and end_s == pytest.approx(28.0)
     assert MIN_STEPS <= steps < 20.0 / 0.1  # only the iterations before the removals
+
+
+def test_the_varuna_calibration_crashes_just_after_checkpoints_and_moves_restarts_to_one_size():
+    from experiments.validation.calibrate import (
+        CHECKPOINT_EVERY,
+        normalised_restarts_s,
+        varuna_crash_steps,
+        varuna_crashes,
+    )
+
+    assert [varuna_crashes(n) for n in (4, 8, 16, 32)] == [1, 3, 3, 3]  # the quick setting keeps one
+    steps = varuna_crash_steps(3)
+    assert all(k % CHECKPOINT_EVERY == 0 for k in steps) and len(set(steps)) == 3
+    assert min(b - a for a, b in zip(steps, steps[1:])) >= 6  # steady iterations between restarts
+    # 15, 14 and 13 processes; 2 s per process: all three at 15 processes
+    assert normalised_restarts_s([(30.0, 15), (29.0, 14), (20.0, 13)], 2.0, 15) == pytest.approx([30.0, 31.0, 24.0])
+
+
+def test_each_varuna_victim_runs_in_the_plan_left_by_the_earlier_ones(model):
+    from experiments.validation.calibrate import _victims, varuna_victims
+    from experiments.validation.runs import base_run_config
+
+    config = base_run_config(ValidationSpec(global_batch=8, nodes=8), model, 8)
+    victims = varuna_victims(config, 3)
+    assert len(set(victims)) == 3
+    for i, victim in enumerate(victims):
+        left = tuple(n for n in config.node_names() if n not in victims[:i])
+        (last,) = _victims(config, "varuna", nodes=left)
+        assert victim == last and victim in left  # the plan on the survivors runs on it
+
+
+def test_a_calibration_run_that_lost_iterations_over_several_recoveries_is_refused():
+    from experiments.validation.calibrate import redone_overheads
+
+    summary = {
+        "recoveries": [
+            {"t_fail_s": 3.0, "t_done_s": 5.0, "total_s": 2.0},
+            {"t_fail_s": 9.0, "t_done_s": 11.0, "total_s": 2.0},
+        ],
+        "iteration_times_s": [1.0] * 14,
+        "startup_s": 0.0,
+        "steady_iteration_s": 1.0,
+        "lost_iterations": 2,
+    }
+    with pytest.raises(RuntimeError, match="lost 2 iteration"):
+        redone_overheads(summary, 2)
+    assert len(redone_overheads({**summary, "lost_iterations": 0}, 2)) == 2
