@@ -20,8 +20,8 @@ rank: the pause no longer depends on where the lost ranks sit in the ring.
 Which sockets: those established while the generation's groups were built (`snapshot`
 before and after `build_generation`), less any to the coordinator's store port, named by
 inode, so a descriptor number reused later by the store's connections or a file is never
-touched. Linux only (`/proc`); elsewhere
-the snapshot is empty and the cascade is what it was.
+touched. Linux only (`/proc`); elsewhere the snapshot is empty and the cascade is what it
+was.
 """
 
 from __future__ import annotations

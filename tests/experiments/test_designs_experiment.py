@@ -52,7 +52,17 @@ def test_full_specs_cover_every_design_on_every_trace():
         SimConfig(**{k: v for k, v in spec.params.items() if k in FIELDS})  # a valid config
 
 
-def test_a_design_loaded_from_a_file_joins_the_experiment():
+@pytest.fixture
+def isolated_registry(monkeypatch):
+    """The design registry as it is, restored after the test: a design loaded here would
+    otherwise join every later experiment in this worker (the session's quick `designs`
+    table then held 32 runs where a fresh process, a notebook's kernel, makes 28)."""
+    registry.all_designs()  # the built-in ones loaded before the copy
+    monkeypatch.setattr(registry, "_designs", dict(registry._designs))
+    monkeypatch.setattr(registry, "_files", dict(registry._files))
+
+
+def test_a_design_loaded_from_a_file_joins_the_experiment(isolated_registry):
     registry.load_file(ROOT / "examples" / "designs" / "restart.py")
     assert "restart" in {s.params["policy"] for s in designs.specs(QUICK)}
 
