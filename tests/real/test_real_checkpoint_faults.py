@@ -33,8 +33,10 @@ def test_a_write_that_never_returns_fails_checkpoints_not_the_job(tmp_path):
                               extra=("--checkpoint-every", "2", "--checkpoint-timeout", "2", "--checkpoint-fault", "4:hang:node1"))  # fmt: skip
     assert [e["step"] for e in kinds(events, "checkpoint")] == [2]
     failed = kinds(events, "checkpoint_failed")
-    assert [e["step"] for e in failed] == [4, 6, 8, 10] == summary["failed_checkpoint_steps"]
-    assert "not durable within 2 s" in failed[0]["reason"]
+    # each step fails on its own clock (step 6 waits up to 2 s for queue room, 8 and 10 may
+    # fail at once on the known stall), so the order they are reported in is not fixed
+    assert sorted(e["step"] for e in failed) == [4, 6, 8, 10] == sorted(summary["failed_checkpoint_steps"])
+    assert "not durable within 2 s" in next(e for e in failed if e["step"] == 4)["reason"]
     assert summary["num_failed_checkpoints"] == 4 and summary["num_checkpoints"] == 1
     assert read_manifest(tmp_path / "run" / "checkpoints").step == 2
 
