@@ -217,11 +217,6 @@ def redone_overheads(summary: Mapping[str, Any], expected: int) -> list[tuple[fl
     return out
 
 
-def redone_overhead_s(summary: Mapping[str, Any]) -> tuple[float, dict]:
-    """A single recovery's duration minus the iterations it redid (`redone_overheads`)."""
-    return redone_overheads(summary, 1)[0]
-
-
 def oobleck_crashes(nodes: int) -> int:
     """How many nodes the Oobleck calibration kills: 3 (the median of three pauses), fewer
     so that the job keeps 4 nodes where it can, and always one (the quick setting's 4
@@ -408,7 +403,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     first_slope = pinned_slope_s(line.slope_s, measured_v[0][0], survivors)
     normalised = normalised_restarts_s(measured_v, first_slope, survivors)
     restart = max(0.0, statistics.median(normalised))
-    median_rec = restarts[normalised.index(sorted(normalised)[(len(normalised) - 1) // 2])][1]
+    median_rec = restarts[normalised.index(statistics.median_low(normalised))][1]  # its phases
     details["varuna"] = {
         "run_dir": str(run.directory),
         "recovery": median_rec,

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overhead_s, startup_share
+from experiments.validation.calibrate import Overheads, checkpoint_extra_s, redone_overheads, startup_share
 from experiments.validation.runs import MIN_STEPS, lead_s, planned_end_s, planned_steps, sim_config
 from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
 from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
@@ -145,11 +145,11 @@ def test_calibration_arithmetic():
         "lost_iterations": 0,
         "recoveries": [{"t_fail_s": 2.5, "t_done_s": 6.0, "total_s": 3.5}],
     }
-    overhead, rec = redone_overhead_s(summary)
+    ((overhead, rec),) = redone_overheads(summary, 1)
     assert rec["completed_step"] == 3 and rec["pace_after_s"] == 1.5
     assert overhead == pytest.approx(2.0)  # 3.5 s minus one iteration at the new pace
     with pytest.raises(RuntimeError, match="2 recoveries"):
-        redone_overhead_s({**summary, "recoveries": summary["recoveries"] * 2})
+        redone_overheads({**summary, "recoveries": summary["recoveries"] * 2}, 1)
 
 
 def test_overlapping_measured_recoveries_merge_like_the_simulator_counts_them():
