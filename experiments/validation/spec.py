@@ -67,7 +67,9 @@ class ValidationSpec:
     policies: tuple[str, ...] = POLICIES
     target_duration_s: float = 90.0  # the compressed trace's length (sets the time scale)
     time_scale: float | None = None  # explicit compression instead of target_duration_s
-    tail_s: float | None = None  # steady training after the last event and its recovery (15% of trace, >= 8 s)
+    tail_s: float | None = (
+        None  # steady training after the last event and its recovery (default: 15% of trace, >= 8 s, >= the longest simulated recovery)
+    )
     checkpoint_every: int = 10  # steps, both policies, both sides
     gpu: str = "v100-16gb"  # the planner's GPU type (memory, links) on both sides
     heartbeat_timeout_s: float = 10.0
@@ -169,8 +171,9 @@ def measured_communication(
     """The pipeline-communication figures (and their samples) the validation's profile
     carries, read by the planner's own reader (`planner.oobleck_format.read_communication`):
     from `source` (a file, or a profile directory with one) when given, else the one kept
-    in the profile `directory`, else measured here once and kept there (about 30 s: three
-    processes start torch, then a few seconds of transfers and 1F1B runs)."""
+    in the profile `directory`, else measured here and kept there (about 30 s: three
+    processes start torch, then a few seconds of transfers and 1F1B runs; up to three
+    times while the measurement comes out noisy, `comm_profile.measure_quietest`)."""
     from planner.oobleck_format import COMMUNICATION_FILE, read_communication
 
     if source is not None:
@@ -184,10 +187,10 @@ def measured_communication(
             return read_communication(kept)
         except ValueError as exc:
             raise ValidationError(f"the kept {exc} (delete it to measure again)") from None
-    from real.launch.comm_profile import measure_communication
+    from real.launch.comm_profile import measure_quietest
 
     progress("measuring pipeline communication on this machine (p2p transfers, per-hop overhead of 1F1B) ...")
-    measured = measure_communication()
+    measured = measure_quietest(progress=progress)
     measured.write(directory)
     progress(measured.summary())
     return measured.comm, measured.samples

@@ -43,6 +43,7 @@ import multiprocessing as mp
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -52,6 +53,7 @@ from planner.oobleck_format import CommSample, communication_json, write_communi
 from planner.profile import CommProfile, LinkProfile
 
 from .comm_fit import (
+    FitError,
     HopFit,
     HopRun,
     fit_hop_overhead,
@@ -63,6 +65,7 @@ from .comm_fit import (
 
 KIB = 1024
 NOISY = 0.05  # the summary calls a fit whose rms residual exceeds this share of an iteration noisy
+ATTEMPTS = 3  # `measure_quietest`: measurements at most, while they come out noisy
 DETAILS_FILE = "communication_fit.json"  # the hop runs, the fits, their residuals (informational)
 
 
@@ -159,10 +162,19 @@ class CommMeasurement:
         if self.overlap is not None:
             text += f"; with the overlap fitted: {self.overlap.hop_overhead_s * 1e3:.3f} ms, {self.overlap.alpha:.2f} of the transfer on the critical path"
         text += f"; read as a pure delay: {self.delay.hop_overhead_s * 1e3:.3f} ms (rms {self.delay.rms_residual_s * 1e3:.2f} ms)"
-        mean_s = statistics.fmean(r.measured_s for r in self.runs)
-        if self.hop.rms_residual_s > NOISY * mean_s:
-            text += f"; noisy (rms residual {self.hop.rms_residual_s / mean_s:.0%} of an iteration): re-measure on a quieter machine"
+        if self.noisy:
+            text += f"; noisy (rms residual {self.noise_share:.0%} of an iteration): re-measure on a quieter machine"
         return text + ("" if self.hop.hop_overhead_s >= 0 else "; the negative overhead is written as 0")
+
+    @property
+    def noise_share(self) -> float:
+        """The hop fit's rms residual as a share of the mean measured iteration."""
+        return self.hop.rms_residual_s / statistics.fmean(r.measured_s for r in self.runs)
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the 1F1B runs disagree with every hop overhead by more than `NOISY`."""
+        return self.noise_share > NOISY
 
     def details(self) -> dict[str, Any]:
         def fit(f: HopFit | None) -> dict[str, Any] | None:
@@ -441,3 +453,40 @@ def measure_communication(settings: CommSettings = CommSettings()) -> CommMeasur
         time.perf_counter() - begin,
         max(r["ready"] for r in ranks) - begin,
     )
+
+
+def measure_quietest(
+    settings: CommSettings = CommSettings(), attempts: int = ATTEMPTS, progress: Callable[[str], None] | None = None
+) -> CommMeasurement:
+    """Measure up to `attempts` times while the measurement is noisy (or its link fit not
+    physical), and return the least noisy one. Load from elsewhere only adds time to the
+    1F1B runs, and unevenly: a 16-node validation measured a hop overhead of 2.93 ms with
+    its fit 'noisy', where the measurements before and after it on the same machine gave
+    1.43-1.54 ms, and its simulator then charged every hop twice what the runs paid
+    (throughput 4-13% slow in every phase). A quiet measurement exists within a minute or
+    two far more often than not, and one taken then is what the runs pay."""
+    if attempts < 1:
+        raise ValueError("communication: attempts must be >= 1")
+    best: CommMeasurement | None = None
+    failure: FitError | None = None
+    for attempt in range(1, attempts + 1):
+        try:
+            measured = measure_communication(settings)
+        except FitError as exc:
+            failure = exc
+            if progress is not None:
+                progress(f"communication measurement {attempt} of {attempts}: {exc}")
+            continue
+        if best is None or measured.noise_share < best.noise_share:
+            best = measured
+        if not measured.noisy:
+            break
+        if progress is not None and attempt < attempts:
+            progress(
+                f"communication measurement {attempt} of {attempts}: noisy (rms residual "
+                f"{measured.noise_share:.0%} of an iteration, hop overhead {measured.hop.hop_overhead_s * 1e3:.2f} ms): measuring again"
+            )
+    if best is None:
+        assert failure is not None
+        raise failure
+    return best

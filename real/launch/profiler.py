@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -298,12 +299,13 @@ def measure_and_write_communication(
 ) -> CommMeasurement:
     """Measure pipeline communication on this machine (`comm_profile.CommSettings`, its
     timeout the profiler's) and write `communication.json` and its fit details into the
-    profile `directory`; returns the measurement."""
+    profile `directory` (re-measured up to three times while noisy,
+    `comm_profile.measure_quietest`; each retry said on stderr); returns the measurement."""
     from dataclasses import replace
 
-    from .comm_profile import CommSettings, measure_communication
+    from .comm_profile import CommSettings, measure_quietest
 
     comm = replace(comm or CommSettings(), timeout_s=settings.timeout_s)
-    measured = measure_communication(comm)
+    measured = measure_quietest(comm, progress=lambda line: print(line, file=sys.stderr))
     measured.write(directory)
     return measured
