@@ -2,7 +2,8 @@
 
 The real run replays the trace file `time_scale` times faster from the start of
 training, for a number of steps that the simulator expects to cover the trace, the
-recovery from its last event and a tail of steady training (`planned_end_s`). The
+recovery from its last event and a tail of steady training, by default at least as
+long as the longest simulated recovery (`planned_end_s`). The
 simulator replays the same file (read back, so both see the same rounded times),
 compressed by the same factor, its later events shifted by `lead_s` (the
 simulated start-up: node start plus the start pause) so that its training starts when
@@ -156,23 +157,42 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
     )
 
 
-def planned_end_s(sim: RunTimeline, trace_end_s: float, tail_s: float) -> float | None:
-    """When the real run should end, in time since training started: `tail_s` after the
-    trace's last event or, when the simulated job is still recovering then, after its
-    last recovery ends, so that both sides end in steady state (ending inside a restart
-    would make the committed samples at the end a comparison of where that restart ends:
-    a Varuna restart of 20-190 s against a tail of 13 s did that before). None when the
-    simulation does not reach that point with training (a recovery still open at its
-    horizon, or the job waiting for nodes): simulate longer."""
+def longest_recovery_s(sim: RunTimeline) -> float:
+    """The longest recovery of a timeline (0 without one)."""
+    return max((done - fail for fail, done in sim.recoveries), default=0.0)
+
+
+def planned_end_s(sim: RunTimeline, trace_end_s: float, tail_s: float, cover_recovery: bool = False) -> float | None:
+    """When the real run should end, in time since training started: a tail of steady
+    training after the trace's last event or, when the simulated job is still recovering
+    then, after its last recovery ends, so that both sides end in steady state (ending
+    inside a restart would make the committed samples at the end a comparison of where
+    that restart ends: a Varuna restart of 20-190 s against a tail of 13 s did that
+    before). The tail is `tail_s` or, with `cover_recovery`, at least as long as the
+    longest simulated recovery: over a shorter tail the committed samples weigh a
+    restart's error more than the whole steady training (the 32-node Varuna run: a 14 s
+    tail after a 188 s restart that really took 204 s, so +34.5% in samples from a -7.5%
+    recovery error). None when the simulation does not reach that point with training
+    (a recovery still open at its horizon, or the job waiting for nodes): simulate longer."""
     back_s = max([trace_end_s, *(done for _, done in sim.recoveries)])
-    end_s = back_s + tail_s
+    end_s = back_s + (max(tail_s, longest_recovery_s(sim)) if cover_recovery else tail_s)
     ends = sim.iteration_end_s
     if not ends or ends[-1] < end_s or end_s > sim.end_s:
         return None
     return end_s
 
 
-def planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end_s: float, tail_s: float):
+def planned_steps(
+    spec,
+    model,
+    overheads,
+    policy,
+    trace_file,
+    time_scale,
+    trace_end_s: float,
+    tail_s: float,
+    cover_recovery: bool = False,
+):
     """(steps, end_s, recovered): the real run's length from the simulator's twin
     (`planned_end_s`), simulating over a horizon that doubles until it covers the last
     recovery. A job that never trains again there (waiting for nodes to the end) gets the
@@ -182,7 +202,7 @@ def planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_
         horizon_s *= 2
         result, lead = simulate(spec, model, overheads, policy, trace_file, time_scale, horizon_s)
         timeline = sim_timeline(result, policy, lead, horizon_s)
-        end_s = planned_end_s(timeline, trace_end_s, tail_s)
+        end_s = planned_end_s(timeline, trace_end_s, tail_s, cover_recovery)
         if end_s is not None:
             return max(MIN_STEPS, bisect.bisect_right(timeline.iteration_end_s, end_s)), end_s, True
     end_s = trace_end_s + tail_s
@@ -205,8 +225,11 @@ def run_policy(
     from real.launch.local import run_local
 
     trace_end = max(max(event_times_s, default=0.0), trace_end_s or 0.0)
+    cover = spec.tail_s is None  # the default tail; a tail that was given is kept as given
     tail = spec.tail_s if spec.tail_s is not None else max(8.0, 0.15 * trace_end)
-    steps, planned_s, recovered = planned_steps(spec, model, overheads, policy, trace_file, time_scale, trace_end, tail)
+    steps, planned_s, recovered = planned_steps(
+        spec, model, overheads, policy, trace_file, time_scale, trace_end, tail, cover
+    )
     config = base_run_config(spec, model, nodes, steps).with_(
         policy=policy,
         trace=str(trace_file),
@@ -216,7 +239,7 @@ def run_policy(
     why = "its last recovery, " if recovered else "no training after it in the simulation: "
     progress(
         f"{policy}: real run of {steps} steps on the trace ({planned_s:.0f} s expected: the trace's "
-        f"{trace_end:.0f} s, {why}a tail of {tail:.0f} s) ..."
+        f"{trace_end:.0f} s, {why}a tail of {tail:.0f} s{' or the longest recovery' if cover else ''}) ..."
     )
     run = run_local(config, directory / "real")
     summary = run.summary.to_dict()

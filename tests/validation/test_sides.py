@@ -197,6 +197,19 @@ def test_the_real_run_ends_a_tail_after_the_last_recovery_not_inside_it():
     assert planned_end_s(_side(ends, [(9.5, 40.0)], 44.0), 9.5, 5.0) is None
 
 
+def test_the_default_tail_is_at_least_the_longest_recovery():
+    ends = [float(t) for t in range(1, 10)] + [float(t) for t in range(40, 100)]
+    restart = _side(ends, [(2.5, 4.0), (9.5, 40.0)], 100.0)
+    # a 30.5 s restart: the steady tail after it is as long, not 5 s
+    assert planned_end_s(restart, 9.5, 5.0, cover_recovery=True) == pytest.approx(70.5)
+    assert planned_end_s(restart, 9.5, 40.0, cover_recovery=True) == pytest.approx(80.0)  # a longer tail stays
+    # short recoveries change nothing
+    short = _side(ends, [(2.5, 4.0)], 100.0)
+    assert planned_end_s(short, 9.5, 5.0, cover_recovery=True) == planned_end_s(short, 9.5, 5.0) == pytest.approx(14.5)
+    # the longer end must still be simulated
+    assert planned_end_s(_side(ends, [(9.5, 40.0)], 60.0), 9.5, 5.0, cover_recovery=True) is None
+
+
 @pytest.mark.parametrize("restart_s", [5.0, 40.0])
 def test_planned_steps_cover_a_restart_longer_than_the_tail(model, tmp_path, restart_s):
     """A real simulation whose last removal starts a restart longer than the tail: the
