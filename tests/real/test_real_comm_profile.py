@@ -168,6 +168,15 @@ def test_the_communication_is_measured_again_while_noisy(monkeypatch, residuals_
     assert next(calls, "end") == (made[taken] if taken < len(made) else "end")
 
 
+def test_a_misfit_that_the_overlap_explains_is_not_noise():
+    from dataclasses import replace
+
+    misfit = measurement((), residual_s=9e-3)  # 9 ms rms of 70 ms iterations with the transfer in full
+    assert misfit.noisy
+    explained = replace(misfit, overlap=HopFit(1e-3, 2.3, (1e-3, -1e-3)))
+    assert not explained.noisy and explained.noise_share == pytest.approx(1e-3 / 0.07)
+
+
 def test_a_measurement_that_never_fits_says_why(monkeypatch):
     import real.launch.comm_profile as comm_profile
 
