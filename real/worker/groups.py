@@ -89,14 +89,18 @@ class Generation:
             self.sever()
 
 
-def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float) -> Generation:
-    """Join generation `layout.generation` as `rank` and create all of its groups."""
+def build_generation(
+    base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float, severable: bool = True
+) -> Generation:
+    """Join generation `layout.generation` as `rank` and create all of its groups; on gloo
+    with `severable`, note the sockets they open (`Generation.sever`)."""
     if dist.is_initialized():
         raise RuntimeError("a process group is still initialised: tear the previous generation down first")
     timeout = timedelta(seconds=timeout_s)
     store = dist.PrefixStore(pg_prefix(layout.generation), base_store)
     store_port = getattr(base_store, "port", None)  # a TCPStore's; its connections are never severed
-    before = snapshot(store_port) if backend == "gloo" else frozenset()
+    watched = severable and backend == "gloo"
+    before = snapshot(store_port) if watched else frozenset()
     dist.init_process_group(backend, store=store, rank=rank, world_size=layout.world_size, timeout=timeout)
     mine = layout.stages[rank].pipeline
     pipeline_group = None
@@ -109,5 +113,5 @@ def build_generation(base_store: dist.Store, layout: Layout, rank: int, backend:
         group = dist.new_group(list(spec.ranks), timeout=timeout, backend=backend)
         if rank in spec.ranks:
             sync[spec.ranks] = group
-    opened = snapshot(store_port) - before if backend == "gloo" else frozenset()
+    opened = snapshot(store_port) - before if watched else frozenset()
     return Generation(layout.generation, layout, rank, backend, pipeline_group, sync, opened)

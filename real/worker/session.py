@@ -160,7 +160,14 @@ class WorkerSession:
 
     def _train(self, number: int, rank: int, directive: Directive, attempt: _Attempt) -> str:
         self.probe("groups", directive.resume_step)
-        attempt.generation = build_generation(self.store, directive.layout, rank, self.backend, self.config.timeout_s)
+        attempt.generation = build_generation(
+            self.store,
+            directive.layout,
+            rank,
+            self.backend,
+            self.config.timeout_s,
+            self.config.sever_on_failure,
+        )
         if self._watch_store is not None:
             watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.interrupt)
             attempt.watch = watch.start()

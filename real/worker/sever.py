@@ -17,9 +17,9 @@ every peer's operation on those pairs. A gloo generation's abort watch
 its fault path within one poll of the coordinator's decision rather than one teardown per
 rank: the pause no longer depends on where the lost ranks sit in the ring.
 
-Which sockets: those established while the generation's groups were built (`snapshot`
-before and after `build_generation`), less any to the coordinator's store port, named by
-inode, so a descriptor number reused later by the store's connections or a file is never
+Which sockets: those connected while the generation's groups were built (`snapshot`
+before and after `build_generation`, only where severing is on), less any to the
+coordinator's store port, named by inode, so a descriptor number reused later by the store's connections or a file is never
 touched. Linux only (`/proc`); elsewhere the snapshot is empty and the cascade is what it
 was.
 """
@@ -31,7 +31,7 @@ import socket
 from pathlib import Path
 
 PROC = Path("/proc")
-ESTABLISHED = "01"  # the state column of /proc/net/tcp
+TCP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 
 
 def _socket_fds() -> dict[int, int]:
@@ -52,29 +52,34 @@ def _socket_fds() -> dict[int, int]:
     return out
 
 
-def _established_inodes(skip_remote_port: int | None) -> set[int]:
-    """Inodes of the established TCP connections the system lists (every process's),
-    less those to `skip_remote_port`."""
-    inodes: set[int] = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = (PROC / "net" / table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) <= 9 or fields[3] != ESTABLISHED:
-                continue
-            if skip_remote_port is not None and int(fields[2].rsplit(":", 1)[1], 16) == skip_remote_port:
-                continue
-            inodes.add(int(fields[9]))
-    return inodes
+def _connected_peer_port(fd: int) -> int | None:
+    """The remote port of a connected TCP socket `fd`, else None (a listener, a UDP or
+    Unix socket, one closed meanwhile)."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        if sock.family not in TCP_FAMILIES or sock.type != socket.SOCK_STREAM:
+            return None
+        return int(sock.getpeername()[1])
+    except OSError:  # not connected
+        return None
+    finally:
+        sock.close()  # closes the duplicate only
 
 
 def snapshot(skip_remote_port: int | None = None) -> frozenset[int]:
-    """The inodes of this process's established TCP connections now, less those to
-    `skip_remote_port` (the coordinator's store)."""
-    return frozenset(_socket_fds().keys() & _established_inodes(skip_remote_port))
+    """The inodes of this process's connected TCP sockets now, less those to
+    `skip_remote_port` (the coordinator's store). Only this process's descriptors are
+    read (not the system's connection table, which a 32-rank job on one machine fills
+    with every rank's pairs)."""
+    out = set()
+    for inode, fd in _socket_fds().items():
+        port = _connected_peer_port(fd)
+        if port is not None and port != skip_remote_port:
+            out.add(inode)
+    return frozenset(out)
 
 
 def sever(inodes: frozenset[int]) -> int:

@@ -63,6 +63,19 @@ def test_connections_to_the_skipped_port_are_never_taken():
             s.close()
 
 
+def test_listeners_and_other_kinds_of_socket_are_not_taken():
+    before = snapshot()
+    listener = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.connect(("127.0.0.1", listener.getsockname()[1]))  # a connected UDP socket has a peer, but is no stream
+    unix_a, unix_b = socket.socketpair()
+    try:
+        assert snapshot() - before == frozenset()
+    finally:
+        for s in (listener, udp, unix_a, unix_b):
+            s.close()
+
+
 def test_closed_sockets_are_skipped():
     before = snapshot()
     listener, client, accepted = _pair()
