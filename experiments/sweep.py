@@ -26,6 +26,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,7 +120,8 @@ def run_sweep(
 @contextlib.contextmanager
 def sweep_lock(out_dir: Path, progress: bool = False):
     """Hold `<out_dir>/.sweep.lock` exclusively for the block (waiting, and saying so
-    when `progress`, while another process holds it)."""
+    when `progress`, while another process holds it). Where the file system refuses
+    locks, the block runs unlocked after a warning on stderr."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -133,6 +135,15 @@ def sweep_lock(out_dir: Path, progress: bool = False):
             if progress:
                 print(f"{out_dir}: another sweep is writing here; waiting for it", flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError as exc:  # a file system without locks (some NFS mounts): sweep unlocked, and say so
+            print(
+                f"warning: {out_dir}: cannot lock {handle.name} ({exc.strerror or exc}); "
+                "two sweeps into this directory at once may run a spec twice",
+                file=sys.stderr,
+                flush=True,
+            )
+            yield
+            return
         try:
             yield
         finally:

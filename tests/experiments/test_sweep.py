@@ -103,3 +103,17 @@ def test_two_processes_sweeping_into_one_directory_run_each_spec_once(tmp_path):
     # without the lock both start before either has finished a run, and each runs all three
     assert [(tmp_path / "runs" / s.key / "calls.txt").read_text() for s in specs(3)] == ["1", "1", "1"]
     assert list(pd.read_parquet(tmp_path / "results.parquet")["square"]) == [0, 1, 4]
+
+
+def test_a_file_system_without_locks_sweeps_unlocked_and_says_so(tmp_path, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    def refuse(handle, how):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    run_sweep(specs(2), square_runner, tmp_path, processes=1, progress=False)
+    assert list(pd.read_parquet(tmp_path / "results.parquet")["square"]) == [0, 1]
+    err = capsys.readouterr().err
+    assert "cannot lock" in err and "No locks available" in err
