@@ -30,7 +30,7 @@ from .cli import QUICK
 
 NAME = "validation"
 KIND = "validate"
-TARGETS = {"throughput_error": 0.05, "samples_error": 0.05, "recovery_error": 0.20}
+TARGETS = {"throughput_error": 0.05, "samples_error": 0.05, "recovery_error": 0.15}  # issue 15
 SETTINGS = (
     ("emulated", 8, "synthetic"),
     ("emulated", 16, "synthetic"),
@@ -93,8 +93,11 @@ def specs(setting: Setting) -> list[RunSpec]:
                         "model": model,
                         "setting": f"{compute}-{nodes}",
                         # 16 samples (the default) keep 8 microbatches per 8-stage pipeline up
-                        # to 16 nodes; 32 nodes need 32 for the same
-                        **({"global_batch": nodes} if nodes > 16 else {}),
+                        # to 16 nodes; 32 nodes need 32 for the same. 32 processes on 2 cores
+                        # create their groups for about a minute, and with the 10 s default
+                        # some missed their heartbeats meanwhile (two attempts, 10 workers
+                        # and 1 lost): 30 s there
+                        **({"global_batch": nodes, "heartbeat_timeout_s": 30.0} if nodes > 16 else {}),
                     },
                 )
             )

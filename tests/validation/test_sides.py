@@ -342,3 +342,18 @@ def test_a_calibration_run_that_lost_iterations_over_several_recoveries_is_refus
     with pytest.raises(RuntimeError, match="lost 2 iteration"):
         redone_overheads(summary, 2)
     assert len(redone_overheads({**summary, "lost_iterations": 0}, 2)) == 2
+
+
+def test_every_spec_of_the_full_validation_experiment_is_a_valid_validation():
+    """The full experiment's twelve validations (not run in CI: hours) each make a
+    ValidationSpec; the 32-node ones with the batch and heartbeat timeout they need."""
+    from experiments.base import Setting
+    from experiments.validation.experiment import specs
+
+    full = specs(Setting(quick=False, shared=None))
+    assert len(full) == 12
+    for spec in full:
+        params = {k: v for k, v in spec.params.items() if k not in ("trace_label", "setting")}
+        vspec = ValidationSpec(**params)
+        if vspec.nodes > 16:
+            assert vspec.global_batch >= vspec.nodes and vspec.heartbeat_timeout_s > ValidationSpec().heartbeat_timeout_s
