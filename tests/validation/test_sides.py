@@ -356,4 +356,6 @@ def test_every_spec_of_the_full_validation_experiment_is_a_valid_validation():
         params = {k: v for k, v in spec.params.items() if k not in ("trace_label", "setting")}
         vspec = ValidationSpec(**params)
         if vspec.nodes > 16:
-            assert vspec.global_batch >= vspec.nodes and vspec.heartbeat_timeout_s > ValidationSpec().heartbeat_timeout_s
+            assert (
+                vspec.global_batch >= vspec.nodes and vspec.heartbeat_timeout_s > ValidationSpec().heartbeat_timeout_s
+            )
