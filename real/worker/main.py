@@ -14,6 +14,7 @@ coordinator to report, and the process exits with status 1.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -103,13 +104,18 @@ def run_worker(
         print(f"ooblab worker: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_REQUEST
     pin_collectives(address)
-    # The stage runner's import (2.7 CPU-s here, more than torch's own) before registering:
-    # a node is ready when it can join a generation at once. Imported at the first stage
-    # instead, it stalled every running rank of a generation that a node joined (real
-    # joins paused 2.4-3.0 s against 0.2-0.4 s simulated on an 8-node generated trace).
-    import torch.distributed.pipelining  # noqa: F401
-
     first_order = store.add(keys.ORDER_NEXT, 0)  # orders published before registering cannot name this worker
+    if first_order > 0:
+        # A worker starting into a running job (a join, a restart's fresh process) imports
+        # the stage runner (about 2 CPU-s here, near torch's own) before registering, so
+        # that its node is ready when it can join a generation at once: imported at the
+        # first stage, it stalled every running rank of the generation the node joined
+        # (real joins paused 2.4-3.0 s against 0.2-0.4 s simulated on an 8-node generated
+        # trace; 0.37 s with it). The job's first workers import it at their first stage,
+        # while the others start, and pay nothing if they never get one.
+        importlib.import_module(
+            "torch.distributed.pipelining"
+        )  # not `import torch...`: that would make torch local here
     info = rv.register(store, node, gpu, secret)
     heartbeat = None
     try:
