@@ -67,9 +67,9 @@ class ValidationSpec:
     policies: tuple[str, ...] = POLICIES
     target_duration_s: float = 90.0  # the compressed trace's length (sets the time scale)
     time_scale: float | None = None  # explicit compression instead of target_duration_s
-    tail_s: float | None = (
-        None  # steady training after the last event and its recovery (default: 15% of trace, >= 8 s, >= the longest simulated recovery)
-    )
+    # steady training after the last event and its recovery (default: 15% of the trace,
+    # >= 8 s, >= the longest simulated recovery)
+    tail_s: float | None = None
     checkpoint_every: int = 10  # steps, both policies, both sides
     gpu: str = "v100-16gb"  # the planner's GPU type (memory, links) on both sides
     heartbeat_timeout_s: float = 10.0

@@ -113,9 +113,8 @@ def run_worker(
         # (real joins paused 2.4-3.0 s against 0.2-0.4 s simulated on an 8-node generated
         # trace; 0.37 s with it). The job's first workers import it at their first stage,
         # while the others start, and pay nothing if they never get one.
-        importlib.import_module(
-            "torch.distributed.pipelining"
-        )  # not `import torch...`: that would make torch local here
+        # (importlib: an `import torch.distributed...` statement would make torch local here)
+        importlib.import_module("torch.distributed.pipelining")
     info = rv.register(store, node, gpu, secret)
     heartbeat = None
     try:

@@ -19,15 +19,17 @@ rank: the pause no longer depends on where the lost ranks sit in the ring.
 
 Which sockets: those connected while the generation's groups were built (`snapshot`
 before and after `build_generation`, only where severing is on), less any to the
-coordinator's store port, named by inode, so a descriptor number reused later by the store's connections or a file is never
-touched. Linux only (`/proc`); elsewhere the snapshot is empty and the cascade is what it
+coordinator's store port, named by inode, so a descriptor number reused later by the
+store's connections or a file is never touched. Linux only (`/proc`); elsewhere the snapshot is empty and the cascade is what it
 was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -52,21 +54,31 @@ def _socket_fds() -> dict[int, int]:
     return out
 
 
-def _connected_peer_port(fd: int) -> int | None:
-    """The remote port of a connected TCP socket `fd`, else None (a listener, a UDP or
-    Unix socket, one closed meanwhile)."""
+@contextlib.contextmanager
+def _duplicate(fd: int) -> Iterator[socket.socket | None]:
+    """A socket object on a duplicate of descriptor `fd` (None if it closed meanwhile);
+    closing it closes the duplicate only, never the owner's descriptor."""
     try:
         sock = socket.socket(fileno=os.dup(fd))
     except OSError:
-        return None
+        yield None
+        return
     try:
-        if sock.family not in TCP_FAMILIES or sock.type != socket.SOCK_STREAM:
-            return None
-        return int(sock.getpeername()[1])
-    except OSError:  # not connected
-        return None
+        yield sock
     finally:
-        sock.close()  # closes the duplicate only
+        sock.close()
+
+
+def _connected_peer_port(fd: int) -> int | None:
+    """The remote port of a connected TCP socket `fd`, else None (a listener, a UDP or
+    Unix socket, one closed meanwhile)."""
+    with _duplicate(fd) as sock:
+        if sock is None or sock.family not in TCP_FAMILIES or sock.type != socket.SOCK_STREAM:
+            return None
+        try:
+            return int(sock.getpeername()[1])
+        except OSError:  # not connected
+            return None
 
 
 def snapshot(skip_remote_port: int | None = None) -> frozenset[int]:
@@ -91,15 +103,12 @@ def sever(inodes: frozenset[int]) -> int:
         fd = held.get(inode)
         if fd is None:
             continue
-        try:
-            sock = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            continue
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-            count += 1
-        except OSError:  # already shut by the peer's side
-            pass
-        finally:
-            sock.close()  # closes the duplicate only
+        with _duplicate(fd) as sock:
+            if sock is None:
+                continue
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+                count += 1
+            except OSError:  # already shut by the peer's side
+                pass
     return count
