@@ -68,10 +68,12 @@ def session_quick_results(tmp_path_factory):
 # once by test_reproduce and read by the notebooks, the scale tests and the quick
 # validation) run in one worker, in collection order; a module whose fixture is costly and
 # module-scoped (a local Ray instance, a campaign, a big trace) runs in one worker too, so
-# the fixture is built once. Everything else is spread test by test. Without xdist these
-# marks do nothing. pytest 9.2 with pytest-xdist 3.8 ignores them (xdist writes the group
-# into `item._nodeid`, which pytest 9.2 no longer reads), so the quick-results tree is
-# also shared between the workers on disk (`quick_results_dir`), where sweeps take turns.
+# the fixture is built once. Everything else is spread test by test. pytest-xdist's own
+# loadgroup reads `xdist_group` marks from the node ids it rewrites, which pytest 9.2 no
+# longer reads back, so every test was its own group: the notebook of the validation then
+# waited about 190 s, in the other worker, on the sweep lock of the quick validation that
+# test_reproduce was running (the lock stays: a run without xdist, or another dist mode,
+# still shares the tree on disk, `quick_results_dir`). The scheduler below groups by path.
 QUICK_RESULTS = {
     "tests/experiments/test_reproduce.py",
     "tests/experiments/test_scale.py",
@@ -86,10 +88,27 @@ ONE_WORKER_MODULES = {
 }
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        if path in QUICK_RESULTS:
-            item.add_marker(pytest.mark.xdist_group("quick-results"))
-        elif path in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(path))
+def worker_group(nodeid: str) -> str:
+    """The unit of work a test belongs to under `--dist loadgroup`: its group, else itself."""
+    path = nodeid.split("::", 1)[0]
+    if path in QUICK_RESULTS:
+        return "quick-results"
+    if path in ONE_WORKER_MODULES:
+        return path
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadgroup":
+        return None  # another dist mode asked for: xdist's own
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """xdist's scope scheduling, its scopes being `worker_group`'s."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return ByGroup(config, log)
