@@ -92,23 +92,27 @@ ONE_WORKER_MODULES = {
 # CI's 20 minutes on 2 cores are spent mostly starting processes that import torch (about
 # 6 CPU-s each with the pipelining schedules); these real-backend tests repeat, through
 # another door, a path that the named CI test takes with the same signal or schedule.
-SLOW = {
+SLOW: dict[str, tuple[str, ...]] = {  # a test left out -> the CI tests covering it
+    # the same SIGKILL, sent by the failure probe
     "tests/real/test_real_launch.py::test_a_worker_killed_or_frozen_by_hand_is_survived[kill]": (
-        "test_real_recovery.py::test_crashes_at_every_point_one_after_another: the same SIGKILL, sent by the probe"
+        "tests/real/test_real_recovery.py::test_crashes_at_every_point_one_after_another",
     ),
+    # the same SIGSTOP, on three workers
     "tests/real/test_real_launch.py::test_a_worker_killed_or_frozen_by_hand_is_survived[hang]": (
-        "test_real_recovery.py::test_hangs_are_detected_fenced_and_survived: the same SIGSTOP, three workers"
+        "tests/real/test_real_recovery.py::test_hangs_are_detected_fenced_and_survived",
     ),
+    # the general case of both: unequal pipelines and microbatches
     "tests/real/test_real_correctness.py::test_one_pipeline_matches_single_process": (
-        "test_real_correctness.py::test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process"
+        "tests/real/test_real_correctness.py::test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process",
     ),
     "tests/real/test_real_correctness.py::test_two_homogeneous_pipelines_match_single_process": (
-        "test_real_correctness.py::test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process"
+        "tests/real/test_real_correctness.py::test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process",
     ),
+    # the torn checkpoint at the state level, the restart from a checkpoint end to end
     "tests/real/test_real_checkpoint_faults.py::"
     "test_writers_killed_between_their_files_and_the_manifest_restart_from_the_newest_complete_one": (
-        "test_real_checkpoints.py::test_a_writer_killed_between_its_files_and_the_manifest_leaves_the_last_checkpoint"
-        " and test_real_recovery.py::test_more_than_f_failures_restart_from_the_last_checkpoint"
+        "tests/real/test_real_checkpoints.py::test_a_writer_killed_between_its_files_and_the_manifest_leaves_the_last_checkpoint",
+        "tests/real/test_real_recovery.py::test_more_than_f_failures_restart_from_the_last_checkpoint",
     ),
 }
 
