@@ -10,7 +10,8 @@ processes and writes, into the profile directory, an optional `contention.json`:
   "source": "ooblab profile, tiny-gpt on host, 1 thread per process, 2 cores, 2026-12-01",
   "reference_neighbours": 3,
   "compute_factor": {"0": 0.52, "1": 0.60, "2": 0.81, "3": 1.0},
-  "measured_s": {"0": [[0.004, 0.009], ...], "3": [[0.008, 0.017], ...]}
+  "measured_s": {"0": [[0.004, 0.009], ...], "3": [[0.008, 0.017], ...]},
+  "cpu_share": {"0": [0.99, 0.99], "2": [0.97, 0.66], "3": [0.5, 0.49]}
 }
 ```
 
@@ -22,6 +23,11 @@ processes and writes, into the profile directory, an optional `contention.json`:
   forward + backward measured beside k neighbours over the same sum beside the reference
   number, both from one sweep. Communication (all-reduce, pipeline hops) is not scaled.
 - `measured_s` (optional, informational): per k, each layer's [forward_s, backward_s].
+- `cpu_share` (optional, informational): per k, [own, mean]: the share of a core the timed
+  process got and the mean share of all k + 1 busy processes (medians over the rounds).
+  The profiler rescales each round's times by own / mean, so a factor does not depend on
+  where the kernel placed the timed process (alone on a core, or beside a load); without
+  it the times are as measured.
 
 The planner never reads it; the simulator scales each phase's compute by the factor of
 its live worker count (`sim.contention`). A count the file does not hold is an error,
@@ -50,13 +56,17 @@ class ContentionProfile:
     compute_factor: tuple[tuple[int, float], ...]  # (busy neighbours k, factor), sorted by k
     source: str = ""
     measured_s: tuple[tuple[int, tuple[tuple[float, float], ...]], ...] = field(default=())
+    cpu_share: tuple[tuple[int, tuple[float, float]], ...] = field(default=())  # (k, (own, mean))
 
     def __post_init__(self) -> None:
         factors = tuple(sorted((int(k), float(v)) for k, v in self.compute_factor))
         measured = tuple(sorted((int(k), tuple((float(f), float(b)) for f, b in v)) for k, v in self.measured_s))
+        shares = tuple(sorted((int(k), (float(own), float(mean))) for k, (own, mean) in self.cpu_share))
         object.__setattr__(self, "compute_factor", factors)
         object.__setattr__(self, "measured_s", measured)
+        object.__setattr__(self, "cpu_share", shares)
         _check(self.reference_neighbours, factors, measured, self.source or FILE_NAME)
+        _check_shares(shares, self.source or FILE_NAME)
 
     @property
     def neighbour_counts(self) -> tuple[int, ...]:
@@ -78,6 +88,15 @@ class ContentionProfile:
         have = set(self.neighbour_counts)
         return tuple(k for k in range(max_workers) if k not in have)
 
+    def summary(self) -> str:
+        """One line: the factor per neighbour count, with the core shares where recorded."""
+        shares = dict(self.cpu_share)
+        parts = []
+        for k, value in self.compute_factor:
+            share = f" (core share {shares[k][0]:.2f}, busy mean {shares[k][1]:.2f})" if k in shares else ""
+            parts.append(f"{k}: {value:.3f}{share}")
+        return f"compute factor by busy neighbours (vs {self.reference_neighbours}): {', '.join(parts)}"
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "source": self.source,
@@ -86,6 +105,8 @@ class ContentionProfile:
         }
         if self.measured_s:
             data["measured_s"] = {str(k): [list(pair) for pair in layers] for k, layers in self.measured_s}
+        if self.cpu_share:
+            data["cpu_share"] = {str(k): list(pair) for k, pair in self.cpu_share}
         return data
 
 
@@ -117,6 +138,15 @@ def _check(reference_neighbours: Any, factors: tuple, measured: tuple, where: st
             raise ProfileError(f"{where}: measured_s[{k}] holds a time that is not a finite number >= 0")
 
 
+def _check_shares(shares: tuple, where: str) -> None:
+    counts = [k for k, _ in shares]
+    if len(set(counts)) != len(counts):
+        raise ProfileError(f"{where}: cpu_share lists a neighbour count twice")
+    for k, pair in shares:
+        if k < 0 or any(not (math.isfinite(v) and 0 < v <= 1) for v in pair):
+            raise ProfileError(f"{where}: cpu_share[{k}] must be [own, mean] shares in (0, 1], got {list(pair)!r}")
+
+
 def _count(key: Any, where: str) -> int:
     if not (isinstance(key, str) and key.isdigit()):
         raise ProfileError(f"{where}: neighbour count {key!r} is not a whole number >= 0")
@@ -133,7 +163,7 @@ def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
     """A `ContentionProfile` from the decoded JSON; ProfileError naming the bad field."""
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
-    unknown = sorted(set(data) - {"source", "reference_neighbours", "compute_factor", "measured_s"})
+    unknown = sorted(set(data) - {"source", "reference_neighbours", "compute_factor", "measured_s", "cpu_share"})
     if unknown:
         raise ProfileError(f"{where}: unknown field {unknown[0]!r}")
     for key in ("reference_neighbours", "compute_factor"):
@@ -158,10 +188,21 @@ def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
         if not isinstance(layers, list) or not all(isinstance(p, list) and len(p) == 2 for p in layers):
             raise ProfileError(f"{label} must be a list of [forward_s, backward_s]")
         measured.append((_count(key, where), tuple((_number(f, label), _number(b, label)) for f, b in layers)))
+    shares_raw = data.get("cpu_share", {})
+    if not isinstance(shares_raw, dict):
+        raise ProfileError(f"{where}: field 'cpu_share' must be an object of {{neighbours: [own, mean]}}")
+    shares = []
+    for key, pair in shares_raw.items():
+        label = f"{where}: cpu_share[{key}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ProfileError(f"{label} must be [own, mean]")
+        shares.append((_count(key, where), (_number(pair[0], label), _number(pair[1], label))))
     factors_t = tuple(sorted(pairs))
     measured_t = tuple(sorted(measured))
+    shares_t = tuple(sorted(shares))
     _check(reference, factors_t, measured_t, where)
-    return ContentionProfile(reference, factors_t, source, measured_t)
+    _check_shares(shares_t, where)
+    return ContentionProfile(reference, factors_t, source, measured_t, shares_t)
 
 
 def load_contention(directory: str | Path) -> ContentionProfile | None:

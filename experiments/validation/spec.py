@@ -227,6 +227,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
             if profile.contention is None:
                 raise RuntimeError("internal error: the contended profile came back without its contention sweep")
             write_contention(profile.contention, target)
+            progress(profile.contention.summary())
         shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
         return PreparedModel(
             {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},

@@ -677,9 +677,8 @@ def handle_profile(args) -> int:
         print(
             f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
         )
-        if factors is not None:
-            listed = ", ".join(f"{k}: {v:.3f}" for k, v in factors.items())
-            print(f"compute factor by busy neighbours (vs {args.reference_neighbours}): {listed}")
+        if profile.contention is not None:
+            print(profile.contention.summary())
         if comm is not None:
             print(comm.summary())
     return 0

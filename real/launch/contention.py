@@ -9,7 +9,10 @@ list, inside whole-model passes as a worker runs them (`pass_timing`), in rounds
 up then down the list (so a drift in the machine's other load falls on every k alike),
 and returns a `planner.contention.ContentionProfile`: per k the median forward and
 backward of every layer over the rounds' repeats, and the factor sum_l (F + B) at k /
-the same sum at the reference k.
+the same sum at the reference k. Each round's times are first evened to the mean core
+share of the busy processes (`cpu_share`): with 3 busy processes on 2 cores the timed
+one may sit alone on a core or beside a load for a whole round, which made the factor
+for 2 neighbours 0.63 in one sweep and 0.97 in the next on the 2-core testbed.
 
 On real GPUs (one per worker) there is no such effect and no reason to run this.
 """
@@ -31,6 +34,7 @@ from planner.optimizer_step import OptimizerProfile
 from planner.profile import ModelProfile
 
 from ..config import TINY_GPT, TinyGptSpec
+from .cpu_share import ShareReading, ShareWindow
 from .pass_timing import time_passes
 from .profiler import ProfilerSettings, profile_tiny_gpt
 
@@ -107,6 +111,10 @@ class BusyNeighbours:
             raise
         return self
 
+    def pids(self, k: int) -> list[int]:
+        """The process ids of the load processes `busy(k)` runs."""
+        return [proc.pid for proc in self._procs[:k]]
+
     def busy(self, k: int) -> None:
         """Exactly k load processes computing (returns once they are, and the rest parked)."""
         if not 0 <= k <= self.size:
@@ -149,20 +157,32 @@ def _sweep_order(neighbours: Sequence[int], rounds: int) -> list[int]:
     return order
 
 
+Medians = dict[int, tuple[tuple[float, float, float], ...]]
+Shares = dict[int, tuple[float, float]]
+
+
 def _sweep_medians(
     spec: TinyGptSpec,
     settings: ProfilerSettings,
     counts: Sequence[int],
     rounds: int,
     pool: BusyNeighbours | None,
-) -> dict[int, tuple[tuple[float, float, float], ...]]:
+) -> tuple[Medians, Shares]:
     """Per busy-neighbour count, every layer's median forward, backward and optimizer step
     over the rounds, each timed inside whole-model passes beside that many load processes
     (`pass_timing.time_passes`: a layer alone, warm in the cache, is 15-20% faster than in
-    a worker's pass when few processes share the cores)."""
+    a worker's pass when few processes share the cores), and the medians of the timed
+    process's core share and of the mean share of all busy processes.
+
+    Each round's times are evened (`cpu_share`): rescaled from the share of a core the
+    timed process got to the mean share of the busy processes, so that where the kernel
+    placed it (alone on a core, or beside a load) does not decide the factor. Where the
+    scheduler's counters are unreadable the times are kept as measured and no share is
+    recorded."""
     import torch
 
     samples: dict[int, list[list[tuple[float, float, float]]]] = {k: [] for k in counts}
+    readings: dict[int, list[ShareReading]] = {k: [] for k in counts}
 
     def sweep(load: BusyNeighbours) -> None:
         previous = torch.get_num_threads()
@@ -170,7 +190,12 @@ def _sweep_medians(
         try:
             for k in _sweep_order(counts, rounds):
                 load.busy(k)
-                samples[k].append(list(time_passes(spec, settings)))
+                with ShareWindow(load.pids(k)) as window:
+                    times = time_passes(spec, settings)
+                even = 1.0 if window.result is None else window.result.factor
+                if window.result is not None:
+                    readings[k].append(window.result)
+                samples[k].append([(f * even, b * even, o * even) for f, b, o in times])
             load.busy(0)
         finally:
             torch.set_num_threads(previous)
@@ -186,10 +211,16 @@ def _sweep_medians(
     def median(runs: list[list[tuple[float, float, float]]], i: int, j: int) -> float:
         return statistics.median(r[i][j] for r in runs)
 
-    return {
+    medians = {
         k: tuple((median(runs, i, 0), median(runs, i, 1), median(runs, i, 2)) for i in range(spec.num_layers))
         for k, runs in samples.items()
     }
+    shares = {
+        k: (statistics.median(r.own for r in found), statistics.median(r.mean for r in found))
+        for k, found in readings.items()
+        if len(found) == len(samples[k])
+    }
+    return medians, shares
 
 
 def _counts(neighbours: Sequence[int], reference: int, rounds: int, settings: ProfilerSettings) -> list[int]:
@@ -206,16 +237,18 @@ def _counts(neighbours: Sequence[int], reference: int, rounds: int, settings: Pr
 
 
 def _contention_profile(
-    medians: dict[int, tuple[tuple[float, float, float], ...]], reference: int, settings: ProfilerSettings, rounds: int
+    medians: Medians, shares: Shares, reference: int, settings: ProfilerSettings, rounds: int
 ) -> ContentionProfile:
     total = {k: sum(f + b for f, b, _ in layers) for k, layers in medians.items()}
     factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in sorted(medians))
+    evened = "times evened to the busy processes' mean core share" if shares else "core shares unreadable"
     source = (
         f"ooblab profile, {TINY_GPT} on {platform.node()}, {settings.threads} thread(s) per process, "
-        f"{os.cpu_count()} cores, {rounds} rounds x {settings.repeats} repeats, {date.today().isoformat()}"
+        f"{os.cpu_count()} cores, {rounds} rounds x {settings.repeats} repeats, {evened}, {date.today().isoformat()}"
     )
     measured = tuple((k, tuple((f, b) for f, b, _ in layers)) for k, layers in sorted(medians.items()))
-    return ContentionProfile(reference, factors, source, measured)
+    complete = set(shares) == set(medians)
+    return ContentionProfile(reference, factors, source, measured, tuple(sorted(shares.items())) if complete else ())
 
 
 def measure_contention(
@@ -230,7 +263,8 @@ def measure_contention(
     """Every layer's forward and backward beside each k in `neighbours` (the reference
     added when absent), as a `ContentionProfile` relative to `reference`."""
     counts = _counts(neighbours, reference, rounds, settings)
-    return _contention_profile(_sweep_medians(spec, settings, counts, rounds, pool), reference, settings, rounds)
+    medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
+    return _contention_profile(medians, shares, reference, settings, rounds)
 
 
 def profile_with_contention(
@@ -255,8 +289,8 @@ def profile_with_contention(
     with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as pool:
         pool.busy(reference)
         profile = profile_tiny_gpt(spec, settings)
-        medians = _sweep_medians(spec, settings, counts, rounds, pool)
-    contention = _contention_profile(medians, reference, settings, rounds)
+        medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
+    contention = _contention_profile(medians, shares, reference, settings, rounds)
     at_reference = medians[reference]
     layers = tuple(
         replace(layer, forward_s=f, backward_s=b) for layer, (f, b, _) in zip(profile.layers, at_reference, strict=True)

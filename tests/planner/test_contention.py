@@ -23,6 +23,7 @@ GOOD = {
     "reference_neighbours": 1,
     "compute_factor": {"0": 0.6, "1": 1.0, "2": 1.4},
     "measured_s": {"0": [[0.001, 0.002], [0.003, 0.004]], "1": [[0.002, 0.003], [0.004, 0.006]]},
+    "cpu_share": {"0": [0.98, 0.98], "1": [0.97, 0.95]},
 }
 
 
@@ -38,6 +39,11 @@ def test_parse_reads_every_field_and_round_trips(tmp_path):
     assert profile.compute_factor == ((0, 0.6), (1, 1.0), (2, 1.4))
     assert [profile.factor(k) for k in (0, 1, 2)] == [0.6, 1.0, 1.4]
     assert profile.measured_s[0] == (0, ((0.001, 0.002), (0.003, 0.004)))
+    assert profile.cpu_share == ((0, (0.98, 0.98)), (1, (0.97, 0.95)))
+    assert profile.summary() == (
+        "compute factor by busy neighbours (vs 1): 0: 0.600 (core share 0.98, busy mean 0.98), "
+        "1: 1.000 (core share 0.97, busy mean 0.95), 2: 1.400"
+    )
     write_contention(profile, tmp_path)
     assert load_contention(tmp_path) == profile
     assert json.loads((tmp_path / FILE_NAME).read_text())["compute_factor"] == GOOD["compute_factor"]
@@ -68,6 +74,12 @@ def test_an_unmeasured_count_is_an_error_not_an_extrapolation():
         ({"measured_s": {"0": [[0.1, 0.2]], "1": [[0.1, 0.2], [0.1, 0.2]]}}, "different layer counts"),
         ({"measured_s": {"0": [[0.1, -0.2]]}}, "not a finite number >= 0"),
         ({"measured_s": {"0": [0.1]}}, "must be a list of"),
+        ({"cpu_share": {"0": [0.5]}}, r"cpu_share\[0\] must be \[own, mean\]"),
+        ({"cpu_share": {"0": [0.5, 1.5]}}, r"cpu_share\[0\] must be \[own, mean\] shares in \(0, 1\]"),
+        ({"cpu_share": {"0": [0.0, 0.5]}}, "shares in"),
+        ({"cpu_share": {"0": [0.5, "x"]}}, r"cpu_share\[0\] must be a number"),
+        ({"cpu_share": {"0": [0.5, 0.5], "00": [0.5, 0.5]}}, "cpu_share lists a neighbour count twice"),
+        ({"cpu_share": [[0.5, 0.5]]}, "'cpu_share' must be an object"),
         ({"source": 3}, "'source' must be a string"),
         ({"factor": 1}, "unknown field 'factor'"),
     ],

@@ -1,0 +1,97 @@
+"""The share of a core each busy process got over a window, from Linux's scheduler counters.
+
+`/proc/<pid>/schedstat` holds, for a process's main thread, the nanoseconds it has run on
+a CPU and the nanoseconds it has waited, runnable, in a run queue. Over a window in which
+a process never sleeps (a contention load, or the profiler timing its passes), its share
+of a core is run / (run + wait).
+
+Why the contention profiler needs it: with more busy processes than cores and a count
+that does not divide evenly (3 on 2 cores), the kernel may keep the timed process alone
+on a core for a whole measurement (share 1) or beside a load (share 0.5). On the 2-core
+testbed two sweeps gave the factor for 2 busy neighbours 0.63 and 0.97 (fair share 0.75;
+docs/validation.md). A job's workers block and wake at every pipeline hop, which lets the
+kernel spread them, so what a worker gets over an iteration is near the mean share of
+the busy processes, not the share one placement gave the timed process. `evened_factor`
+rescales a measured time from the timed process's share to that mean.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+def read_schedstat(pid: int) -> tuple[int, int] | None:
+    """(run_ns, wait_ns) of `pid`'s main thread so far; None where the kernel has no such file."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as handle:
+            fields = handle.read().split()
+    except OSError:
+        return None
+    if len(fields) < 2:
+        return None
+    return int(fields[0]), int(fields[1])
+
+
+def read_all(pids: Iterable[int]) -> dict[int, tuple[int, int]] | None:
+    """Every pid's counters, or None when any is unreadable (then no share is known)."""
+    out = {}
+    for pid in pids:
+        counters = read_schedstat(pid)
+        if counters is None:
+            return None
+        out[pid] = counters
+    return out
+
+
+def shares(before: Mapping[int, tuple[int, int]], after: Mapping[int, tuple[int, int]]) -> dict[int, float]:
+    """Per pid, run / (run + wait) between the two readings (1.0 for a pid that neither ran
+    nor waited, i.e. slept throughout: it took nothing from the others)."""
+    out = {}
+    for pid, (run0, wait0) in before.items():
+        run1, wait1 = after[pid]
+        run, wait = run1 - run0, wait1 - wait0
+        if run < 0 or wait < 0:
+            raise ValueError(f"internal: the schedstat counters of {pid} went backwards")
+        out[pid] = 1.0 if run + wait == 0 else run / (run + wait)
+    return out
+
+
+@dataclass(frozen=True)
+class ShareReading:
+    """The timed process's share and the mean share of every busy process (itself included)."""
+
+    own: float
+    mean: float
+
+    @property
+    def factor(self) -> float:
+        """A time measured at `own` rescaled to `mean`: time x own / mean."""
+        return self.own / self.mean if self.mean > 0 else 1.0
+
+
+def reading(own_pid: int, window_shares: Mapping[int, float]) -> ShareReading:
+    """`own_pid`'s share against the mean of all of `window_shares` (which holds it)."""
+    if own_pid not in window_shares:
+        raise ValueError(f"internal: the timed process {own_pid} has no share")
+    return ShareReading(window_shares[own_pid], statistics.fmean(window_shares.values()))
+
+
+class ShareWindow:
+    """Reads the counters of the current process and `others` on entry and exit; `result`
+    is the `ShareReading` of the window, or None where the counters are unreadable."""
+
+    def __init__(self, others: Iterable[int]):
+        self.pids = [os.getpid(), *others]
+        self.result: ShareReading | None = None
+
+    def __enter__(self) -> ShareWindow:
+        self._before = read_all(self.pids)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after = read_all(self.pids)
+        if self._before is not None and after is not None:
+            self.result = reading(self.pids[0], shares(self._before, after))

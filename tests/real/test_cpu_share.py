@@ -1,0 +1,76 @@
+"""Core shares from the scheduler's counters (`real.launch.cpu_share`), which even the contention sweep."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+from real.launch.cpu_share import ShareReading, ShareWindow, read_schedstat, reading, shares
+
+needs_schedstat = pytest.mark.skipif(read_schedstat(os.getpid()) is None, reason="no /proc/<pid>/schedstat here")
+
+
+def test_shares_are_run_over_run_plus_wait_and_even_to_the_mean():
+    before = {1: (0, 0), 2: (100, 0), 3: (0, 50), 4: (7, 7)}
+    after = {1: (500, 500), 2: (600, 500), 3: (1000, 50), 4: (7, 7)}
+    got = shares(before, after)
+    assert got == {1: 0.5, 2: 0.5, 3: 1.0, 4: 1.0}  # 4 neither ran nor waited
+    # three busy processes on two cores, the timed one beside a load: its times x 0.5 / (2/3)
+    three = reading(1, {1: 0.5, 2: 0.5, 3: 1.0})
+    assert three == ShareReading(0.5, pytest.approx(2 / 3))
+    assert three.factor == pytest.approx(0.75)
+    # ... or alone on a core: x 1 / (2/3); both placements even to the same 1.5x of alone
+    alone = reading(3, {1: 0.5, 2: 0.5, 3: 1.0})
+    assert 1.0 * alone.factor == pytest.approx(2.0 * three.factor) == pytest.approx(1.5)
+    assert reading(1, {1: 0.8}).factor == 1.0
+    with pytest.raises(ValueError, match="went backwards"):
+        shares({1: (10, 0)}, {1: (5, 0)})
+    with pytest.raises(ValueError, match="has no share"):
+        reading(9, {1: 0.5})
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        sum(i * i for i in range(10_000))
+
+
+@needs_schedstat
+@pytest.mark.timeout(60)
+def test_two_spinners_on_one_core_each_run_about_half_the_window():
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity here")
+    context = mp.get_context("spawn")
+    stop = context.Event()
+    procs = [context.Process(target=_spin, args=(stop,), daemon=True) for _ in range(2)]
+    try:
+        for proc in procs:
+            proc.start()
+        core = min(os.sched_getaffinity(0))
+        for proc in procs:
+            os.sched_setaffinity(proc.pid, {core})
+        time.sleep(0.5)  # both spinning (the spawn's imports done)
+        pids = [proc.pid for proc in procs]
+        first = {pid: read_schedstat(pid) for pid in pids}
+        time.sleep(1.0)
+        second = {pid: read_schedstat(pid) for pid in pids}
+        window = shares(first, second)
+        for pid in pids:
+            run, wait = (b - a for a, b in zip(first[pid], second[pid]))
+            # never sleeping, each spent the window running or queued (1 s, with slack for the reads)
+            assert 0.8e9 < run + wait < 1.2e9, (run, wait)
+            assert window[pid] < 0.65, window  # half the core each, less if other work shares it
+        with ShareWindow(pids[1:]) as own:
+            time.sleep(0.5)
+        # the mean holds this process (at most 1) and one spinner (about half)
+        assert own.result is not None and 0 < own.result.own <= 1
+        assert own.result.mean < (1 + 0.65) / 2 and own.result.factor == own.result.own / own.result.mean
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
