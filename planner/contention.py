@@ -11,7 +11,8 @@ processes and writes, into the profile directory, an optional `contention.json`:
   "reference_neighbours": 3,
   "compute_factor": {"0": 0.52, "1": 0.60, "2": 0.81, "3": 1.0},
   "measured_s": {"0": [[0.004, 0.009], ...], "3": [[0.008, 0.017], ...]},
-  "cpu_share": {"0": [0.99, 0.99], "2": [0.97, 0.66], "3": [0.5, 0.49]}
+  "cpu_share": {"0": [0.99, 0.99], "2": [0.97, 0.66], "3": [0.5, 0.49]},
+  "hop_overhead_s": {"0": 0.0009, "1": 0.0013, "2": 0.0028, "3": 0.0042}
 }
 ```
 
@@ -28,6 +29,12 @@ processes and writes, into the profile directory, an optional `contention.json`:
   The profiler rescales each round's times by own / mean, so a factor does not depend on
   where the kernel placed the timed process (alone on a core, or beside a load); without
   it the times are as measured.
+- `hop_overhead_s` (optional): per k, the runtime's cost per pipeline hop (1F1B on the
+  testbed's backend, `real.launch.comm_profile`) measured beside k busy neighbours, one
+  reading per count the factors hold. The simulator charges each send of a plan with k + 1
+  workers `hop_overhead_s[k] - hop_overhead_s[0]` on top of `communication.json`'s
+  unloaded hop (`hop_extra_s`): with more busy processes than cores a receiver waits for
+  its sender to be scheduled.
 
 The planner never reads it; the simulator scales each phase's compute by the factor of
 its live worker count (`sim.contention`). A count the file does not hold is an error,
@@ -57,6 +64,7 @@ class ContentionProfile:
     source: str = ""
     measured_s: tuple[tuple[int, tuple[tuple[float, float], ...]], ...] = field(default=())
     cpu_share: tuple[tuple[int, tuple[float, float]], ...] = field(default=())  # (k, (own, mean))
+    hop_overhead_s: tuple[tuple[int, float], ...] = field(default=())  # (k, seconds per hop)
 
     def __post_init__(self) -> None:
         factors = tuple(sorted((int(k), float(v)) for k, v in self.compute_factor))
@@ -64,9 +72,12 @@ class ContentionProfile:
         shares = tuple(sorted((int(k), (float(own), float(mean))) for k, (own, mean) in self.cpu_share))
         object.__setattr__(self, "compute_factor", factors)
         object.__setattr__(self, "measured_s", measured)
+        hops = tuple(sorted((int(k), float(v)) for k, v in self.hop_overhead_s))
         object.__setattr__(self, "cpu_share", shares)
+        object.__setattr__(self, "hop_overhead_s", hops)
         _check(self.reference_neighbours, factors, measured, self.source or FILE_NAME)
         _check_shares(shares, self.source or FILE_NAME)
+        _check_hops(hops, factors, self.source or FILE_NAME)
 
     @property
     def neighbour_counts(self) -> tuple[int, ...]:
@@ -83,6 +94,19 @@ class ContentionProfile:
             f"({neighbours + 1} workers computing); measured: {measured}"
         )
 
+    def hop_extra_s(self, neighbours: int) -> float:
+        """What a pipeline hop costs beside `neighbours` busy neighbours over the unloaded
+        reading (0 without hop readings); ProfileError if this count is unmeasured."""
+        if not self.hop_overhead_s:
+            return 0.0
+        hops = dict(self.hop_overhead_s)
+        if neighbours not in hops:
+            measured = ", ".join(map(str, hops))
+            raise ProfileError(
+                f"{self.source or FILE_NAME}: no hop reading for {neighbours} busy neighbours; measured: {measured}"
+            )
+        return hops[neighbours] - hops[0]
+
     def missing(self, max_workers: int) -> tuple[int, ...]:
         """Neighbour counts 0..max_workers - 1 the profile lacks."""
         have = set(self.neighbour_counts)
@@ -95,7 +119,10 @@ class ContentionProfile:
         for k, value in self.compute_factor:
             share = f" (core share {shares[k][0]:.2f}, busy mean {shares[k][1]:.2f})" if k in shares else ""
             parts.append(f"{k}: {value:.3f}{share}")
-        return f"compute factor by busy neighbours (vs {self.reference_neighbours}): {', '.join(parts)}"
+        line = f"compute factor by busy neighbours (vs {self.reference_neighbours}): {', '.join(parts)}"
+        if self.hop_overhead_s:
+            line += "; pipeline hop " + ", ".join(f"{k}: {v * 1e3:.2f} ms" for k, v in self.hop_overhead_s)
+        return line
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -107,6 +134,8 @@ class ContentionProfile:
             data["measured_s"] = {str(k): [list(pair) for pair in layers] for k, layers in self.measured_s}
         if self.cpu_share:
             data["cpu_share"] = {str(k): list(pair) for k, pair in self.cpu_share}
+        if self.hop_overhead_s:
+            data["hop_overhead_s"] = {str(k): v for k, v in self.hop_overhead_s}
         return data
 
 
@@ -147,6 +176,22 @@ def _check_shares(shares: tuple, where: str) -> None:
             raise ProfileError(f"{where}: cpu_share[{k}] must be [own, mean] shares in (0, 1], got {list(pair)!r}")
 
 
+def _check_hops(hops: tuple, factors: tuple, where: str) -> None:
+    if not hops:
+        return
+    counts = [k for k, _ in hops]
+    if len(set(counts)) != len(counts):
+        raise ProfileError(f"{where}: hop_overhead_s lists a neighbour count twice")
+    if set(counts) != {k for k, _ in factors} or 0 not in counts:
+        raise ProfileError(
+            f"{where}: hop_overhead_s must hold the counts compute_factor holds, 0 among them; "
+            f"got {', '.join(map(str, counts))}"
+        )
+    for k, value in hops:
+        if not (math.isfinite(value) and value >= 0):
+            raise ProfileError(f"{where}: hop_overhead_s[{k}] = {value!r} is not a number >= 0")
+
+
 def _count(key: Any, where: str) -> int:
     if not (isinstance(key, str) and key.isdigit()):
         raise ProfileError(f"{where}: neighbour count {key!r} is not a whole number >= 0")
@@ -163,7 +208,8 @@ def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
     """A `ContentionProfile` from the decoded JSON; ProfileError naming the bad field."""
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
-    unknown = sorted(set(data) - {"source", "reference_neighbours", "compute_factor", "measured_s", "cpu_share"})
+    known = {"source", "reference_neighbours", "compute_factor", "measured_s", "cpu_share", "hop_overhead_s"}
+    unknown = sorted(set(data) - known)
     if unknown:
         raise ProfileError(f"{where}: unknown field {unknown[0]!r}")
     for key in ("reference_neighbours", "compute_factor"):
@@ -197,12 +243,18 @@ def parse_contention(data: Any, where: str = FILE_NAME) -> ContentionProfile:
         if not isinstance(pair, list) or len(pair) != 2:
             raise ProfileError(f"{label} must be [own, mean]")
         shares.append((_count(key, where), (_number(pair[0], label), _number(pair[1], label))))
+    hops_raw = data.get("hop_overhead_s", {})
+    if not isinstance(hops_raw, dict):
+        raise ProfileError(f"{where}: field 'hop_overhead_s' must be an object of {{neighbours: seconds}}")
+    hops = [(_count(k, where), _number(v, f"{where}: hop_overhead_s[{k}]")) for k, v in hops_raw.items()]
     factors_t = tuple(sorted(pairs))
     measured_t = tuple(sorted(measured))
     shares_t = tuple(sorted(shares))
+    hops_t = tuple(sorted(hops))
     _check(reference, factors_t, measured_t, where)
     _check_shares(shares_t, where)
-    return ContentionProfile(reference, factors_t, source, measured_t, shares_t)
+    _check_hops(hops_t, factors_t, where)
+    return ContentionProfile(reference, factors_t, source, measured_t, shares_t, hops_t)
 
 
 def load_contention(directory: str | Path) -> ContentionProfile | None:

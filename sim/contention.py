@@ -5,8 +5,11 @@ testbed whose workers share CPU cores), each iteration's compute is scaled by th
 of the number of workers the plan computes on: k + 1 workers computing, factor of k busy
 neighbours. Every stage's forward and backward time (its layers' profiled times / its GPUs)
 is multiplied by the factor; what the plan pays on top of compute (pipeline
-communication in the stage weights, in-node and cross-pipeline all-reduce) is not. The
-pipeline time is then T of `planner.costmodel` on the scaled weights and the exposed
+communication in the stage weights, in-node and cross-pipeline all-reduce) is not, except
+that where the file holds per-count hop readings (`hop_overhead_s`) each pipeline send
+of a stage per microbatch costs the reading at the plan's count over the unloaded one
+more (on 2 cores a 1F1B hop cost 0.94 ms alone and 4.16 ms beside 3 busy processes:
+a peer waits for the sender to be scheduled). The pipeline time is then T of `planner.costmodel` on the scaled weights and the exposed
 all-reduce is recomputed from the scaled pipelines (`planner.allreduce`).
 
 Where it applies, and why here: the plan is chosen as the backend chooses it, from the
@@ -59,14 +62,27 @@ def plan_factor(contention: ContentionProfile, plan: Any) -> float:
         raise SimError(str(exc)) from None
 
 
+def plan_hop_extra_s(contention: ContentionProfile, plan: Any) -> float:
+    """What a pipeline send costs beside the plan's busy workers over the unloaded reading
+    (0 when the profile has no hop readings); SimError if its count is unmeasured."""
+    try:
+        return contention.hop_extra_s(computing_workers(plan) - 1)
+    except PlannerError as exc:
+        raise SimError(str(exc)) from None
+
+
 def scaled_template(
-    template: PipelineTemplate, compute_s: Sequence[tuple[float, float]], factor: float
+    template: PipelineTemplate, compute_s: Sequence[tuple[float, float]], factor: float, hop_extra_s: float = 0.0
 ) -> PipelineTemplate:
     """`template` with each stage's compute (`compute_s[i]`: its forward and backward, without
-    any all-reduce) x factor; the rest of each stage's times and weight unchanged."""
+    any all-reduce) x factor, and `hop_extra_s` added to each send a stage makes per
+    microbatch (forward to the next stage, backward to the one before); the rest of each
+    stage's times and weight unchanged."""
     stages = []
-    for stage, (forward, backward) in zip(template.stages, compute_s, strict=True):
-        extra_f, extra_b = (factor - 1.0) * forward, (factor - 1.0) * backward
+    last = len(template.stages) - 1
+    for i, (stage, (forward, backward)) in enumerate(zip(template.stages, compute_s, strict=True)):
+        extra_f = (factor - 1.0) * forward + (hop_extra_s if i < last else 0.0)
+        extra_b = (factor - 1.0) * backward + (hop_extra_s if i > 0 else 0.0)
         stages.append(
             replace(
                 stage,
@@ -94,22 +110,23 @@ class ContendedCompute(AddedIterationTime):
         t = self.tables
         return float((t.fwd[end] - t.fwd[first]) / gpus), float((t.bwd[end] - t.bwd[first]) / gpus)
 
-    def scaled_plan_s(self, plan: Any, factor: float) -> float:
-        """The plan's iteration time with its compute x factor (its own time at factor 1)."""
+    def scaled_plan_s(self, plan: Any, factor: float, hop_extra_s: float = 0.0) -> float:
+        """The plan's iteration time with its compute x factor and each pipeline send
+        `hop_extra_s` longer (its own time at factor 1 and no extra)."""
         if isinstance(plan, ExecutionPlan):
-            return self._oobleck_s(plan, factor)
+            return self._oobleck_s(plan, factor, hop_extra_s)
         if isinstance(plan, VarunaPlan):
-            return self._varuna_s(plan, factor)
+            return self._varuna_s(plan, factor, hop_extra_s)
         raise SimError(f"internal: no contended time for a {type(plan).__name__}")
 
-    def _oobleck_s(self, plan: ExecutionPlan, factor: float) -> float:
+    def _oobleck_s(self, plan: ExecutionPlan, factor: float, hop_extra_s: float = 0.0) -> float:
         templates, base, scaled = [], [], []
         cache: dict[int, PipelineTemplate] = {}
         for p in plan.pipelines:
             t = p.template
             if id(t) not in cache:
                 compute = [self._stage_compute_s(s.first_layer, s.end_layer, s.num_gpus) for s in t.stages]
-                cache[id(t)] = scaled_template(t, compute, factor)
+                cache[id(t)] = scaled_template(t, compute, factor, hop_extra_s)
             templates.append(cache[id(t)])
             base.append(t.iteration_time(p.num_microbatches))
             scaled.append(pipeline_time_s(cache[id(t)].weights, p.num_microbatches))
@@ -125,7 +142,7 @@ class ContendedCompute(AddedIterationTime):
             )
         return plan.iteration_time_s + (max(scaled) - max(base)) + exposed_delta
 
-    def _varuna_s(self, plan: VarunaPlan, factor: float) -> float:
+    def _varuna_s(self, plan: VarunaPlan, factor: float, hop_extra_s: float = 0.0) -> float:
         c = plan.config
         if c.microbatch_size != self.profile.microbatch_size:
             raise SimError(
@@ -133,14 +150,20 @@ class ContendedCompute(AddedIterationTime):
             )
         weights = [self.tables.weight_s(a, e, 1) for a, e in c.stage_layers]
         compute = [sum(self._stage_compute_s(a, e, 1)) for a, e in c.stage_layers]
-        scaled = [w + (factor - 1.0) * x for w, x in zip(weights, compute)]
+        last = len(weights) - 1
+        sends = [(i < last) + (i > 0) for i in range(len(weights))]
+        scaled = [w + (factor - 1.0) * x + n * hop_extra_s for w, x, n in zip(weights, compute, sends)]
         delta = pipeline_time_s(scaled, c.num_microbatches) - pipeline_time_s(weights, c.num_microbatches)
         return plan.iteration_time_s + delta
 
     def extra_s(self, plan: Any) -> float:
-        """What the plan's worker-count factor adds to its compute (0 at the reference count)."""
+        """What the plan's worker-count factor adds to its compute, and its worker count's
+        loaded hop to its sends (0 at the reference count without hop readings)."""
         factor = plan_factor(self.contention, plan)
-        return 0.0 if factor == 1.0 else self.scaled_plan_s(plan, factor) - plan.iteration_time_s
+        hop = plan_hop_extra_s(self.contention, plan)
+        if factor == 1.0 and hop == 0.0:
+            return 0.0
+        return self.scaled_plan_s(plan, factor, hop) - plan.iteration_time_s
 
 
 def check_coverage(contention: ContentionProfile, max_workers: int) -> None:

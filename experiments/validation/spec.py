@@ -220,7 +220,7 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
         if not (target / "mb1.json").exists() or not (target / FILE_NAME).exists():  # once per output directory
             progress(
                 f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours, "
-                f"then beside 0..{spec.nodes - 1} ..."
+                f"then beside 0..{spec.nodes - 1} (layers, then the pipeline hop) ..."
             )
             profile = profile_contended(tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes)
             write_oobleck_profile(profile, target)

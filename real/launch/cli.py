@@ -638,9 +638,10 @@ def handle_profile(args) -> int:
         if neighbours is None:
             profile = profile_tiny_gpt(spec, settings)
         else:
-            from .contention import profile_with_contention
+            from .contention import HOP_SETTINGS, profile_with_contention
 
-            profile = profile_with_contention(spec, settings, neighbours, args.reference_neighbours)
+            hops = None if args.skip_comm else HOP_SETTINGS  # --skip-comm: no communication measured at all
+            profile = profile_with_contention(spec, settings, neighbours, args.reference_neighbours, hops=hops)
         from planner.contention import write_contention
         from planner.oobleck_format import write_oobleck_profile
 

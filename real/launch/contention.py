@@ -34,6 +34,8 @@ from planner.optimizer_step import OptimizerProfile
 from planner.profile import ModelProfile
 
 from ..config import TINY_GPT, TinyGptSpec
+from .comm_fit import FitError
+from .comm_profile import ATTEMPTS, KIB, CommSettings, measure_communication
 from .cpu_share import ShareReading, ShareWindow
 from .pass_timing import time_passes
 from .profiler import ProfilerSettings, profile_tiny_gpt
@@ -267,6 +269,35 @@ def measure_contention(
     return _contention_profile(medians, shares, reference, settings, rounds)
 
 
+# 1F1B settings of the loaded hop readings: the 64 KiB boundaries of the communication
+# measurement (a 4 MiB one adds a transfer-overlap misfit, not the loaded hop), fewer p2p rounds
+HOP_SETTINGS = CommSettings(repeats=7, hop_settings=((2, 4, 64 * KIB), (2, 8, 64 * KIB), (3, 6, 64 * KIB)))
+
+
+def measure_hops(
+    pool: BusyNeighbours, counts: Sequence[int], settings: CommSettings = HOP_SETTINGS
+) -> tuple[tuple[int, float], ...]:
+    """Per busy-neighbour count, the per-hop cost of 1F1B on this backend beside that many
+    load processes (`comm_profile.measure_communication`'s full-transfer reading, the one
+    `communication.json` holds, 0 where the fit is negative), in ascending order of the
+    count. On the 2-core testbed: 0.94, 1.34, 2.77 and 4.16 ms beside 0-3 tiny-gpt loads
+    (the emulated stages sleep, so the loads are what competes for the cores)."""
+    if pool.size < max(counts):
+        raise ValueError(f"a pool of {pool.size} load processes cannot make {max(counts)} busy neighbours")
+    readings = []
+    for k in sorted(set(counts)):
+        pool.busy(k)
+        for attempt in range(ATTEMPTS):
+            try:
+                readings.append((k, measure_communication(settings).hop_overhead_s))
+                break
+            except FitError:  # a link fit that came out unphysical under the load: measure again
+                if attempt == ATTEMPTS - 1:
+                    raise
+    pool.busy(0)
+    return tuple(readings)
+
+
 def profile_with_contention(
     spec: TinyGptSpec,
     settings: ProfilerSettings,
@@ -274,9 +305,12 @@ def profile_with_contention(
     reference: int,
     *,
     rounds: int = 2,
+    hops: CommSettings | None = HOP_SETTINGS,
 ) -> ModelProfile:
     """`profile_tiny_gpt` beside `reference` busy neighbours, then the contention sweep over
-    `neighbours` with the same pool of load processes: the profile with `contention` set.
+    `neighbours` with the same pool of load processes, then (unless `hops` is None) the
+    1F1B hop cost beside each of those counts (`measure_hops`): the profile with
+    `contention` set.
 
     The profile's layer times (forward, backward, optimizer step) are the sweep's own medians
     at the reference count, so `compute_factor[reference] = 1` holds of the very times the
@@ -290,7 +324,8 @@ def profile_with_contention(
         pool.busy(reference)
         profile = profile_tiny_gpt(spec, settings)
         medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
-    contention = _contention_profile(medians, shares, reference, settings, rounds)
+        hop_readings = measure_hops(pool, counts, hops) if hops is not None else ()
+    contention = replace(_contention_profile(medians, shares, reference, settings, rounds), hop_overhead_s=hop_readings)
     at_reference = medians[reference]
     layers = tuple(
         replace(layer, forward_s=f, backward_s=b) for layer, (f, b, _) in zip(profile.layers, at_reference, strict=True)

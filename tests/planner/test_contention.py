@@ -80,6 +80,11 @@ def test_an_unmeasured_count_is_an_error_not_an_extrapolation():
         ({"cpu_share": {"0": [0.5, "x"]}}, r"cpu_share\[0\] must be a number"),
         ({"cpu_share": {"0": [0.5, 0.5], "00": [0.5, 0.5]}}, "cpu_share lists a neighbour count twice"),
         ({"cpu_share": [[0.5, 0.5]]}, "'cpu_share' must be an object"),
+        ({"hop_overhead_s": {"0": 0.001}}, "hop_overhead_s must hold the counts compute_factor holds"),
+        ({"hop_overhead_s": {"1": 0.001, "2": 0.002}}, "0 among them; got 1, 2"),
+        ({"hop_overhead_s": {"0": 0.001, "1": -0.001, "2": 0.0}}, r"hop_overhead_s\[1\] = -0.001 is not a number >= 0"),
+        ({"hop_overhead_s": {"0": "x", "1": 0.0, "2": 0.0}}, r"hop_overhead_s\[0\] must be a number"),
+        ({"hop_overhead_s": [0.001]}, "'hop_overhead_s' must be an object"),
         ({"source": 3}, "'source' must be a string"),
         ({"factor": 1}, "unknown field 'factor'"),
     ],
@@ -123,3 +128,16 @@ def test_measured_layers_must_match_the_model(tmp_path):
     write_contention(parse_contention(GOOD), tmp_path)
     with pytest.raises(ProfileError, match="contention measured_s lists 2 layers, the model has 3"):
         resolve_profile(str(tmp_path), "v100-16gb", 1)
+
+
+def test_hop_readings_give_each_count_its_extra_over_the_unloaded_one(tmp_path):
+    data = {**GOOD, "hop_overhead_s": {"0": 0.001, "1": 0.0025, "2": 0.004}}
+    profile = parse_contention(data)
+    assert [profile.hop_extra_s(k) for k in (0, 1, 2)] == pytest.approx([0.0, 0.0015, 0.003])
+    assert profile.summary().endswith("; pipeline hop 0: 1.00 ms, 1: 2.50 ms, 2: 4.00 ms")
+    write_contention(profile, tmp_path)
+    assert load_contention(tmp_path) == profile
+    assert parse_contention(GOOD).hop_extra_s(7) == 0.0  # no readings: nothing added, at any count
+    partial = ContentionProfile(1, ((0, 0.5), (1, 1.0)), "p", hop_overhead_s=((0, 0.001), (1, 0.002)))
+    with pytest.raises(ProfileError, match="no hop reading for 2 busy neighbours; measured: 0, 1"):
+        partial.hop_extra_s(2)

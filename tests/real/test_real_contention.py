@@ -86,6 +86,8 @@ def test_profile_command_writes_contention_json(tmp_path):
     assert contention is not None and contention.neighbour_counts == (0,)
     assert contention.measured_s[0][0] == 0 and len(contention.measured_s[0][1]) == SPEC.num_layers
     assert json.loads(result.stdout)["compute_factor"] == {"0": 1.0}
+    # the 1F1B hop beside each count (here 0), as measure_communication reads it
+    assert [k for k, _ in contention.hop_overhead_s] == [0] and contention.hop_overhead_s[0][1] >= 0
     # the plan's layer times are the sweep's own at the reference count, so its factor 1 holds of them
     profile = load_oobleck_profile(out, 1)
     planned = [t for layer in profile.layers for t in (layer.forward_s, layer.backward_s)]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from experiments.validation.spec import synthetic_profile
 from planner.contention import ContentionProfile, write_contention
+from planner.costmodel import pipeline_time_s
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
@@ -122,3 +123,32 @@ def test_scaling_is_monotone_and_bounded(contended, f1, f2, which):
     for f, t in ((low, t_low), (high, t_high)):
         assert min(1.0, f) * base * (1 - 1e-9) <= t <= max(1.0, f) * base * (1 + 1e-9)
     assert math.isfinite(t_high)
+
+
+HOPS = ((0, 0.001), (1, 0.0015), (2, 0.003), (3, 0.005))
+
+
+def test_each_send_costs_the_loaded_hop_over_the_unloaded_one(tmp_path):
+    """Two stages, m microbatches, every stage one send per microbatch (the first forward,
+    the second backward): with k* the slowest stage's index from 0, T1 + T2 + T3 grow by
+    h (S + (m - S + k* - 1) + (S - k*)), i.e. exactly h (m + 1) whichever stage is slowest."""
+    directory = tmp_path / "profile"
+    write_oobleck_profile(synthetic_profile(), directory)
+    write_contention(ContentionProfile(3, FACTORS, "test", hop_overhead_s=HOPS), directory)
+    timing = build(_config(directory)).timing
+    assert isinstance(timing, ContendedCompute)
+    planner = Planner(timing.profile, timing.cluster, JobSpec(16, 1, 1))
+    two = planner.build_plan([["a", "b"]])
+    assert [len(p.template.stages) for p in two.pipelines] == [2]
+    m = two.pipelines[0].num_microbatches
+    h = 0.002
+    assert timing.scaled_plan_s(two, 1.0, h) - two.iteration_time_s == pytest.approx(h * (m + 1), rel=1e-9)
+    # 2 workers: the factor of 1 busy neighbour and its hop reading over the unloaded one
+    assert timing.iteration(two).total_s == pytest.approx(timing.scaled_plan_s(two, 0.6, 0.0015 - 0.001), rel=1e-12)
+    varuna = VarunaPlan(VarunaConfig(2, 1, 1, 6, ((0, 4), (4, 8)), 0.0, 0.0), ("a", "b"), None, 1)
+    weights = [timing.tables.weight_s(a, e, 1) for a, e in varuna.config.stage_layers]
+    varuna = replace(varuna, config=replace(varuna.config, compute_s=pipeline_time_s(weights, 6)))
+    assert timing.scaled_plan_s(varuna, 1.0, h) - varuna.iteration_time_s == pytest.approx(h * (6 + 1), rel=1e-9)
+    # one stage sends nothing: the reference count's plan of single-stage pipelines is unchanged
+    four = planner.build_plan([["a"], ["b"], ["c"], ["d"]])
+    assert timing.iteration(four).total_s == pytest.approx(four.iteration_time_s, rel=1e-12)
