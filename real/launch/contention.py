@@ -11,8 +11,9 @@ and returns a `planner.contention.ContentionProfile`: per k the median forward a
 backward of every layer over the rounds' repeats, and the factor sum_l (F + B) at k /
 the same sum at the reference k. Each round's times are first evened to the mean core
 share of the busy processes (`cpu_share`): with 3 busy processes on 2 cores the timed
-one may sit alone on a core or beside a load for a whole round, which made the factor
-for 2 neighbours 0.63 in one sweep and 0.97 in the next on the 2-core testbed.
+one may sit alone on a core or beside a load for a whole round (the factor for 2
+neighbours was 0.63 in one sweep and 0.97 in the next on the 2-core testbed; placement
+explained 6-10% of it in the sweeps measured since, docs/validation.md).
 
 On real GPUs (one per worker) there is no such effect and no reason to run this.
 """

@@ -11,8 +11,11 @@ on a core for a whole measurement (share 1) or beside a load (share 0.5). On the
 testbed two sweeps gave the factor for 2 busy neighbours 0.63 and 0.97 (fair share 0.75;
 docs/validation.md). A job's workers block and wake at every pipeline hop, which lets the
 kernel spread them, so what a worker gets over an iteration is near the mean share of
-the busy processes, not the share one placement gave the timed process. `evened_factor`
-rescales a measured time from the timed process's share to that mean.
+the busy processes, not the share one placement gave the timed process.
+`ShareReading.factor` rescales a measured time from the timed process's share to that
+mean. Measured since: the timed process got 0.59-0.62 of a core against a mean of 0.66,
+so evening moved that factor by 6-10%; the rest of its spread is CPU time (a pass beside
+2 loads cost 1.3x the CPU time of one beside 3), which evening keeps, as it should.
 """
 
 from __future__ import annotations
