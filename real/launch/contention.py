@@ -180,8 +180,8 @@ def _sweep_medians(
     Each round's times are evened (`cpu_share`): rescaled from the share of a core the
     timed process got to the mean share of the busy processes, so that where the kernel
     placed it (alone on a core, or beside a load) does not decide the factor. Where the
-    scheduler's counters are unreadable the times are kept as measured and no share is
-    recorded."""
+    scheduler's counters are unreadable, or a process computes on more than one thread
+    (`settings.threads`), the times are kept as measured and no share is recorded."""
     import torch
 
     samples: dict[int, list[list[tuple[float, float, float]]]] = {k: [] for k in counts}
@@ -193,7 +193,9 @@ def _sweep_medians(
         try:
             for k in _sweep_order(counts, rounds):
                 load.busy(k)
-                with ShareWindow(load.pids(k)) as window:
+                # the counters are a thread's: with more than one compute thread per process
+                # the main thread's share is not the process's, so nothing is evened
+                with ShareWindow(load.pids(k) if settings.threads == 1 else None) as window:
                     times = time_passes(spec, settings)
                 even = 1.0 if window.result is None else window.result.factor
                 if window.result is not None:
@@ -281,8 +283,9 @@ def measure_hops(
     """Per busy-neighbour count, the per-hop cost of 1F1B on this backend beside that many
     load processes (`comm_profile.measure_communication`'s full-transfer reading, the one
     `communication.json` holds, 0 where the fit is negative), in ascending order of the
-    count. On the 2-core testbed: 0.94, 1.34, 2.77 and 4.16 ms beside 0-3 tiny-gpt loads
-    (the emulated stages sleep, so the loads are what competes for the cores)."""
+    count. On the 2-core testbed, in one measurement: 0.94, 1.34, 2.77 and 4.16 ms beside
+    0-3 tiny-gpt loads (the emulated stages sleep, so the loads are what competes for the
+    cores)."""
     if pool.size < max(counts):
         raise ValueError(f"a pool of {pool.size} load processes cannot make {max(counts)} busy neighbours")
     readings = []

@@ -84,17 +84,18 @@ def reading(own_pid: int, window_shares: Mapping[int, float]) -> ShareReading:
 
 class ShareWindow:
     """Reads the counters of the current process and `others` on entry and exit; `result`
-    is the `ShareReading` of the window, or None where the counters are unreadable."""
+    is the `ShareReading` of the window, or None where the counters are unreadable or
+    `others` is None (no reading asked)."""
 
-    def __init__(self, others: Iterable[int]):
-        self.pids = [os.getpid(), *others]
+    def __init__(self, others: Iterable[int] | None):
+        self.pids = [os.getpid(), *others] if others is not None else []
         self.result: ShareReading | None = None
 
     def __enter__(self) -> ShareWindow:
-        self._before = read_all(self.pids)
+        self._before = read_all(self.pids) if self.pids else None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        after = read_all(self.pids)
+        after = read_all(self.pids) if self.pids else None
         if self._before is not None and after is not None:
             self.result = reading(self.pids[0], shares(self._before, after))

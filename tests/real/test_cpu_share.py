@@ -67,6 +67,9 @@ def test_two_spinners_on_one_core_each_run_about_half_the_window():
         # the mean holds this process (at most 1) and one spinner (about half)
         assert own.result is not None and 0 < own.result.own <= 1
         assert own.result.mean < (1 + 0.65) / 2 and own.result.factor == own.result.own / own.result.mean
+        with ShareWindow(None) as unasked:  # no reading asked (a process on several threads)
+            time.sleep(0.01)
+        assert unasked.result is None
     finally:
         stop.set()
         for proc in procs:
