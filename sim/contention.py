@@ -9,8 +9,9 @@ communication in the stage weights, in-node and cross-pipeline all-reduce) is no
 that where the file holds per-count hop readings (`hop_overhead_s`) each pipeline send
 of a stage per microbatch costs the reading at the plan's count over the unloaded one
 more (on 2 cores a 1F1B hop cost 0.94 ms alone and 4.16 ms beside 3 busy processes:
-a peer waits for the sender to be scheduled). The pipeline time is then T of `planner.costmodel` on the scaled weights and the exposed
-all-reduce is recomputed from the scaled pipelines (`planner.allreduce`).
+a peer waits for the sender to be scheduled). The pipeline time is then T of
+`planner.costmodel` on the scaled weights and the exposed all-reduce is recomputed from
+the scaled pipelines (`planner.allreduce`).
 
 Where it applies, and why here: the plan is chosen as the backend chooses it, from the
 profile's own layer times, and only its time is scaled. The real backend plans from
@@ -71,6 +72,12 @@ def plan_hop_extra_s(contention: ContentionProfile, plan: Any) -> float:
         raise SimError(str(exc)) from None
 
 
+def stage_sends(index: int, num_stages: int) -> tuple[int, int]:
+    """Sends stage `index` of `num_stages` makes per microbatch: (forward to the next stage,
+    backward to the one before), as `planner.costmodel` charges them."""
+    return int(index < num_stages - 1), int(index > 0)
+
+
 def scaled_template(
     template: PipelineTemplate, compute_s: Sequence[tuple[float, float]], factor: float, hop_extra_s: float = 0.0
 ) -> PipelineTemplate:
@@ -79,10 +86,11 @@ def scaled_template(
     microbatch (forward to the next stage, backward to the one before); the rest of each
     stage's times and weight unchanged."""
     stages = []
-    last = len(template.stages) - 1
+    count = len(template.stages)
     for i, (stage, (forward, backward)) in enumerate(zip(template.stages, compute_s, strict=True)):
-        extra_f = (factor - 1.0) * forward + (hop_extra_s if i < last else 0.0)
-        extra_b = (factor - 1.0) * backward + (hop_extra_s if i > 0 else 0.0)
+        sends_f, sends_b = stage_sends(i, count)
+        extra_f = (factor - 1.0) * forward + sends_f * hop_extra_s
+        extra_b = (factor - 1.0) * backward + sends_b * hop_extra_s
         stages.append(
             replace(
                 stage,
@@ -150,9 +158,8 @@ class ContendedCompute(AddedIterationTime):
             )
         weights = [self.tables.weight_s(a, e, 1) for a, e in c.stage_layers]
         compute = [sum(self._stage_compute_s(a, e, 1)) for a, e in c.stage_layers]
-        last = len(weights) - 1
-        sends = [(i < last) + (i > 0) for i in range(len(weights))]
-        scaled = [w + (factor - 1.0) * x + n * hop_extra_s for w, x, n in zip(weights, compute, sends)]
+        sends = [sum(stage_sends(i, len(weights))) for i in range(len(weights))]
+        scaled = [w + (factor - 1.0) * x + n * hop_extra_s for w, x, n in zip(weights, compute, sends, strict=True)]
         delta = pipeline_time_s(scaled, c.num_microbatches) - pipeline_time_s(weights, c.num_microbatches)
         return plan.iteration_time_s + delta
 

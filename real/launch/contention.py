@@ -242,7 +242,12 @@ def _counts(neighbours: Sequence[int], reference: int, rounds: int, settings: Pr
 
 
 def _contention_profile(
-    medians: Medians, shares: Shares, reference: int, settings: ProfilerSettings, rounds: int
+    medians: Medians,
+    shares: Shares,
+    reference: int,
+    settings: ProfilerSettings,
+    rounds: int,
+    hops: tuple[tuple[int, float], ...] = (),
 ) -> ContentionProfile:
     total = {k: sum(f + b for f, b, _ in layers) for k, layers in medians.items()}
     factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in sorted(medians))
@@ -253,7 +258,8 @@ def _contention_profile(
     )
     measured = tuple((k, tuple((f, b) for f, b, _ in layers)) for k, layers in sorted(medians.items()))
     complete = set(shares) == set(medians)
-    return ContentionProfile(reference, factors, source, measured, tuple(sorted(shares.items())) if complete else ())
+    evened_shares = tuple(sorted(shares.items())) if complete else ()
+    return ContentionProfile(reference, factors, source, measured, evened_shares, hops)
 
 
 def measure_contention(
@@ -329,7 +335,7 @@ def profile_with_contention(
         profile = profile_tiny_gpt(spec, settings)
         medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
         hop_readings = measure_hops(pool, counts, hops) if hops is not None else ()
-    contention = replace(_contention_profile(medians, shares, reference, settings, rounds), hop_overhead_s=hop_readings)
+    contention = _contention_profile(medians, shares, reference, settings, rounds, hop_readings)
     at_reference = medians[reference]
     layers = tuple(
         replace(layer, forward_s=f, backward_s=b) for layer, (f, b, _) in zip(profile.layers, at_reference, strict=True)
