@@ -68,6 +68,8 @@ from .recovery import RESTART as RESTART_KIND
 from .recovery import Recovery
 from .schedule import EventSchedule
 
+STRAGGLER_MIN_S = 6.0  # a severed rank reports within 0.8 s (issue-15 runs, 32 ranks on 2 cores)
+STRAGGLER_STEPS = 3.0
 SETTLE_S = 0.1  # after the first sign of a failure, wait this long for others that came with it
 POLL_S = 0.005
 
@@ -157,7 +159,9 @@ class RecoveryFlow:
         while self.job.committed < resume:
             self.c.record_commit(g, self.job.committed, d)
         store.set(keys.resume_key(g), str(resume))
-        reports, unclean = self.collect(g, d, patient=not (never_started and self._restart_replaces_all(d)))
+        reports, unclean = self.collect(
+            g, d, patient=not (never_started and self._restart_replaces_all(d)), after_word=True
+        )
         self.book_copies(d)
         if not self.job.removed and not unclean:
             faults = [
@@ -199,14 +203,27 @@ class RecoveryFlow:
             and d.kind in (START, RESTART)
         )
 
-    def collect(self, g: int, d: Directive, *, patient: bool = True) -> tuple[dict[int, dict], set[int]]:
+    def collect(
+        self, g: int, d: Directive, *, patient: bool = True, after_word: bool = False
+    ) -> tuple[dict[int, dict], set[int]]:
         """Reports of the generation's live ranks; ranks silent past the teardown timeout
         are fenced and returned as unclean. Not `patient`: the reports already there,
-        and no rank is awaited or fenced (the restart that follows stops them all)."""
+        and no rank is awaited or fenced (the restart that follows stops them all).
+        `after_word`: the coordinator's resume word is out (after a failure), so every
+        rank that had built its groups was severed or aborted by its watch and should
+        report within a moment; one still silent past `straggler_s` is fenced and
+        replaced at once where a launcher can start a fresh process, rather than at the
+        teardown timeout (issue 15: a gloo send that the sever did not free held a
+        32-node Oobleck job 60 s). Ranks that had not built their groups (blocked in the
+        rendezvous, which no sever reaches) keep the teardown timeout."""
         members, store = self.c.members, self.c.store
         expect = {r for r, w in enumerate(d.workers) if members.workers[w].alive}
         reports: dict[int, dict] = {}
-        deadline = time.time() + self.c.config.teardown_timeout_s
+        t_start = time.time()
+        deadline = t_start + self.c.config.teardown_timeout_s
+        early = after_word and members.processes is not None and self.c.config.respawn
+        straggle_s = self.straggler_s()
+        stragglers: set[int] = set()
         while True:
             for r in sorted(expect - reports.keys()):
                 if store.check([keys.left_key(g, r)]):
@@ -219,6 +236,18 @@ class RecoveryFlow:
                 expect = set(reports)
             if expect <= reports.keys() or time.time() > deadline:
                 break
+            if early and time.time() - t_start > straggle_s:
+                for r in sorted(expect - reports.keys() - stragglers):
+                    if store.check([keys.built_key(g, r)]):
+                        stragglers.add(r)
+                        self._fence_unclean(
+                            d,
+                            g,
+                            r,
+                            f"rank {r} did not tear down within {straggle_s:.1f} s of the coordinator's word",
+                            time.time() - t_start,
+                        )
+                expect -= stragglers
             self.c.tick()
             expect = {r for r in expect if members.workers[d.workers[r]].alive}
             time.sleep(POLL_S)
@@ -237,11 +266,40 @@ class RecoveryFlow:
                 )
         unclean = expect - reports.keys()
         for r in sorted(unclean):
-            wid = d.workers[r]
-            members.fence(wid, f"rank {r} did not tear down within {self.c.config.teardown_timeout_s:.0f} s")
-            self.c.outcome.event("worker_unclean", worker=wid, rank=r, generation=g)
+            self._fence_unclean(
+                d,
+                g,
+                r,
+                f"rank {r} did not tear down within {self.c.config.teardown_timeout_s:.0f} s",
+                time.time() - t_start,
+            )
         self.mark_phase("planning")
-        return reports, unclean
+        return reports, unclean | stragglers
+
+    def _fence_unclean(self, d: Directive, g: int, r: int, reason: str, after_s: float) -> None:
+        """Fence rank `r` of generation `g`, which did not tear down, with what its watch
+        noted if it straggled (`keys.straggled_key`: where it was blocked)."""
+        wid, store = d.workers[r], self.c.store
+        self.c.members.fence(wid, reason)
+        noted = rv.get_json(store, keys.straggled_key(g, r)) if store.check([keys.straggled_key(g, r)]) else None
+        self.c.outcome.event(
+            "worker_unclean",
+            worker=wid,
+            rank=r,
+            generation=g,
+            reason=reason,
+            after_s=round(after_s, 3),
+            straggled=noted,
+        )
+
+    def straggler_s(self) -> float:
+        """How long a severed (or aborted) rank may take to report before it is fenced:
+        `STRAGGLER_MIN_S`, or `STRAGGLER_STEPS` of the job's last measured step where that
+        is longer (a rank computing when the word came blocks again only at its next
+        communication)."""
+        ends = self.c.outcome.step_end_s[-4:]
+        step_s = max((b - a for a, b in zip(ends, ends[1:])), default=0.0)
+        return max(STRAGGLER_MIN_S, STRAGGLER_STEPS * step_s)
 
     def book_copies(self, d: Directive) -> None:
         """The in-memory copies generation `d` completed (none unless the design takes them)."""

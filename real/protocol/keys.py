@@ -19,6 +19,8 @@
     gen<g>/fault/<rank>      rank's error in this generation; gen<g>/faults counts them
     gen<g>/resume            after a failure: the first uncommitted step (the coordinator's)
     gen<g>/left/<rank>       rank tore down: what it holds and for which step
+    gen<g>/straggled/<rank>  rank was still blocked a while after its abort watch fired:
+                             where (its stack), and how many connections it then severed
     gen<g>/done/<rank>       rank finished training, saved and tore its groups down
     gen<g>/pg/...            torch.distributed's own rendezvous (PrefixStore "gen<g>/pg")
     ckpt/g<g>.a<a>/<k>/<l>   layer l of the checkpoint of step k is durable on disk; g: the
@@ -122,6 +124,10 @@ def resume_key(generation: int) -> str:
 
 def left_key(generation: int, rank: int) -> str:
     return f"{_gen(generation)}/left/{rank}"
+
+
+def straggled_key(generation: int, rank: int) -> str:
+    return f"{_gen(generation)}/straggled/{rank}"
 
 
 def done_key(generation: int, rank: int) -> str:

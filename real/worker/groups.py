@@ -16,7 +16,9 @@ them, this rank's and its peers', fail at once, and the main thread then tears d
 
 from __future__ import annotations
 
+import sys
 import threading
+import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -26,6 +28,27 @@ from ..protocol.keys import pg_prefix
 from ..protocol.layout import Layout
 from .nccl import abort_all_groups
 from .sever import sever, snapshot
+
+
+def main_thread_stack(frames: int = 8) -> str:
+    """The main thread's innermost `frames` Python frames, as traceback lines."""
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    if frame is None:
+        return ""
+    return "".join(traceback.format_stack(frame)[-frames:])
+
+
+def tcp_store_port(store: dist.Store) -> int | None:
+    """The port of the TCPStore under `store` (through PrefixStores), else None."""
+    for _ in range(16):  # a chain of prefixes, never a cycle
+        port = getattr(store, "port", None)
+        if port is not None:
+            return int(port)
+        inner = getattr(store, "underlying_store", None)
+        if inner is None:
+            return None
+        store = inner
+    return None
 
 
 def async_work(work: dist.Work | None) -> dist.Work:
@@ -47,6 +70,7 @@ class Generation:
     pipeline_group: dist.ProcessGroup | None
     sync_groups: dict[tuple[int, ...], dist.ProcessGroup] = field(default_factory=dict)
     sockets: frozenset[int] = frozenset()  # inodes of the TCP connections its groups opened (gloo)
+    store_port: int | None = None  # the coordinator's store, whose connections are never severed
     alive: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -88,6 +112,18 @@ class Generation:
         else:
             self.sever()
 
+    def straggle(self) -> dict:
+        """What the abort watch does when the main thread is still blocked a while after
+        `interrupt`: on gloo, shut down every connected TCP socket of this process but the
+        store's (any the build's snapshot missed, and earlier generations'; only where the
+        store's port is known, so that no store connection is ever taken); on both, note
+        where the main thread is blocked (its innermost Python frames), for the report."""
+        resevered = None
+        with self._lock:
+            if self.alive and not self.aborts and self.store_port is not None:
+                resevered = sever(snapshot(self.store_port))
+        return {"resevered": resevered, "stack": main_thread_stack()}
+
 
 def build_generation(
     base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float, severable: bool = True
@@ -98,7 +134,7 @@ def build_generation(
         raise RuntimeError("a process group is still initialised: tear the previous generation down first")
     timeout = timedelta(seconds=timeout_s)
     store = dist.PrefixStore(pg_prefix(layout.generation), base_store)
-    store_port = getattr(base_store, "port", None)  # a TCPStore's; its connections are never severed
+    store_port = tcp_store_port(base_store)  # its connections are never severed
     watched = severable and backend == "gloo"
     before = snapshot(store_port) if watched else frozenset()
     dist.init_process_group(backend, store=store, rank=rank, world_size=layout.world_size, timeout=timeout)
@@ -114,4 +150,4 @@ def build_generation(
         if rank in spec.ranks:
             sync[spec.ranks] = group
     opened = snapshot(store_port) - before if watched else frozenset()
-    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync, opened)
+    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync, opened, store_port)

@@ -52,6 +52,10 @@ from .probe import FailureProbe
 from .stage_runner import StageRunner
 
 SPARE, FINISHED, STOPPED, FAULT = "spare", "finished", "stopped", "fault"
+# A survivor still blocked this long after its abort watch severed (or aborted) has met
+# what the sever did not free: its watch severs every connection left and notes where it is
+# blocked (`Generation.straggle`). Teardowns took at most 0.8 s in the issue-15 runs.
+STRAGGLE_AFTER_S = 2.0
 
 
 def wait_key(store: dist.Store, key: str) -> bytes:
@@ -169,7 +173,15 @@ class WorkerSession:
             self.config.sever_on_failure,
         )
         if self._watch_store is not None:
-            watch = AbortWatch(self._watch_store, keys.resume_key(number), attempt.generation.interrupt)
+            generation, watch_store = attempt.generation, self._watch_store
+
+            def straggle() -> dict:  # on the watch's thread, which owns `watch_store`
+                noted = generation.straggle()
+                rv.put_json(watch_store, keys.straggled_key(number, rank), noted)  # the coordinator may fence this rank
+                return noted
+
+            watch = AbortWatch(watch_store, keys.resume_key(number), generation.interrupt,
+                               straggle=straggle, straggle_after_s=STRAGGLE_AFTER_S)  # fmt: skip
             attempt.watch = watch.start()
         elif attempt.generation.aborts:
             raise RuntimeError("internal error: an NCCL generation needs a store connection for its abort watch")
@@ -303,9 +315,11 @@ class WorkerSession:
         t_fault = time.time()
         self.probe("teardown")
         attempt.close()  # closes this rank's connections: peers blocked on it fail fast
-        self._timing = {"closed": time.time() - t_fault}
+        self._timing: dict[str, object] = {"closed": time.time() - t_fault}
         if attempt.watch is not None:  # the coordinator's word (sever, abort) came before this rank tore down
             self._timing["interrupted"] = attempt.watch.fired
+            if attempt.watch.straggled is not None:
+                self._timing["straggled"] = attempt.watch.straggled
         header = f"worker {self.info.worker_id} ({self.info.node} gpu {self.info.gpu}, pid {os.getpid()}), generation {number} rank {rank}:"
         self.store.set(keys.fault_key(number, rank), f"{header}\n{text}")
         self.store.add(keys.fault_count_key(number), 1)

@@ -142,6 +142,26 @@ def test_the_abort_watch_fires_once_the_key_appears_and_never_after_stop():
     assert calls == [] and not quiet.fired
 
 
+def test_the_watch_straggles_once_when_the_main_thread_is_still_blocked_after_the_abort():
+    store = dist.HashStore()
+    store.set("gen5/resume", "2")
+    notes = []
+    watch = AbortWatch(store, "gen5/resume", lambda: None, interval_s=0.01,
+                       straggle=lambda: notes.append(1) or {"resevered": 3}, straggle_after_s=0.2).start()  # fmt: skip
+    deadline = time.time() + 5
+    while watch.straggled is None and time.time() < deadline:
+        time.sleep(0.02)
+    watch.stop()
+    assert watch.fired and watch.straggled == {"resevered": 3} and notes == [1]
+    prompt = AbortWatch(store, "gen5/resume", lambda: None, interval_s=0.01,
+                        straggle=lambda: notes.append(2) or {}, straggle_after_s=1.0).start()  # fmt: skip
+    while not prompt.fired:
+        time.sleep(0.01)
+    prompt.stop()  # the main thread came out in time: no straggle
+    time.sleep(0.05)
+    assert prompt.straggled is None and notes == [1]
+
+
 # -- host staging --------------------------------------------------------------------------
 def _state(seed: int) -> LayerState:
     g = torch.Generator().manual_seed(seed)

@@ -140,7 +140,7 @@ def test_hangs_are_detected_fenced_and_survived(tmp_path, seed):
 @pytest.mark.timeout(300)
 def test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica(tmp_path):
     """node3 crashes; node0's main thread then stalls in its teardown while its
-    heartbeat goes on. After the teardown timeout the coordinator fences it and starts
+    heartbeat goes on. Past the straggler bound the coordinator fences it and starts
     a fresh process for node0, which receives all its layers from node2 (the other
     pipeline's replica of the same stage) and training goes on."""
     summary, events = run_job(
@@ -156,6 +156,10 @@ def test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica(tmp_path):
     (unclean,) = kinds(events, "worker_unclean")
     (replaced,) = kinds(events, "worker_replaced")
     assert replaced["node"] == "node0" and replaced["worker"] == unclean["worker"]
+    # It had built its groups, so it was fenced once past the straggler bound (6 s here),
+    # not at the teardown timeout (10 + 10 + 5 s).
+    assert unclean["after_s"] < 15, unclean
+    assert "probe.py" in unclean["straggled"]["stack"]  # its watch noted where it was blocked: the stall
     assert [e["node"] for e in kinds(events, "worker_lost")] == ["node3"]
     assert summary["num_restarts"] == 0 and summary["num_reconfigurations"] == 1
     (recovery,) = summary["recoveries"]

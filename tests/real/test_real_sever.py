@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from real.worker.groups import Generation, tcp_store_port
 from real.worker.sever import sever, snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="severing reads /proc (Linux)")
@@ -83,6 +84,69 @@ def test_closed_sockets_are_skipped():
     for s in (listener, client, accepted):
         s.close()
     assert sever(opened) == 0
+
+
+ECHO = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+while data := conn.recv(16):
+    conn.sendall(data)
+"""
+
+
+def test_a_straggling_generation_severs_every_connection_but_the_stores_and_notes_the_stack():
+    import subprocess
+
+    store = subprocess.Popen(
+        [sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True
+    )  # the store's end lives elsewhere
+    listener, client, accepted = _pair()
+    store_client = None
+    try:
+        assert store.stdout is not None
+        store_port = int(store.stdout.readline())
+        store_client = socket.create_connection(("127.0.0.1", store_port), timeout=5)
+        generation = Generation(3, None, 0, "gloo", None, {}, frozenset(), store_port)
+        noted = generation.straggle()
+        assert noted["resevered"] >= 2  # both ends of the other connection (not opened at build), not the store's
+        assert "test_a_straggling_generation" in noted["stack"]  # the main thread is this test
+        accepted.settimeout(5)
+        assert accepted.recv(1) == b""
+        store_client.sendall(b"s")
+        assert store_client.recv(1) == b"s"  # the store's connection still works
+    finally:
+        for s in (listener, client, accepted, store_client):
+            if s is not None:
+                s.close()
+        store.kill()
+        store.wait(10)
+
+
+def test_no_connection_is_taken_when_the_store_port_is_unknown_or_the_generation_aborts():
+    listener, client, accepted = _pair()
+    try:
+        for generation in (
+            Generation(3, None, 0, "gloo", None, {}),
+            Generation(3, None, 0, "nccl", None, {}, frozenset(), 1),
+        ):
+            assert generation.straggle()["resevered"] is None
+        client.sendall(b"x")
+        accepted.settimeout(1)
+        assert accepted.recv(1) == b"x"
+    finally:
+        for s in (listener, client, accepted):
+            s.close()
+
+
+def test_the_store_port_is_found_through_prefixes():
+    import torch.distributed as dist
+
+    server = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
+    inner = dist.PrefixStore("a", server)
+    assert tcp_store_port(dist.PrefixStore("b", inner)) == server.port
+    assert tcp_store_port(dist.HashStore()) is None
 
 
 # -- gloo: rank 0 waits on rank 1, which waits on rank 2, which is silent (hung) ---------
