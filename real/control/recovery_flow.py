@@ -210,12 +210,14 @@ class RecoveryFlow:
         are fenced and returned as unclean. Not `patient`: the reports already there,
         and no rank is awaited or fenced (the restart that follows stops them all).
         `after_word`: the coordinator's resume word is out (after a failure), so every
-        rank that had built its groups was severed or aborted by its watch and should
-        report within a moment; one still silent past `straggler_s` is fenced and
-        replaced at once where a launcher can start a fresh process, rather than at the
-        teardown timeout (issue 15: a gloo send that the sever did not free held a
-        32-node Oobleck job 60 s). Ranks that had not built their groups (blocked in the
-        rendezvous, which no sever reaches) keep the teardown timeout."""
+        rank that was training (had reported ready) was severed or aborted by its watch
+        and should report within a moment; one still silent past `straggler_s` is fenced
+        and replaced at once where a launcher can start a fresh process, rather than at
+        the teardown timeout (issue 15: a gloo send that the sever did not free held a
+        32-node Oobleck job 60 s). Ranks not yet ready keep the teardown timeout: one
+        blocked in the rendezvous is beyond any sever, and one still importing or
+        loading is slow, not stuck (a 30-node start on 2 cores spent over 6 s in imports
+        after its groups were built: fencing those replaced all 29 survivors)."""
         members, store = self.c.members, self.c.store
         expect = {r for r, w in enumerate(d.workers) if members.workers[w].alive}
         reports: dict[int, dict] = {}
@@ -238,7 +240,7 @@ class RecoveryFlow:
                 break
             if early and time.time() - t_start > straggle_s:
                 for r in sorted(expect - reports.keys() - stragglers):
-                    if store.check([keys.built_key(g, r)]):
+                    if store.check([keys.ready_key(g, r)]):
                         stragglers.add(r)
                         self._fence_unclean(
                             d,
