@@ -26,6 +26,7 @@ goes on (and counts the extra failure), from what the survivors then hold.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -296,12 +297,13 @@ class RecoveryFlow:
 
     def straggler_s(self) -> float:
         """How long a severed (or aborted) rank may take to report before it is fenced:
-        `STRAGGLER_MIN_S`, or `STRAGGLER_STEPS` of the job's last measured step where that
-        is longer (a rank computing when the word came blocks again only at its next
-        communication)."""
+        `STRAGGLER_MIN_S`, or `STRAGGLER_STEPS` of the job's recent step (the median of
+        its last three) where that is longer (a rank computing when the word came blocks
+        again only at its next communication; the median, so that one step spanning a
+        recovery does not stretch the bound)."""
         ends = self.c.outcome.step_end_s[-4:]
-        step_s = max((b - a for a, b in zip(ends, ends[1:])), default=0.0)
-        return max(STRAGGLER_MIN_S, STRAGGLER_STEPS * step_s)
+        steps = [b - a for a, b in zip(ends, ends[1:])]
+        return max(STRAGGLER_MIN_S, STRAGGLER_STEPS * statistics.median(steps)) if steps else STRAGGLER_MIN_S
 
     def book_copies(self, d: Directive) -> None:
         """The in-memory copies generation `d` completed (none unless the design takes them)."""

@@ -83,5 +83,7 @@ def test_the_bound_grows_with_the_last_steps():
     flow = RecoveryFlow.__new__(RecoveryFlow)
     flow.c = SimpleNamespace(outcome=SimpleNamespace(step_end_s=[10.0, 13.0, 16.5, 20.0]))
     assert flow.straggler_s() == pytest.approx(3 * 3.5)
+    flow.c.outcome.step_end_s = [10.0, 13.0, 73.0, 76.5]  # one step spanned a 60 s restart
+    assert flow.straggler_s() == pytest.approx(3 * 3.5)
     flow.c.outcome.step_end_s = [1.0, 1.5]
     assert flow.straggler_s() == recovery_flow.STRAGGLER_MIN_S
