@@ -240,7 +240,7 @@ class RecoveryFlow:
             if expect <= reports.keys() or time.time() > deadline:
                 break
             if early and time.time() - t_start > straggle_s:
-                for r in sorted(expect - reports.keys() - stragglers):
+                for r in sorted(expect - reports.keys()):  # a fenced rank leaves `expect` below (not alive)
                     if store.check([keys.ready_key(g, r)]):
                         stragglers.add(r)
                         self._fence_unclean(
@@ -250,7 +250,6 @@ class RecoveryFlow:
                             f"rank {r} did not tear down within {straggle_s:.1f} s of the coordinator's word",
                             time.time() - t_start,
                         )
-                expect -= stragglers
             self.c.tick()
             expect = {r for r in expect if members.workers[d.workers[r]].alive}
             time.sleep(POLL_S)

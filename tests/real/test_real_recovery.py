@@ -156,7 +156,7 @@ def test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica(tmp_path):
     (unclean,) = kinds(events, "worker_unclean")
     (replaced,) = kinds(events, "worker_replaced")
     assert replaced["node"] == "node0" and replaced["worker"] == unclean["worker"]
-    # It had built its groups, so it was fenced once past the straggler bound (6 s here),
+    # It was training (ready), so it was fenced once past the straggler bound (6 s here),
     # not at the teardown timeout (10 + 10 + 5 s).
     assert unclean["after_s"] < 15, unclean
     assert "probe.py" in unclean["straggled"]["stack"]  # its watch noted where it was blocked: the stall
