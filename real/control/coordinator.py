@@ -212,6 +212,7 @@ class Coordinator:
             out.event("failed", reason=str(exc))
             self.store.set(keys.ABORT, str(exc))
         finally:
+            self.flow.note_fired()
             rv.publish_order(self.store, {"kind": "end"})
             self.memory.clear()
         out.end_s = out.now_s()

@@ -134,13 +134,22 @@ class RecoveryFlow:
     def _failure_time(self, t_detect: float) -> float:
         """The earliest failure behind this detection: an injected victim's own stamp, a
         coordinator-driven kill, else the detection itself."""
-        times = self.c.schedule.take_failure_times()
-        fired = set(self.c.outcome.injections_fired)
+        times = self.c.schedule.take_failure_times() + self.note_fired()
+        return min(times) if times else t_detect
+
+    def note_fired(self) -> list[float]:
+        """Record the worker-fired injections not yet recorded; the stamps of those that
+        are failures. Called at each failure and once at the end, so one that fires after
+        its failure was seen (a stall in a slow teardown) is counted all the same. One at
+        `teardown` gives no failure time: it strikes inside a recovery already under way
+        (its rank is fenced or lost there), and its stamp must not start the next one."""
+        fired, times = set(self.c.outcome.injections_fired), []
         for item in self.c.injections:
             if item.by_worker and item.index not in fired and self.c.store.check([keys.fired_key(item.index)]):
                 self.c.outcome.injections_fired.append(item.index)
-                times.append(float(self.c.store.get(keys.fired_key(item.index)).decode()))
-        return min(times) if times else t_detect
+                if item.point != "teardown":
+                    times.append(float(self.c.store.get(keys.fired_key(item.index)).decode()))
+        return times
 
     # -- a failure ---------------------------------------------------------------------
     def after_failure(self) -> bool:

@@ -375,3 +375,40 @@ def test_a_restart_falls_back_to_the_older_kept_checkpoint_when_a_file_of_the_ne
     assert (d.kind, d.resume_step, d.checkpoint.step) == (RESTART, 2, 2)
     missing = [e for e in c.outcome.events if e.kind == "checkpoint_missing"]
     assert [(e.detail["step"], e.detail["layers"]) for e in missing] == [(4, [1])]
+
+
+def test_a_stall_fired_after_its_failure_is_counted_and_never_starts_the_next_recovery(tmp_path):
+    """A survivor stalls in a slow teardown after the coordinator has read the fired
+    injections of its failure (the CI failure of 2026-12-03): it is still counted, and
+    its stamp is not the next failure's time."""
+    c, launcher = started(tmp_path, nodes=4, steps=10, inject="2:node3:crash,2:node0:stall:teardown,5:node1:crash")
+    commit(c, 2)
+    t_crash = time.time()
+    c.store.set(keys.fired_key(0), repr(t_crash))
+    launcher.crash("node3")
+    leave(c, 2)
+    fail(c)
+    assert c.outcome.injections_fired == [0]
+    assert c.job.recovery.t_fail_s == pytest.approx(t_crash - c.outcome.t0_wall)
+    c.store.set(keys.fired_key(1), repr(time.time()))  # node0 reaches its teardown now, late
+    commit(c, 5)
+    assert c.job.recovery is None, "the first recovery is over"
+    time.sleep(0.05)
+    t_second = time.time()
+    c.store.set(keys.fired_key(2), repr(t_second))
+    launcher.crash("node1")
+    leave(c, 5)
+    fail(c)
+    assert sorted(c.outcome.injections_fired) == [0, 1, 2]
+    assert c.job.recovery.t_fail_s == pytest.approx(t_second - c.outcome.t0_wall)
+
+
+def test_a_job_that_ends_records_injections_fired_since_the_last_failure(tmp_path):
+    """The end of a run sweeps the fired stamps once more (here a run that fails at once:
+    a time-based entry needs the local launcher)."""
+    config = RunConfig(nodes=2, steps=4, inject="1:node0:stall:teardown,2s:node1:crash", startup_timeout_s=10.0)
+    c = Coordinator(config, run_dir=tmp_path)
+    c.store.set(keys.fired_key(0), repr(time.time()))
+    out = c.run(None)
+    assert out.status == "failed" and "local launcher" in out.reason
+    assert out.injections_fired == [0]
