@@ -46,6 +46,8 @@ PLANNER_ONLY = (
     "checkpoint_fixed_s",
     "storage_gb_per_s",
     "storage_cap_gb_per_s",
+    "loaded_hop_fixed_s",
+    "loaded_hop_slope_s2",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -101,6 +103,12 @@ class SimConfig:
     # checkpoints (planner calibration): every layer holder writes (reads) its share at once
     restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
     checkpoint_fixed_s: float | None = None
+    # pipeline sends that cost more the more of them the plan makes, on a testbed whose
+    # workers share cores (planner calibration, `sim.loaded_hops`): each send costs
+    # loaded_hop_fixed_s + loaded_hop_slope_s2 x (the plan's sends per second) more;
+    # default 0 and 0 (the profile's hop alone). The fixed part may be negative.
+    loaded_hop_fixed_s: float | None = None
+    loaded_hop_slope_s2: float | None = None
     storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
     storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
@@ -160,6 +168,9 @@ class SimConfig:
             ):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise SimError(f"{f.name} must be a whole number >= 1, got {value!r}")
+            elif f.name == "loaded_hop_fixed_s":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise SimError(f"loaded_hop_fixed_s must be a finite number, got {value!r}")
             elif f.name == "fault_tolerance":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")

@@ -102,15 +102,14 @@ def scaled_template(
     return replace(template, stages=tuple(stages))
 
 
-class ContendedCompute(AddedIterationTime):
-    """A planner-calibration `Timing` whose iterations' compute follows the contention factor
-    of the plan's worker count; pauses are the inner timing's."""
+class PlanScaler:
+    """A plan's iteration time re-timed with its compute scaled and its pipeline sends
+    longer, the plan itself unchanged (shared by `ContendedCompute` and
+    `sim.loaded_hops`)."""
 
-    def __init__(self, inner: Timing, profile: ModelProfile, cluster: ClusterSpec, contention: ContentionProfile):
-        super().__init__(inner)
+    def __init__(self, profile: ModelProfile, cluster: ClusterSpec):
         self.profile = profile
         self.cluster = cluster
-        self.contention = contention
         self.tables = CostTables(profile, cluster.with_nodes(1))
 
     def _stage_compute_s(self, first: int, end: int, gpus: int) -> tuple[float, float]:
@@ -162,6 +161,21 @@ class ContendedCompute(AddedIterationTime):
         scaled = [w + (factor - 1.0) * x + n * hop_extra_s for w, x, n in zip(weights, compute, sends, strict=True)]
         delta = pipeline_time_s(scaled, c.num_microbatches) - pipeline_time_s(weights, c.num_microbatches)
         return plan.iteration_time_s + delta
+
+
+class ContendedCompute(AddedIterationTime):
+    """A planner-calibration `Timing` whose iterations' compute follows the contention factor
+    of the plan's worker count; pauses are the inner timing's."""
+
+    def __init__(self, inner: Timing, profile: ModelProfile, cluster: ClusterSpec, contention: ContentionProfile):
+        super().__init__(inner)
+        self.profile = profile
+        self.cluster = cluster
+        self.contention = contention
+        self.scaler = PlanScaler(profile, cluster)
+
+    def scaled_plan_s(self, plan: Any, factor: float, hop_extra_s: float = 0.0) -> float:
+        return self.scaler.scaled_plan_s(plan, factor, hop_extra_s)
 
     def extra_s(self, plan: Any) -> float:
         """What the plan's worker-count factor adds to its compute, and its worker count's

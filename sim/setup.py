@@ -49,6 +49,7 @@ from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
 from .errors import SimError
+from .loaded_hops import LoadedHops
 from .optimizer_cost import OptimizerStep
 from .sync_cost import SyncMessages
 from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
@@ -335,6 +336,11 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
         timing = SyncMessages(timing, profile, cluster, message_s)
         resolved.update(sync_message_s=message_s)
+    if config.loaded_hop_fixed_s or config.loaded_hop_slope_s2:  # sends that slow with the plan's own send rate
+        timing = LoadedHops(
+            timing, profile, cluster, config.loaded_hop_fixed_s or 0.0, config.loaded_hop_slope_s2 or 0.0
+        )
+        resolved.update(loaded_hop_fixed_s=config.loaded_hop_fixed_s, loaded_hop_slope_s2=config.loaded_hop_slope_s2)
     if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
         timing = OptimizerStep(timing, profile.optimizer, profile.contention)
         resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))

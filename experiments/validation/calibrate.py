@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .loaded_hops import PROBE_STEPS, HopProbe, fit_line, probe, probe_groupings, probes_to_dict
 from .restart_parts import total_fit
 
 CRASH_STEP = 8
@@ -92,6 +93,10 @@ class Overheads:
     # the share of a restart until its processes have all started (0: calibrations cached
     # before it was measured, a restart that any removal cuts short)
     restart_startup_share: float = 0.0
+    # what a pipeline send costs more per the plan's sends a second (`loaded_hops`; 0 and
+    # 0: calibrations cached before it was measured, the profile's hop alone)
+    loaded_hop_fixed_s: float = 0.0
+    loaded_hop_slope_s2: float = 0.0
 
     @property
     def restart_fixed_s(self) -> float:
@@ -113,6 +118,8 @@ class Overheads:
             "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
             "node_startup_s": self.node_startup_s,
+            "loaded_hop_fixed_s": self.loaded_hop_fixed_s,
+            "loaded_hop_slope_s2": self.loaded_hop_slope_s2,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -303,7 +310,7 @@ def varuna_victims(config, count: int) -> list[str]:
     return victims
 
 
-def _run(base, policy: str, steps: int, inject: str, directory: Path):
+def _run(base, policy: str, steps: int, inject: str | None, directory: Path):
     from real.launch.local import run_local
 
     run = run_local(base.with_(policy=policy, steps=steps, inject=inject), directory / policy)
@@ -313,9 +320,16 @@ def _run(base, policy: str, steps: int, inject: str, directory: Path):
     return run, summary
 
 
-def calibrate(base, directory: Path, progress: Callable[[str], None] = print) -> Overheads:
-    """Run the two calibration jobs from `base` (a `RunConfig` without failures) and
-    return the overheads; results are cached in `directory/overheads.json`."""
+def calibrate(
+    base,
+    directory: Path,
+    progress: Callable[[str], None] = print,
+    timing_for: Callable[[float], Any] | None = None,
+) -> Overheads:
+    """Run the calibration jobs from `base` (a `RunConfig` without failures) and return
+    the overheads; results are cached in `directory/overheads.json`. `timing_for(extra)`:
+    the simulator's timing of the setting with every pipeline send `extra` longer (0:
+    without the term); given, the loaded sends are calibrated too (`loaded_hops`)."""
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
@@ -335,7 +349,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     steps = math.ceil((join + STARTUP_ALLOWANCE_S) / pace) + 6  # the join, its start-up, 6 iterations
     schedule = ",".join([*(f"{t:.2f}s:{v}:crash" for t, v in zip(kills, victims)), f"{join:.2f}s:{victim}:join"])
     progress(
-        f"calibration 1/3: Oobleck, {steps} steps, {', '.join(victims)} killed at "
+        f"calibration 1/4: Oobleck, {steps} steps, {', '.join(victims)} killed at "
         f"{', '.join(f'{t:.1f}' for t in kills)} s, {victim} back at {join:.1f} s"
     )
     run, summary = _run(base, "oobleck", steps, schedule, directory)
@@ -378,7 +392,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     crash_steps = varuna_crash_steps(len(victims))
     steps = crash_steps[-1] + 8
     progress(
-        f"calibration 2/3: Varuna, {steps} steps, {', '.join(victims)} crash at steps "
+        f"calibration 2/4: Varuna, {steps} steps, {', '.join(victims)} crash at steps "
         f"{', '.join(map(str, crash_steps))}"
     )
     inject = ",".join(f"{k}:{v}:crash:backward" for k, v in zip(crash_steps, victims))
@@ -388,7 +402,7 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
     extras = extras_o + extras_v
     checkpoint = max(0.0, statistics.median(extras)) if extras else 0.0
     counts = slope_counts(nodes * base.gpus_per_node)
-    progress(f"calibration 3/3: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
+    progress(f"calibration 3/4: a restart's parts alone at {counts[0]} and {counts[1]} processes (its slope)")
     line = total_fit(counts)
     details["restart_parts"] = line.to_dict()
     survivors = (nodes - 1) * base.gpus_per_node  # Varuna restarts on the survivors of the first crash
@@ -413,6 +427,11 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
     }
+    fixed, slope = 0.0, 0.0
+    if timing_for is not None:
+        probes = _loaded_hop_probes(base, directory, timing_for, progress)
+        fixed, slope = fit_line(probes)
+        details["loaded_hops"] = probes_to_dict(probes)
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
         restart_overhead_s=restart,
@@ -422,7 +441,30 @@ def calibrate(base, directory: Path, progress: Callable[[str], None] = print) ->
         restart_processes=survivors,
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
         restart_startup_share=startup_share(median_rec, restart),
+        loaded_hop_fixed_s=fixed,
+        loaded_hop_slope_s2=slope,
     )
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
     return overheads
+
+
+def _loaded_hop_probes(base, directory: Path, timing_for: Callable[[float], Any], progress) -> list[HopProbe]:
+    """Time the forced groupings of `probe_groupings` (no failures, no checkpoints) and
+    solve each one's extra per send."""
+    from real.control.planning import make_plan, make_planner
+
+    groupings = probe_groupings(len(base.node_names()))
+    probes = []
+    for i, groups in enumerate(groupings):
+        config = base.with_(nodes=sum(groups), pipelines=groups, checkpoint_every=0)
+        progress(
+            f"calibration 4/4: loaded pipeline sends, {len(groups)} pipelines of {groups[0]} stages "
+            f"({i + 1} of {len(groupings)})"
+        )
+        _, summary = _run(config, "oobleck", PROBE_STEPS, None, directory / f"sends{i}")
+        planner = make_planner(config)
+        floor = planner.profile.communication.hop_overhead_s if planner.profile.communication is not None else 0.0
+        plan = make_plan(planner, config, config.node_names())
+        probes.append(probe(plan, summary["steady_iteration_s"], timing_for, floor))
+    return probes

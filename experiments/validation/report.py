@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .calibrate import calibrate, pace_ratios
 from .compare import percent, summarize
-from .runs import base_run_config, run_policy
+from .runs import base_run_config, run_policy, twin_timing_for
 from .spec import ValidationSpec, prepare_model, prepare_trace
 
 
@@ -46,7 +46,10 @@ def validate(
     keep.mkdir(parents=True, exist_ok=True)
     model = prepare_model(spec, keep, progress)
     progress(f"trace: {prepared.note}; model: {model.note}; {nodes} nodes, {spec.compute} compute")
-    overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress)
+    # the loaded sends are calibrated for emulated compute; real compute's contention
+    # profile holds its loaded hop per busy neighbours (`planner.contention`)
+    timing_for = twin_timing_for(spec, model, nodes) if spec.compute == "emulated" else None
+    overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for)
     progress(
         "overheads: "
         + ", ".join(

@@ -74,7 +74,9 @@ def twin_settings(spec: ValidationSpec, model: PreparedModel, policy: str) -> tu
     return split_settings(policy, settings, {f.name for f in fields(SimConfig)})
 
 
-def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, duration_s: float):
+def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads | None, policy: str, duration_s: float):
+    """The simulated twin's config (`overheads` None: without the calibrated constants,
+    as the calibration itself times plans)."""
     from sim.config import SimConfig
 
     extra, options = twin_settings(spec, model, policy)
@@ -91,10 +93,28 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads,
         checkpoint_every_iterations=spec.checkpoint_every,
         duration_s=duration_s,
         timeline="iterations",
-        **overheads.sim_options(),
+        **(overheads.sim_options() if overheads is not None else {}),
         **extra,
         design_options=options or None,
     )
+
+
+def twin_timing_for(spec: ValidationSpec, model: PreparedModel, nodes: int) -> Callable[[float], Any]:
+    """`extra` -> the simulator's Oobleck timing of the setting on `nodes` nodes, every
+    pipeline send `extra` longer (0: without the term), for the loaded-send calibration
+    (`loaded_hops`)."""
+    from dataclasses import replace
+
+    from sim.setup import build
+    from traces.model import Trace, TraceEvent
+
+    trace = Trace(tuple(TraceEvent(0.0, "add", f"node{i}") for i in range(nodes)), "calibration")
+    base = sim_config(spec, model, None, "oobleck", 1.0)
+
+    def timing_for(extra_s: float):
+        return build(replace(base, loaded_hop_fixed_s=extra_s or None), trace=trace).timing
+
+    return timing_for
 
 
 def lead_s(overheads: Overheads, processes: int) -> float:

@@ -146,7 +146,7 @@ def test_each_send_costs_the_loaded_hop_over_the_unloaded_one(tmp_path):
     # 2 workers: the factor of 1 busy neighbour and its hop reading over the unloaded one
     assert timing.iteration(two).total_s == pytest.approx(timing.scaled_plan_s(two, 0.6, 0.0015 - 0.001), rel=1e-12)
     varuna = VarunaPlan(VarunaConfig(2, 1, 1, 6, ((0, 4), (4, 8)), 0.0, 0.0), ("a", "b"), None, 1)
-    weights = [timing.tables.weight_s(a, e, 1) for a, e in varuna.config.stage_layers]
+    weights = [timing.scaler.tables.weight_s(a, e, 1) for a, e in varuna.config.stage_layers]
     varuna = replace(varuna, config=replace(varuna.config, compute_s=pipeline_time_s(weights, 6)))
     assert timing.scaled_plan_s(varuna, 1.0, h) - varuna.iteration_time_s == pytest.approx(h * (6 + 1), rel=1e-9)
     # one stage sends nothing: the reference count's plan of single-stage pipelines is unchanged
