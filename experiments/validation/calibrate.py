@@ -62,7 +62,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,10 @@ class Overheads:
         """What the simulator charges a relaunch of `processes` (`sim.timing.PlannerCosts`)."""
         return self.restart_fixed_s + self.restart_per_process_s * processes
 
-    def sim_options(self) -> dict[str, Any]:
-        """The simulator's pause options (the same for every policy)."""
+    def sim_options(self, loaded_sends: bool = False) -> dict[str, Any]:
+        """The simulator's pause options (the same for every policy), with the loaded
+        sends' constants where asked (`loaded_hops`)."""
+        loaded = {"loaded_hop_fixed_s": self.loaded_hop_fixed_s, "loaded_hop_slope_s2": self.loaded_hop_slope_s2}
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
             "restart_fixed_s": self.restart_fixed_s,
@@ -118,8 +120,7 @@ class Overheads:
             "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
             "node_startup_s": self.node_startup_s,
-            "loaded_hop_fixed_s": self.loaded_hop_fixed_s,
-            "loaded_hop_slope_s2": self.loaded_hop_slope_s2,
+            **(loaded if loaded_sends else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,7 +334,10 @@ def calibrate(
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
-        return Overheads.from_dict(json.loads(cached.read_text()))
+        overheads = Overheads.from_dict(json.loads(cached.read_text()))
+        if timing_for is None or "loaded_hops" in overheads.details:
+            return overheads
+        return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after the cache
     from real.control.planning import make_plan, make_planner
 
     base = base.with_(checkpoint_every=CHECKPOINT_EVERY, trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
@@ -447,6 +451,17 @@ def calibrate(
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
     return overheads
+
+
+def _with_loaded_hops(overheads: Overheads, base, directory: Path, timing_for, progress) -> Overheads:
+    """A cached calibration with the loaded sends measured now and cached with it."""
+    base = base.with_(trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
+    probes = _loaded_hop_probes(base, directory, timing_for, progress)
+    fixed, slope = fit_line(probes)
+    details = {**overheads.details, "loaded_hops": probes_to_dict(probes)}
+    out = replace(overheads, loaded_hop_fixed_s=fixed, loaded_hop_slope_s2=slope, details=details)
+    (directory / "overheads.json").write_text(json.dumps(out.to_dict(), indent=2, default=str))
+    return out
 
 
 def _loaded_hop_probes(base, directory: Path, timing_for: Callable[[float], Any], progress) -> list[HopProbe]:

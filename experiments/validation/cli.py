@@ -90,6 +90,12 @@ def register(subparsers) -> None:
         "default: measured here once per output directory",
     )
     p.add_argument(
+        "--loaded-sends",
+        action="store_true",
+        help="also calibrate pipeline sends that slow with the job's own send rate (emulated, 8+ nodes: two more "
+        "short jobs) and simulate with them; experimental (docs/validation.md)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="the small setting (4 emulated nodes, two removals, about 40 s of trace)"
     )
     p.add_argument(
@@ -122,6 +128,7 @@ def spec_from_args(args):
         seed=args.seed,
         heartbeat_timeout_s=args.heartbeat_timeout,
         communication=args.communication,
+        loaded_sends=args.loaded_sends,
         **values,
     )
 

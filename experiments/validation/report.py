@@ -46,9 +46,9 @@ def validate(
     keep.mkdir(parents=True, exist_ok=True)
     model = prepare_model(spec, keep, progress)
     progress(f"trace: {prepared.note}; model: {model.note}; {nodes} nodes, {spec.compute} compute")
-    # the loaded sends are calibrated for emulated compute; real compute's contention
-    # profile holds its loaded hop per busy neighbours (`planner.contention`)
-    timing_for = twin_timing_for(spec, model, nodes) if spec.compute == "emulated" else None
+    # the loaded sends, where asked (emulated compute only: real compute's contention
+    # profile holds its loaded hop per busy neighbours, `planner.contention`)
+    timing_for = twin_timing_for(spec, model, nodes) if spec.loaded_sends else None
     overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for)
     progress(
         "overheads: "

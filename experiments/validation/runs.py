@@ -93,7 +93,7 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads 
         checkpoint_every_iterations=spec.checkpoint_every,
         duration_s=duration_s,
         timeline="iterations",
-        **(overheads.sim_options() if overheads is not None else {}),
+        **(overheads.sim_options(spec.loaded_sends) if overheads is not None else {}),
         **extra,
         design_options=options or None,
     )

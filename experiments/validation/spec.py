@@ -76,6 +76,10 @@ class ValidationSpec:
     seed: int = 0
     label: str = ""
     communication: str | None = None  # a measured communication.json (or its profile directory) instead of measuring
+    # calibrate the loaded pipeline sends (`loaded_hops`, emulated compute, 8 nodes and up)
+    # and simulate with them; off by default: in two runs it helped at 32 nodes and
+    # overshot at 16 (docs/validation.md, 2026-12-03 evening)
+    loaded_sends: bool = False
 
     def __post_init__(self) -> None:
         if self.compute not in COMPUTE:
@@ -92,6 +96,12 @@ class ValidationSpec:
             raise ValidationError(f"nodes must be >= 2 (a failure needs a survivor), got {self.nodes}")
         if not isinstance(self.fault_tolerance, int) or self.fault_tolerance < 0:
             raise ValidationError(f"fault_tolerance must be a whole number >= 0, got {self.fault_tolerance!r}")
+        if not isinstance(self.loaded_sends, bool):
+            raise ValidationError(f"loaded_sends must be true or false, got {self.loaded_sends!r}")
+        if self.loaded_sends and self.compute != "emulated":
+            raise ValidationError(
+                "loaded_sends calibrates emulated compute; real compute's contention profile holds its loaded hop"
+            )
         bad = [p for p in self.policies if p not in POLICIES]
         if bad or not self.policies:
             raise ValidationError(f"policies must be among {', '.join(POLICIES)}, got {list(self.policies)}")

@@ -205,14 +205,15 @@ class Coordinator:
                 elif self.flow.after_failure():
                     break
             self.flow.checkpoints.drain()
+            self.flow.note_fired()  # one that fired after its failure was handled (a slow teardown's stall)
             out.status = "finished"
             out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
         except JobFailed as exc:
+            self.flow.note_fired()
             out.status, out.reason = "failed", str(exc)
             out.event("failed", reason=str(exc))
             self.store.set(keys.ABORT, str(exc))
         finally:
-            self.flow.note_fired()
             rv.publish_order(self.store, {"kind": "end"})
             self.memory.clear()
         out.end_s = out.now_s()

@@ -79,3 +79,26 @@ def test_a_probe_solves_the_extra_that_makes_the_simulator_take_the_measured_tim
     assert found.extra_s == pytest.approx(known, abs=1e-6)
     assert found.pipelines == (2, 2) and found.sends_per_s == pytest.approx(send_rate_per_s(plan))
     assert found.simulated_s == pytest.approx(plan.iteration_time_s)
+
+
+def test_the_simulator_gets_the_constants_only_where_the_validation_asked_for_them():
+    from experiments.validation.calibrate import Overheads
+
+    o = Overheads(1.0, 20.0, 0.01, 5.0, {}, loaded_hop_fixed_s=-0.002, loaded_hop_slope_s2=5e-6)
+    assert "loaded_hop_fixed_s" not in o.sim_options()
+    assert o.sim_options(True)["loaded_hop_fixed_s"] == -0.002 and o.sim_options(True)["loaded_hop_slope_s2"] == 5e-6
+
+
+def test_the_option_is_for_emulated_compute_and_reaches_the_spec_from_the_command_line():
+    import argparse
+
+    from experiments.validation.cli import register, spec_from_args
+    from experiments.validation.spec import TINY_GPT, ValidationError, ValidationSpec
+
+    with pytest.raises(ValidationError, match="loaded_sends calibrates emulated compute"):
+        ValidationSpec(compute="real", model=TINY_GPT, loaded_sends=True)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["validate", "--nodes", "16", "--loaded-sends"])
+    assert spec_from_args(args).loaded_sends is True
+    assert spec_from_args(parser.parse_args(["validate"])).loaded_sends is False
