@@ -1,4 +1,5 @@
-"""The calibration of loaded pipeline sends (`sim.loaded_hops`), apart from any trace.
+"""The calibration of loaded pipeline sends (`sim.loaded_hops`), apart from any trace;
+run only with `ooblab validate --loaded-sends` (experimental, docs/validation.md).
 
 On the 2-core testbed a deep pipeline ran slower than the plan's prediction the more
 pipeline sends the job made a second (two 3-stage pipelines of emulated tiny-gpt layers:
