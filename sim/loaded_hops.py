@@ -71,10 +71,7 @@ class LoadedHops(AddedIterationTime):
         fixed_s: float,
         slope_s2: float,
     ):
-        for name, value in (("loaded_hop_fixed_s", fixed_s), ("loaded_hop_slope_s2", slope_s2)):
-            if not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
-                raise SimError(f"{name} must be a finite number, got {value!r}")
-        super().__init__(inner)
+        super().__init__(inner)  # the constants are checked where they are read (`SimConfig`)
         self.fixed_s, self.slope_s2 = float(fixed_s), float(slope_s2)
         self.floor_s = profile.communication.hop_overhead_s if profile.communication is not None else 0.0
         self.scaler = PlanScaler(profile, cluster)

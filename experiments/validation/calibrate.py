@@ -337,7 +337,7 @@ def calibrate(
         overheads = Overheads.from_dict(json.loads(cached.read_text()))
         if timing_for is None or "loaded_hops" in overheads.details:
             return overheads
-        return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after the cache
+        return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after caching
     from real.control.planning import make_plan, make_planner
 
     base = base.with_(checkpoint_every=CHECKPOINT_EVERY, trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
@@ -431,11 +431,6 @@ def calibrate(
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
     }
-    fixed, slope = 0.0, 0.0
-    if timing_for is not None:
-        probes = _loaded_hop_probes(base, directory, timing_for, progress)
-        fixed, slope = fit_line(probes)
-        details["loaded_hops"] = probes_to_dict(probes)
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),
         restart_overhead_s=restart,
@@ -445,16 +440,16 @@ def calibrate(
         restart_processes=survivors,
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
         restart_startup_share=startup_share(median_rec, restart),
-        loaded_hop_fixed_s=fixed,
-        loaded_hop_slope_s2=slope,
     )
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
+    if timing_for is not None:
+        return _with_loaded_hops(overheads, base, directory, timing_for, progress)
     return overheads
 
 
 def _with_loaded_hops(overheads: Overheads, base, directory: Path, timing_for, progress) -> Overheads:
-    """A cached calibration with the loaded sends measured now and cached with it."""
+    """`overheads` with the loaded sends measured now (`loaded_hops`), cached with them."""
     base = base.with_(trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
     probes = _loaded_hop_probes(base, directory, timing_for, progress)
     fixed, slope = fit_line(probes)
