@@ -133,6 +133,8 @@ def run_validation(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
         "model_note": report["model"],
     }
     row.update({f"overhead_{k}": v for k, v in report["overheads"].items()})
+    for check in report.get("pace_checks", []):
+        row[f"{check['policy']}_pace_drift"] = check["drift"]
     for run in report["runs"]:
         c, p = run["comparison"], run["policy"]
         throughput = [abs(x["error"]) for x in c["phases"] if x["error"] is not None]

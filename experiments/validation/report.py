@@ -6,7 +6,8 @@
   calibration/overheads.json     the measured fixed overheads and their two runs (ditto)
   <policy>/real/, <policy>/sim/  each side's run record (config, summary, timeline, events)
   <policy>/timeline_{real,sim}.csv, recoveries.json
-  report.json                    the spec, the overheads, per-run comparisons, the errors
+  report.json                    the spec, the overheads, per-run comparisons, the errors,
+                                 the machine's pace in each run against the calibration's
   validation.png                 throughput over time, simulated vs measured, per policy
 and returns the report as a dict (its `errors` hold the three headline figures).
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from .calibrate import calibrate, pace_ratios
 from .compare import percent, summarize
+from .drift import pace_check
 from .runs import base_run_config, run_policy, twin_timing_for
 from .spec import ValidationSpec, prepare_model, prepare_trace
 
@@ -90,6 +92,11 @@ def validate(
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
         )
         results.append(result)
+    # the machine's pace in each trace run against its calibration's (a diagnosis only)
+    checks = [pace_check(r.policy, ratios, nodes, r.real, r.real_summary, event_times) for r in results]
+    for check in checks:
+        if (warning := check.warning()) is not None:
+            progress(f"warning: {warning}")
     report = {
         "spec": spec.to_dict(),
         "trace": prepared.note,
@@ -103,6 +110,7 @@ def validate(
         },
         "runs": [r.to_dict() for r in results],
         "errors": summarize([r.comparison for r in results]),
+        "pace_checks": [c.to_dict() for c in checks],
         "wall_s": time.perf_counter() - t0,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))

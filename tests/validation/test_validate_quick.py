@@ -70,6 +70,13 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
         overheads["reconfigure_overhead_s"] > 0
         and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
     )
+    # each trace run's first phase timed against its calibration job on the same 4 nodes
+    checks = {c["policy"]: c for c in report["pace_checks"]}
+    assert set(checks) == {"oobleck", "varuna"}
+    for c in checks.values():
+        assert c["run_nodes"] == c["calibration_nodes"] == 4 and c["run_iterations"] >= 3
+        assert c["run_pace"] > 0 and c["calibration_pace"] > 0
+        assert c["drift"] == pytest.approx(c["run_pace"] / c["calibration_pace"] - 1)
     assert (out / "validation.png").stat().st_size > 10_000
     for policy in ("oobleck", "varuna"):
         assert (out / policy / "timeline_real.csv").exists() and (out / policy / "sim" / "summary.json").exists()
