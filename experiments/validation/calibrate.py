@@ -163,22 +163,30 @@ def checkpoint_extra_s(times: list[float], every: int, upto: int) -> tuple[float
     return (max(0.0, statistics.median(extras)) if extras else 0.0), extras
 
 
+def _first_plan_s(summary: Mapping[str, Any]) -> float | None:
+    """The predicted iteration of a run's first plan (Oobleck's `iteration_time_s`,
+    Varuna's `predicted_iteration_s`), None without one."""
+    plan = summary.get("initial_plan") or {}
+    value = plan.get("iteration_time_s") or plan.get("predicted_iteration_s")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
 def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
     """Per calibration job, its steady iteration before the crash (median of steps
-    1..CRASH_STEP - 1) over the plan's predicted iteration (`predicted_iteration_s`).
+    1..CRASH_STEP - 1) over its first plan's predicted iteration (the job's own
+    `predicted_iteration_s`; calibrations cached before it was kept: the Oobleck plan's,
+    `details["predicted_iteration_s"]`, which Varuna's plan need not equal).
 
     The simulator times compute from the profile, so a ratio far from 1 says the profile
     was measured in another state of the machine than the runs (on the 2-core testbed
     0.98-1.69 across three real-compute validations within an hour, docs/validation.md).
     It is reported, never applied: scaling compute by it would fit the simulator to a run."""
-    predicted = details.get("predicted_iteration_s")
-    if not isinstance(predicted, (int, float)) or not predicted > 0:
-        return {}
     ratios = {}
     for policy in ("oobleck", "varuna"):
-        times = (details.get(policy) or {}).get("iteration_times_s") or []
-        body = times[1:CRASH_STEP]
-        if body:
+        job = details.get(policy) or {}
+        predicted = job.get("predicted_iteration_s") or details.get("predicted_iteration_s")
+        body = (job.get("iteration_times_s") or [])[1:CRASH_STEP]
+        if body and isinstance(predicted, (int, float)) and predicted > 0:
             ratios[policy] = statistics.median(body) / predicted
     return ratios
 
@@ -390,6 +398,7 @@ def calibrate(
         "ready_s": ready,
         "checkpoint_extras_s": extras_o,
         "iteration_times_s": summary["iteration_times_s"],
+        "predicted_iteration_s": _first_plan_s(summary),
     }
 
     victims = varuna_victims(base, varuna_crashes(nodes))
@@ -430,6 +439,7 @@ def calibrate(
         "restarts_at_survivors_s": normalised,
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
+        "predicted_iteration_s": _first_plan_s(summary),
     }
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),

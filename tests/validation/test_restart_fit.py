@@ -134,3 +134,14 @@ def test_pace_ratios_take_the_steady_iterations_before_the_crash():
     assert ratios["varuna"] == pytest.approx(9.0 / 0.4)  # median of steps 1..CRASH_STEP - 1
     assert pace_ratios({"predicted_iteration_s": 0.4, "oobleck": {"iteration_times_s": [1.0]}}) == {}
     assert pace_ratios({"oobleck": {"iteration_times_s": steady}}) == {}
+    # each job's own first plan where the calibration kept it (Varuna's plan need not be Oobleck's)
+    details["varuna"]["predicted_iteration_s"] = 0.5
+    assert pace_ratios(details) == {"oobleck": pytest.approx(0.5 / 0.4), "varuna": pytest.approx(9.0 / 0.5)}
+
+
+def test_the_first_plans_prediction_is_read_from_either_policys_summary():
+    from experiments.validation.calibrate import _first_plan_s
+
+    assert _first_plan_s({"initial_plan": {"iteration_time_s": 0.49, "pipelines": []}}) == 0.49
+    assert _first_plan_s({"initial_plan": {"predicted_iteration_s": 0.51, "nodes": 4}}) == 0.51
+    assert _first_plan_s({"initial_plan": None}) is None and _first_plan_s({}) is None

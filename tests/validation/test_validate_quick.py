@@ -70,6 +70,7 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
         overheads["reconfigure_overhead_s"] > 0
         and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
     )
+    assert all(overheads["details"][p]["predicted_iteration_s"] > 0 for p in ("oobleck", "varuna"))
     # each trace run's first phase timed against its calibration job on the same 4 nodes
     checks = {c["policy"]: c for c in report["pace_checks"]}
     assert set(checks) == {"oobleck", "varuna"}
