@@ -43,14 +43,22 @@ from ..worker.main import CONNECT_TIMEOUT_S
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0  # finished job: workers are saving and tearing down
 ABORT_GRACE_S = 1.0  # failed job: workers were told to exit at once
+ORPHANED_EXIT = 1  # a child whose parent died before it could ask to die with it
 
 
 def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere), and exit
+    at once if the parent that spawned it is gone already: a spawned child imports its
+    modules (torch among them, seconds) before its target can ask, and a parent killed in
+    those seconds (an `ooblab run` stopped while 32 workers were starting) left them
+    running until their connect timeout, 60 s later."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+    parent = mp.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(ORPHANED_EXIT)
 
 
 def _worker_entry(
