@@ -145,9 +145,19 @@ def _overlaps(a: float, b: float, spans: Sequence[tuple[float, float]]) -> bool:
     return any(a < end and b > start for start, end in spans)
 
 
+def steady_indices(side: RunTimeline, start_s: float, end_s: float) -> list[int]:
+    """Indices into `side.iterations()` of those inside [start_s, end_s] that overlap no recovery."""
+    return [
+        k
+        for k, (a, b) in enumerate(side.iterations())
+        if a >= start_s and b <= end_s and not _overlaps(a, b, side.recoveries)
+    ]
+
+
 def steady_durations(side: RunTimeline, start_s: float, end_s: float) -> list[float]:
     """Durations of the iterations inside [start_s, end_s] that overlap no recovery."""
-    return [b - a for a, b in side.iterations() if a >= start_s and b <= end_s and not _overlaps(a, b, side.recoveries)]
+    spans = side.iterations()
+    return [spans[k][1] - spans[k][0] for k in steady_indices(side, start_s, end_s)]
 
 
 def phase_bounds(event_times_s: Sequence[float], end_s: float) -> list[tuple[float, float]]:

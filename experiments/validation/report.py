@@ -87,9 +87,11 @@ def validate(
             prepared.replay_s,
         )
         c = result.comparison
+        busy = result.to_dict()["phase_cpu_busy_share"]
         progress(
             f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
+            + (f"; cores busy per phase {[f'{b:.0%}' if b is not None else '-' for b in busy]}" if any(busy) else "")
         )
         results.append(result)
     # the machine's pace in each trace run against its calibration's (a diagnosis only)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .busy import phase_busy_shares
 from .calibrate import Overheads
 from .compare import RunComparison, RunTimeline, compare_run
 from .spec import PreparedModel, ValidationSpec
@@ -161,6 +162,10 @@ class PolicyResult:
             "real": {k: self.real_summary.get(k) for k in keys},
             "sim": {k: self.sim_summary.get(k) for k in sim_keys},
             "comparison": self.comparison.to_dict(),
+            # per compared phase, how busy the machine's cores were in the real run (`busy`)
+            "phase_cpu_busy_share": phase_busy_shares(
+                self.real, self.real_summary.get("cpu_busy_share") or [], self.comparison.phases
+            ),
         }
 
 

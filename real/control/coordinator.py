@@ -446,6 +446,7 @@ class Coordinator:
         decision = self.decide(PauseEnded(kind, newly), kind)
         if g == 0 or out.ready_s is None:
             out.ready_s = t_ready_wall - out.t0_wall
+            out.note_cpu(out.ready_s)
             out.event("training_started", schedules=dict(out.schedules))
             self.schedule.start(t_ready_wall)
         else:
@@ -466,6 +467,7 @@ class Coordinator:
         total = sum(r["loss_sum"] for r in reports if r["loss_sum"] is not None)
         del out.step_end_s[step:], out.losses[step:], out.step_ranges[step:]
         out.step_end_s.append(t_end)
+        out.note_cpu(t_end)
         out.losses.append(total / d.layout.num_microbatches)
         out.step_ranges.append(d.layout.partial_ranges())
         self.job.committed = step + 1

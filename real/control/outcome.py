@@ -17,6 +17,7 @@ from planner.records import EventRecord, TimelineRow
 
 from ..config import RunConfig
 from ..protocol.layout import Layout
+from .cpu_meter import CpuReading, read_cpu
 from .recovery import Recovery
 
 
@@ -72,10 +73,17 @@ class RunOutcome:
     lost_iterations: int = 0
     injections_fired: list[int] = field(default_factory=list)
     design_options: dict[str, Any] = field(default_factory=dict)  # the design's options as built
+    # the machine's CPU counters at the start of training and at each commit, by the time
+    # (s) they stand for (`ready_s`, a `step_end_s`); `cpu_meter`
+    cpu_at_s: dict[float, CpuReading | None] = field(default_factory=dict)
     listener: Callable[[EventRecord], None] | None = None
 
     def now_s(self) -> float:
         return time.time() - self.t0_wall
+
+    def note_cpu(self, t_s: float) -> None:
+        """Read the machine's CPU counters for the moment `t_s` (training's start, a commit)."""
+        self.cpu_at_s[t_s] = read_cpu()
 
     def event(self, kind: str, **detail) -> None:
         record = EventRecord(self.now_s(), kind, detail)

@@ -11,11 +11,14 @@ and last), and for failures `num_reconfigurations`, `num_restarts`, `recovery_s`
 duration per recovery: failure to the next completed iteration) and `recoveries` (each
 split into detection, rebuild, planning, checkpoint, respawn, copy and redo), and
 `checkpoint_accounts` (each checkpoint written or loaded: the model's bytes and seconds
-for the writers it really had, next to the measured seconds: `checkpoint_accounting`).
+for the writers it really had, next to the measured seconds: `checkpoint_accounting`),
+and `cpu_busy_share` (per iteration, how busy the coordinator's machine's `cpu_cores`
+cores were: `cpu_meter`).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from planner.records import (
     write_run,
 )
 
+from .cpu_meter import busy_share
 from .outcome import RunOutcome, committed_samples
 from .policies import plan_dict, plan_samples_per_s
 from .recovery import RESTART
@@ -39,6 +43,16 @@ def iteration_times_s(outcome: RunOutcome) -> list[float]:
         return []
     ends = [outcome.ready_s, *outcome.step_end_s]
     return [b - a for a, b in zip(ends, ends[1:])]
+
+
+def cpu_busy_shares(outcome: RunOutcome) -> list[float | None]:
+    """Per committed iteration (as `iteration_times_s`), the busy share of the machine's
+    cores over it (`cpu_meter`; None where a reading is missing)."""
+    if outcome.ready_s is None:
+        return []
+    ends = [outcome.ready_s, *outcome.step_end_s]
+    cpu = outcome.cpu_at_s
+    return [busy_share(cpu.get(a), cpu.get(b)) for a, b in zip(ends, ends[1:])]
 
 
 def steady_iteration_s(times: list[float]) -> float | None:
@@ -84,6 +98,8 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "losses": list(outcome.losses),
         "final_loss": outcome.losses[-1] if outcome.losses else None,
         "iteration_times_s": times,
+        "cpu_busy_share": cpu_busy_shares(outcome),  # of all the machine's cores, per iteration
+        "cpu_cores": os.cpu_count(),
         "steady_iteration_s": steady,
         "steady_samples_per_s": (outcome.layout.step_samples if outcome.layout else config.global_batch) / steady
         if steady

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -57,6 +58,11 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     assert summary["num_iterations"] == 3 and summary["committed_samples"] == 3 * 16
     assert len(summary["losses"]) == 3 and summary["final_loss"] == summary["losses"][-1]
     assert summary["avg_samples_per_s"] > 0
+    # how busy the machine's cores were over each iteration (`real.control.cpu_meter`)
+    shares = summary["cpu_busy_share"]
+    assert len(shares) == len(summary["iteration_times_s"]) == 3 and summary["cpu_cores"] >= 1
+    if os.path.exists("/proc/stat"):
+        assert all(0.0 <= s <= 1.0 for s in shares), shares
     assert sum(summary["breakdown"][k] for k in summary["breakdown"] if k != "idle_gpu_s") == pytest.approx(
         summary["duration_s"]
     )

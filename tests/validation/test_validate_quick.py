@@ -52,6 +52,9 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
         assert run["real"]["status"] == "finished"
         assert c["real_samples"] > 0 and c["sim_samples"] > 0
         assert len(c["phases"]) >= 2
+        # and how busy the machine's cores were in each of those phases of the real run
+        busy = run["phase_cpu_busy_share"]
+        assert len(busy) == len(c["phases"]) and all(b is not None and 0 < b <= 1 for b in busy), busy
         per_phase += [abs(p["error"]) for p in c["phases"]]
         per_recovery += [abs(r["error"]) for r in c["recoveries"] if r["error"] is not None]
         # every measured recovery found its simulated twin at the same trace event
