@@ -48,6 +48,7 @@ PLANNER_ONLY = (
     "storage_cap_gb_per_s",
     "loaded_hop_fixed_s",
     "loaded_hop_slope_s2",
+    "loaded_hop_per_process_s",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -105,10 +106,12 @@ class SimConfig:
     checkpoint_fixed_s: float | None = None
     # pipeline sends that cost more the more of them the plan makes, on a testbed whose
     # workers share cores (planner calibration, `sim.loaded_hops`): each send costs
-    # loaded_hop_fixed_s + loaded_hop_slope_s2 x (the plan's sends per second) more;
-    # default 0 and 0 (the profile's hop alone). The fixed part may be negative.
+    # loaded_hop_fixed_s + loaded_hop_slope_s2 x (the plan's sends per second)
+    # + loaded_hop_per_process_s x (its worker processes) more; default 0, 0 and 0 (the
+    # profile's hop alone). The fixed part may be negative.
     loaded_hop_fixed_s: float | None = None
     loaded_hop_slope_s2: float | None = None
+    loaded_hop_per_process_s: float | None = None
     storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
     storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is

@@ -9,14 +9,16 @@ ms per microbatch; docs/validation.md), the steady iteration over the plan's pre
 was 1.04 for two 3-stage pipelines (24 sends an iteration), 1.16 for two 7-stage ones
 (168) and 1.31 for four (336), while single-stage pipelines, which send nothing, agreed.
 
-This timing charges each pipeline send of a plan `fixed_s + slope_s2 x rate` more, where
-rate is the plan's own sends per second (every pipeline's 2 (S - 1) sends per
-microbatch, over its predicted iteration), never less than `-floor_s` (a send costs at
-least nothing): both constants come from the validation's calibration when asked for
-(`ooblab validate --loaded-sends`: two short jobs on forced plans of deep pipelines at two
-send rates, `experiments.validation.loaded_hops`). Off by default: in two runs the line
-helped at 32 nodes and overshot at 16 (docs/validation.md), so sends per second is not yet
-the right load variable.
+This timing charges each pipeline send of a plan `fixed_s + slope_s2 x rate +
+per_process_s x processes` more, where rate is the plan's own sends per second (every
+pipeline's 2 (S - 1) sends per microbatch, over its predicted iteration) and processes
+its workers, never less than `-floor_s` (a send costs at least nothing). The
+validation's calibration, when asked for (`ooblab validate --loaded-sends`: two short
+jobs on forced plans of deep pipelines, `experiments.validation.loaded_hops`), fits the
+process-count line and leaves the rate at 0: fitted on sends per second (the evening of
+2026-12-03) the line helped at 32 nodes and overshot at 16, while the waits measured in
+two calm runs followed the job's processes (about 1.1 ms a pass at 12-15, 3.3 ms at
+29-30; docs/validation.md). Off by default.
 The plan is chosen without the term, as the real backend chooses it; only its time
 changes (`sim.contention.PlanScaler` re-times the stages with longer sends). Plans
 without sends (single-stage pipelines) are untouched. Other plan kinds (Bamboo's) are
@@ -48,15 +50,33 @@ def plan_sends(plan: Any) -> int:
     raise SimError(f"loaded hops time Oobleck and Varuna plans only, not a {type(plan).__name__}")
 
 
+def plan_processes(plan: Any) -> int:
+    """Worker processes (GPUs) the plan runs: every stage's GPUs over its pipelines
+    (Oobleck), width x depth (Varuna)."""
+    if isinstance(plan, ExecutionPlan):
+        return sum(stage.num_gpus for p in plan.pipelines for stage in p.template.stages)
+    if isinstance(plan, VarunaPlan):
+        return plan.config.width * plan.config.depth
+    raise SimError(f"loaded hops time Oobleck and Varuna plans only, not a {type(plan).__name__}")
+
+
 def send_rate_per_s(plan: Any) -> float:
     """The plan's pipeline sends per second at its predicted pace."""
     sends = plan_sends(plan)
     return sends / plan.iteration_time_s if sends else 0.0
 
 
-def loaded_hop_s(fixed_s: float, slope_s2: float, floor_s: float, rate_per_s: float) -> float:
-    """What one send costs over the profile's hop at `rate_per_s` sends a second."""
-    return max(-floor_s, fixed_s + slope_s2 * rate_per_s)
+def loaded_hop_s(
+    fixed_s: float,
+    slope_s2: float,
+    floor_s: float,
+    rate_per_s: float,
+    per_process_s: float = 0.0,
+    processes: int = 0,
+) -> float:
+    """What one send costs over the profile's hop at `rate_per_s` sends a second in a
+    job of `processes` workers."""
+    return max(-floor_s, fixed_s + slope_s2 * rate_per_s + per_process_s * processes)
 
 
 class LoadedHops(AddedIterationTime):
@@ -70,14 +90,17 @@ class LoadedHops(AddedIterationTime):
         cluster: ClusterSpec,
         fixed_s: float,
         slope_s2: float,
+        per_process_s: float = 0.0,
     ):
         super().__init__(inner)  # the constants are checked where they are read (`SimConfig`)
-        self.fixed_s, self.slope_s2 = float(fixed_s), float(slope_s2)
+        self.fixed_s, self.slope_s2, self.per_process_s = float(fixed_s), float(slope_s2), float(per_process_s)
         self.floor_s = profile.communication.hop_overhead_s if profile.communication is not None else 0.0
         self.scaler = PlanScaler(profile, cluster)
 
     def hop_extra_s(self, plan: Any) -> float:
-        return loaded_hop_s(self.fixed_s, self.slope_s2, self.floor_s, send_rate_per_s(plan))
+        return loaded_hop_s(
+            self.fixed_s, self.slope_s2, self.floor_s, send_rate_per_s(plan), self.per_process_s, plan_processes(plan)
+        )
 
     def extra_s(self, plan: Any) -> float:
         if not plan_sends(plan):

@@ -336,11 +336,21 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
         timing = SyncMessages(timing, profile, cluster, message_s)
         resolved.update(sync_message_s=message_s)
-    if config.loaded_hop_fixed_s or config.loaded_hop_slope_s2:  # sends that slow with the plan's own send rate
+    if config.loaded_hop_fixed_s or config.loaded_hop_slope_s2 or config.loaded_hop_per_process_s:
+        # sends that slow with the plan's own send rate and processes
         timing = LoadedHops(
-            timing, profile, cluster, config.loaded_hop_fixed_s or 0.0, config.loaded_hop_slope_s2 or 0.0
+            timing,
+            profile,
+            cluster,
+            config.loaded_hop_fixed_s or 0.0,
+            config.loaded_hop_slope_s2 or 0.0,
+            config.loaded_hop_per_process_s or 0.0,
         )
-        resolved.update(loaded_hop_fixed_s=config.loaded_hop_fixed_s, loaded_hop_slope_s2=config.loaded_hop_slope_s2)
+        resolved.update(
+            loaded_hop_fixed_s=config.loaded_hop_fixed_s,
+            loaded_hop_slope_s2=config.loaded_hop_slope_s2,
+            loaded_hop_per_process_s=config.loaded_hop_per_process_s,
+        )
     if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
         timing = OptimizerStep(timing, profile.optimizer, profile.contention)
         resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))

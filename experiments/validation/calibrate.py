@@ -76,6 +76,9 @@ JOIN_AFTER_S = 4.0  # the first victim starts again this long after the last kil
 CHECKPOINT_EVERY = 2  # the calibration runs checkpoint often, to time several checkpoints
 STARTUP_ALLOWANCE_S = 15.0  # how long the calibration run waits for the joining node
 UNLIMITED_GB_PER_S = 1e6
+# where the loaded-send probes are kept; a calibration cached with the evening's
+# sends-per-second fit (under "loaded_hops") is probed again when the term is asked for
+LOADED_HOPS_KEY = "loaded_hops_by_processes"
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,12 @@ class Overheads:
     # the share of a restart until its processes have all started (0: calibrations cached
     # before it was measured, a restart that any removal cuts short)
     restart_startup_share: float = 0.0
-    # what a pipeline send costs more per the plan's sends a second (`loaded_hops`; 0 and
-    # 0: calibrations cached before it was measured, the profile's hop alone)
+    # what a pipeline send costs more per the plan's processes (`loaded_hops`; 0, 0 and 0:
+    # calibrations cached before it was measured, the profile's hop alone; a slope per
+    # sends a second: one cached on the evening of 2026-12-03, measured again when asked)
     loaded_hop_fixed_s: float = 0.0
     loaded_hop_slope_s2: float = 0.0
+    loaded_hop_per_process_s: float = 0.0
 
     @property
     def restart_fixed_s(self) -> float:
@@ -110,7 +115,11 @@ class Overheads:
     def sim_options(self, loaded_sends: bool = False) -> dict[str, Any]:
         """The simulator's pause options (the same for every policy), with the loaded
         sends' constants where asked (`loaded_hops`)."""
-        loaded = {"loaded_hop_fixed_s": self.loaded_hop_fixed_s, "loaded_hop_slope_s2": self.loaded_hop_slope_s2}
+        loaded = {
+            "loaded_hop_fixed_s": self.loaded_hop_fixed_s,
+            "loaded_hop_slope_s2": self.loaded_hop_slope_s2,
+            "loaded_hop_per_process_s": self.loaded_hop_per_process_s,
+        }
         return {
             "reconfigure_overhead_s": self.reconfigure_overhead_s,
             "restart_fixed_s": self.restart_fixed_s,
@@ -343,7 +352,7 @@ def calibrate(
     cached = directory / "overheads.json"
     if cached.exists():
         overheads = Overheads.from_dict(json.loads(cached.read_text()))
-        if timing_for is None or "loaded_hops" in overheads.details:
+        if timing_for is None or LOADED_HOPS_KEY in overheads.details:
             return overheads
         return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after caching
     from real.control.planning import make_plan, make_planner
@@ -462,9 +471,15 @@ def _with_loaded_hops(overheads: Overheads, base, directory: Path, timing_for, p
     """`overheads` with the loaded sends measured now (`loaded_hops`), cached with them."""
     base = base.with_(trace=None, time_scale=1.0, inject=None, checkpoint_dir=None)
     probes = _loaded_hop_probes(base, directory, timing_for, progress)
-    fixed, slope = fit_line(probes)
-    details = {**overheads.details, "loaded_hops": probes_to_dict(probes)}
-    out = replace(overheads, loaded_hop_fixed_s=fixed, loaded_hop_slope_s2=slope, details=details)
+    fixed, per_process = fit_line(probes)
+    details = {**overheads.details, LOADED_HOPS_KEY: probes_to_dict(probes)}
+    out = replace(
+        overheads,
+        loaded_hop_fixed_s=fixed,
+        loaded_hop_slope_s2=0.0,
+        loaded_hop_per_process_s=per_process,
+        details=details,
+    )
     (directory / "overheads.json").write_text(json.dumps(out.to_dict(), indent=2, default=str))
     return out
 

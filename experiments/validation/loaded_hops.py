@@ -1,17 +1,23 @@
 """The calibration of loaded pipeline sends (`sim.loaded_hops`), apart from any trace;
 run only with `ooblab validate --loaded-sends` (experimental, docs/validation.md).
 
-On the 2-core testbed a deep pipeline ran slower than the plan's prediction the more
-pipeline sends the job made a second (two 3-stage pipelines of emulated tiny-gpt layers:
-x1.04; two 7-stage: x1.16; four 7-stage: x1.31), while single-stage pipelines agreed.
-Two short jobs time it at the setting's node count (from 8 nodes on): `probe_groupings`
-forces pipelines of S = nodes // 4 stages (2 to `MAX_STAGES`), two of them on half the
-nodes, then as many as the nodes hold. For each, the extra a send must cost for the
-simulator's iteration (without the term) to match the measured steady iteration is
-solved by bisection (`solve_hop_extra_s`); the line through the two (send rate, extra)
-points gives `loaded_hop_fixed_s` and `loaded_hop_slope_s2` (a slope below 0, noise, is
-held at 0 through their mean). Real compute measures the same effect in its contention
-profile's hop readings (`planner.contention`) and is not probed here.
+On the 2-core testbed a deep pipeline ran slower than the plan's prediction, the more so
+the more worker processes the job had (two 3-stage pipelines of emulated tiny-gpt
+layers: x1.04; two 7-stage: x1.16; four 7-stage: x1.31; in two calm validation runs,
+about 1.1 ms a critical-path pass at 12-15 processes and 3.3 ms at 29-30), while
+single-stage pipelines agreed. Two short jobs time it at the setting's node count (from
+8 nodes on): `probe_groupings` forces pipelines of S = nodes // 4 stages (2 to
+`MAX_STAGES`), two of them on half the nodes, then as many as the nodes hold. For each,
+the extra a send must cost for the simulator's iteration (without the term) to match the
+measured steady iteration is solved by bisection (`solve_hop_extra_s`); the line through
+the two (processes, extra) points gives `loaded_hop_fixed_s` and
+`loaded_hop_per_process_s` (a slope below 0, noise, is held at 0 through their mean).
+The second probe runs as many processes as the setting's plans can (up to S - 1 fewer),
+so the line is read between its points or below them, hardly above. (The evening of
+2026-12-03 fitted it against the plan's sends per second instead: it overshot at 16
+nodes; the rate stays a simulator option, `loaded_hop_slope_s2`, that this calibration
+sets to 0.) Real compute measures the same effect in its contention profile's hop
+readings (`planner.contention`) and is not probed here.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class HopProbe:
     simulated_s: float
     sends_per_s: float
     extra_s: float
+    processes: int = 0  # the job's worker processes (0: a probe cached before they were kept)
 
 
 def probe_groupings(nodes: int) -> list[tuple[int, ...]]:
@@ -69,28 +76,28 @@ def solve_hop_extra_s(time_with: Callable[[float], float], measured_s: float, fl
 
 
 def fit_line(probes: list[HopProbe]) -> tuple[float, float]:
-    """(fixed_s, slope_s2) through the probes' (rate, extra) points; one probe, or a
-    negative slope: (their mean extra, 0)."""
+    """(fixed_s, per_process_s) through the probes' (processes, extra) points; one probe,
+    equal process counts, or a negative slope: (their mean extra, 0)."""
     if not probes:
         return 0.0, 0.0
-    if len(probes) == 1 or probes[0].sends_per_s == probes[-1].sends_per_s:
+    if len(probes) == 1 or probes[0].processes == probes[-1].processes:
         return statistics.fmean(p.extra_s for p in probes), 0.0
     a, b = probes[0], probes[-1]
-    slope = (b.extra_s - a.extra_s) / (b.sends_per_s - a.sends_per_s)
+    slope = (b.extra_s - a.extra_s) / (b.processes - a.processes)
     if slope < 0:
         return statistics.fmean(p.extra_s for p in probes), 0.0
-    return a.extra_s - slope * a.sends_per_s, slope
+    return a.extra_s - slope * a.processes, slope
 
 
 def probe(plan: Any, measured_s: float, timing_for: Callable[[float], Any], floor_s: float) -> HopProbe:
     """The extra per send that makes the simulator (`timing_for(extra)`: its timing with
     every send `extra` longer, 0 without the term) take `measured_s` for `plan`."""
-    from sim.loaded_hops import send_rate_per_s
+    from sim.loaded_hops import plan_processes, send_rate_per_s
 
     simulated = timing_for(0.0).iteration(plan).total_s
     extra = solve_hop_extra_s(lambda x: timing_for(x).iteration(plan).total_s, measured_s, floor_s)
     sizes = tuple(len(p.template.stages) for p in plan.pipelines)
-    return HopProbe(sizes, measured_s, simulated, send_rate_per_s(plan), extra)
+    return HopProbe(sizes, measured_s, simulated, send_rate_per_s(plan), extra, plan_processes(plan))
 
 
 def probes_to_dict(probes: list[HopProbe]) -> list[dict]:

@@ -1,5 +1,6 @@
 """The simulator's loaded pipeline sends (`sim.loaded_hops`): each send of a plan costs
-fixed + slope x (the plan's sends per second) more; plans without sends are untouched.
+fixed + slope x (the plan's sends per second) + per_process x (its processes) more; plans
+without sends are untouched.
 
 Hand cases use the synthetic profile (8 layers of 10 + 20 ms). A pipeline of S stages and
 m microbatches makes 2 (S - 1) m sends an iteration; on two stages every stage makes one
@@ -23,7 +24,7 @@ from planner.policies import VarunaPlan
 from planner.policies.varuna_search import VarunaConfig
 from planner.profile import CommProfile, LinkProfile
 from sim.errors import SimError
-from sim.loaded_hops import LoadedHops, plan_sends, send_rate_per_s
+from sim.loaded_hops import LoadedHops, plan_processes, plan_sends, send_rate_per_s
 from sim.setup import build
 
 from .profile_runs import profile_run_config
@@ -39,11 +40,14 @@ def _directory(tmp_path, hop_overhead_s: float | None = None):
     return directory
 
 
-def _timing(tmp_path, fixed_s: float, slope_s2: float, hop_overhead_s: float | None = None) -> LoadedHops:
+def _timing(
+    tmp_path, fixed_s: float, slope_s2: float, hop_overhead_s: float | None = None, per_process_s: float = 0.0
+) -> LoadedHops:
     config = replace(
         profile_run_config(_directory(tmp_path, hop_overhead_s)),
         loaded_hop_fixed_s=fixed_s,
         loaded_hop_slope_s2=slope_s2,
+        loaded_hop_per_process_s=per_process_s,
     )
     timing = build(config).timing
     while not isinstance(timing, LoadedHops):  # the sync-message term wraps it when the profile has a hop
@@ -81,6 +85,23 @@ def test_two_stage_sends_cost_the_line_at_the_plans_own_rate(tmp_path_factory, f
     )
 
 
+@settings(max_examples=25, deadline=None)
+@given(fixed_ms=st.floats(-0.5, 2.0), per_process_us=st.floats(1.0, 200.0))
+def test_two_stage_sends_cost_the_line_at_the_plans_own_processes(tmp_path_factory, fixed_ms, per_process_us):
+    fixed, per_process = fixed_ms / 1e3, per_process_us / 1e6
+    timing = _timing(tmp_path_factory.mktemp("p"), fixed, 0.0, per_process_s=per_process)
+    planner = _planner(timing)
+    for groups in ([["a", "b"], ["c", "d"]], [["a", "b"], ["c", "d"], ["e", "f"]]):
+        plan = planner.build_plan(groups)
+        assert plan_processes(plan) == 2 * len(groups)
+        h = max(0.0, fixed + per_process * 2 * len(groups))  # the profile has no hop: the floor is 0
+        assert timing.hop_extra_s(plan) == pytest.approx(h, abs=1e-15)
+        m = max(p.num_microbatches for p in plan.pipelines)
+        assert timing.iteration(plan).total_s - timing.inner.iteration(plan).total_s == pytest.approx(
+            h * (m + 1), rel=1e-9, abs=1e-12
+        )
+
+
 def test_single_stage_pipelines_send_nothing_and_are_untouched(tmp_path):
     timing = _timing(tmp_path, 0.004, 1e-5)
     plan = _planner(timing).build_plan([["a"], ["b"], ["c"], ["d"]])
@@ -104,6 +125,7 @@ def test_varuna_counts_every_replica_of_its_pipeline():
     plan = VarunaPlan(VarunaConfig(3, 4, 1, 5, ((0, 3), (3, 6), (6, 8)), 1.0, 0.0), tuple("abcdefghijkl"), None, 1)
     assert plan_sends(plan) == 4 * 2 * 2 * 5
     assert send_rate_per_s(plan) == pytest.approx(80.0)
+    assert plan_processes(plan) == 12
 
 
 @pytest.mark.parametrize(
@@ -111,6 +133,7 @@ def test_varuna_counts_every_replica_of_its_pipeline():
     [
         ("loaded_hop_fixed_s", float("nan"), "loaded_hop_fixed_s must be a finite number"),
         ("loaded_hop_slope_s2", -1e-6, "loaded_hop_slope_s2 must be a finite number >= 0"),
+        ("loaded_hop_per_process_s", -1e-6, "loaded_hop_per_process_s must be a finite number >= 0"),
     ],
 )
 def test_bad_options_are_refused_by_name(tmp_path, field, value, message):

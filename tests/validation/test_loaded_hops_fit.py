@@ -50,12 +50,15 @@ def test_a_measurement_faster_than_free_sends_is_held_at_the_floor():
     assert solve_hop_extra_s(lambda x: 1.0 + x, 0.5, 0.002) == -0.002
 
 
-def test_the_line_passes_through_two_probes_and_never_slopes_down():
-    a = HopProbe((2, 2), 0.5, 0.45, 100.0, 0.001)
-    b = HopProbe((2, 2, 2, 2), 0.6, 0.45, 300.0, 0.005)
-    fixed, slope = fit_line([a, b])
-    assert slope == pytest.approx(0.004 / 200) and fixed + slope * 100 == pytest.approx(0.001)
-    assert fit_line([b, replace(a, sends_per_s=500.0)]) == (pytest.approx(0.003), 0.0)
+def test_the_line_passes_through_two_probes_by_processes_and_never_slopes_down():
+    a = HopProbe((2, 2), 0.5, 0.45, 100.0, 0.001, processes=4)
+    b = HopProbe((2, 2, 2, 2), 0.6, 0.45, 300.0, 0.005, processes=8)
+    fixed, per_process = fit_line([a, b])
+    assert per_process == pytest.approx(0.004 / 4) and fixed + per_process * 4 == pytest.approx(0.001)
+    # the send rate plays no part (the evening's fit used it)
+    assert fit_line([replace(a, sends_per_s=900.0), b]) == (pytest.approx(fixed), pytest.approx(per_process))
+    assert fit_line([b, replace(a, processes=12)]) == (pytest.approx(0.003), 0.0)
+    assert fit_line([a, replace(b, processes=4)]) == (pytest.approx(0.003), 0.0)
     assert fit_line([a]) == (0.001, 0.0) and fit_line([]) == (0.0, 0.0)
 
 
@@ -78,15 +81,18 @@ def test_a_probe_solves_the_extra_that_makes_the_simulator_take_the_measured_tim
     found = probe(plan, measured, timing_for, floor_s=0.0)
     assert found.extra_s == pytest.approx(known, abs=1e-6)
     assert found.pipelines == (2, 2) and found.sends_per_s == pytest.approx(send_rate_per_s(plan))
+    assert found.processes == 4
     assert found.simulated_s == pytest.approx(plan.iteration_time_s)
 
 
 def test_the_simulator_gets_the_constants_only_where_the_validation_asked_for_them():
     from experiments.validation.calibrate import Overheads
 
-    o = Overheads(1.0, 20.0, 0.01, 5.0, {}, loaded_hop_fixed_s=-0.002, loaded_hop_slope_s2=5e-6)
-    assert "loaded_hop_fixed_s" not in o.sim_options()
-    assert o.sim_options(True)["loaded_hop_fixed_s"] == -0.002 and o.sim_options(True)["loaded_hop_slope_s2"] == 5e-6
+    o = Overheads(1.0, 20.0, 0.01, 5.0, {}, loaded_hop_fixed_s=-0.002, loaded_hop_per_process_s=1e-4)
+    assert not any(k.startswith("loaded_hop") for k in o.sim_options())
+    options = o.sim_options(True)
+    assert options["loaded_hop_fixed_s"] == -0.002 and options["loaded_hop_per_process_s"] == 1e-4
+    assert options["loaded_hop_slope_s2"] == 0.0
 
 
 def test_the_option_is_for_emulated_compute_and_reaches_the_spec_from_the_command_line():
