@@ -18,7 +18,8 @@ jobs on forced plans of deep pipelines, `experiments.validation.loaded_hops`), f
 process-count line and leaves the rate at 0: fitted on sends per second (the evening of
 2026-12-03) the line helped at 32 nodes and overshot at 16, while the waits measured in
 two calm runs followed the job's processes (about 1.1 ms a pass at 12-15, 3.3 ms at
-29-30; docs/validation.md). Off by default.
+29-30; docs/validation.md). The line is a setting's own, not a law across settings: its
+per-process slope came out 16 times steeper at 16 nodes than at 32. Off by default.
 The plan is chosen without the term, as the real backend chooses it; only its time
 changes (`sim.contention.PlanScaler` re-times the stages with longer sends). Plans
 without sends (single-stage pipelines) are untouched. Other plan kinds (Bamboo's) are
