@@ -172,7 +172,7 @@ def checkpoint_extra_s(times: list[float], every: int, upto: int) -> tuple[float
     return (max(0.0, statistics.median(extras)) if extras else 0.0), extras
 
 
-def _first_plan_s(summary: Mapping[str, Any]) -> float | None:
+def first_plan_s(summary: Mapping[str, Any]) -> float | None:
     """The predicted iteration of a run's first plan (Oobleck's `iteration_time_s`,
     Varuna's `predicted_iteration_s`), None without one."""
     plan = summary.get("initial_plan") or {}
@@ -407,7 +407,7 @@ def calibrate(
         "ready_s": ready,
         "checkpoint_extras_s": extras_o,
         "iteration_times_s": summary["iteration_times_s"],
-        "predicted_iteration_s": _first_plan_s(summary),
+        "predicted_iteration_s": first_plan_s(summary),
     }
 
     victims = varuna_victims(base, varuna_crashes(nodes))
@@ -448,7 +448,7 @@ def calibrate(
         "restarts_at_survivors_s": normalised,
         "checkpoint_extras_s": extras_v,
         "iteration_times_s": summary["iteration_times_s"],
-        "predicted_iteration_s": _first_plan_s(summary),
+        "predicted_iteration_s": first_plan_s(summary),
     }
     overheads = Overheads(
         reconfigure_overhead_s=max(0.0, reconfigure),

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .calibrate import first_plan_s
 from .compare import MIN_PHASE_ITERATIONS, RunTimeline, steady_durations
 
 DRIFT_WARN = 0.10
@@ -106,8 +107,7 @@ def pace_check(
     event_times_s: Sequence[float],
 ) -> PaceCheck:
     """The check of one policy's trace run (`real`, its summary) against its calibration."""
-    plan = real_summary.get("initial_plan") or {}
-    predicted = float(plan.get("iteration_time_s") or plan.get("predicted_iteration_s") or 0.0)  # Oobleck's, Varuna's
     first_event = min((t for t in event_times_s if t > 0), default=None)
-    pace, n = first_phase_pace(real, first_event, predicted)
-    return PaceCheck(policy, calibration_ratios.get(policy), pace, n, calibration_nodes, plan_nodes(plan))
+    pace, n = first_phase_pace(real, first_event, first_plan_s(real_summary) or 0.0)
+    nodes = plan_nodes(real_summary.get("initial_plan"))
+    return PaceCheck(policy, calibration_ratios.get(policy), pace, n, calibration_nodes, nodes)

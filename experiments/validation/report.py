@@ -87,7 +87,7 @@ def validate(
             prepared.replay_s,
         )
         c = result.comparison
-        busy = result.to_dict()["phase_cpu_busy_share"]
+        busy = result.phase_busy_shares()
         progress(
             f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"

@@ -162,11 +162,12 @@ class PolicyResult:
             "real": {k: self.real_summary.get(k) for k in keys},
             "sim": {k: self.sim_summary.get(k) for k in sim_keys},
             "comparison": self.comparison.to_dict(),
-            # per compared phase, how busy the machine's cores were in the real run (`busy`)
-            "phase_cpu_busy_share": phase_busy_shares(
-                self.real, self.real_summary.get("cpu_busy_share") or [], self.comparison.phases
-            ),
+            "phase_cpu_busy_share": self.phase_busy_shares(),
         }
+
+    def phase_busy_shares(self) -> list[float | None]:
+        """Per compared phase, how busy the machine's cores were in the real run (`busy`)."""
+        return phase_busy_shares(self.real, self.real_summary.get("cpu_busy_share") or [], self.comparison.phases)
 
 
 def write_timelines(result: PolicyResult, directory: Path) -> None:

@@ -140,8 +140,8 @@ def test_pace_ratios_take_the_steady_iterations_before_the_crash():
 
 
 def test_the_first_plans_prediction_is_read_from_either_policys_summary():
-    from experiments.validation.calibrate import _first_plan_s
+    from experiments.validation.calibrate import first_plan_s
 
-    assert _first_plan_s({"initial_plan": {"iteration_time_s": 0.49, "pipelines": []}}) == 0.49
-    assert _first_plan_s({"initial_plan": {"predicted_iteration_s": 0.51, "nodes": 4}}) == 0.51
-    assert _first_plan_s({"initial_plan": None}) is None and _first_plan_s({}) is None
+    assert first_plan_s({"initial_plan": {"iteration_time_s": 0.49, "pipelines": []}}) == 0.49
+    assert first_plan_s({"initial_plan": {"predicted_iteration_s": 0.51, "nodes": 4}}) == 0.51
+    assert first_plan_s({"initial_plan": None}) is None and first_plan_s({}) is None
