@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 
-def main(out: Path, hold: bool = True) -> int:
+def main(out: Path, hold: bool = True, cores: float | None = None) -> int:
     from experiments.validation.calibrate import Overheads, startup_share
     from experiments.validation.compare import compare_run, summarize
     from experiments.validation.runs import simulate
@@ -37,7 +37,11 @@ def main(out: Path, hold: bool = True) -> int:
     elif not overheads.restart_startup_share and "varuna" in overheads.details:
         share = startup_share(overheads.details["varuna"]["recovery"], overheads.restart_overhead_s)
         overheads = replace(overheads, restart_startup_share=share)
-    print(f"restart_startup_share {overheads.restart_startup_share:.3f}")
+    if cores is not None:
+        overheads = replace(overheads, startup_cores=cores)
+    else:
+        overheads = replace(overheads, startup_cores=float(report["overheads"].get("startup_cores", 0.0)))
+    print(f"restart_startup_share {overheads.restart_startup_share:.3f}, startup_cores {overheads.startup_cores:g}")
     model = PreparedModel({"model": str(out / "profile")}, out / "profile", "")
     events = report["trace_events_s"]
     trace_end = max(events, default=0.0)
@@ -70,4 +74,5 @@ if __name__ == "__main__":
     if not args or args[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(Path(args[0]), hold="--no-hold" not in args[1:]))
+    cores = next((float(a.split("=", 1)[1]) for a in args[1:] if a.startswith("--startup-cores=")), None)
+    sys.exit(main(Path(args[0]), hold="--no-hold" not in args[1:], cores=cores))

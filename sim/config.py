@@ -49,6 +49,7 @@ PLANNER_ONLY = (
     "loaded_hop_fixed_s",
     "loaded_hop_slope_s2",
     "loaded_hop_per_process_s",
+    "startup_cores",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -112,6 +113,11 @@ class SimConfig:
     loaded_hop_fixed_s: float | None = None
     loaded_hop_slope_s2: float | None = None
     loaded_hop_per_process_s: float | None = None
+    # start-ups that share one host's cores, as on a testbed that emulates its nodes on one
+    # machine (`sim.startup_pool`): nodes joining once training has begun and every
+    # restart's processes each get min(1, cores / starting processes) of a core; default
+    # None: each node starts on its own in node_startup_s (a real cluster)
+    startup_cores: float | None = None
     storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
     storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
@@ -195,6 +201,7 @@ class SimConfig:
                         "checkpoint_every_s",
                         "checkpoint_prior_mtbf_s",
                         "duration_s",
+                        "startup_cores",
                     )
                     and value == 0
                 ):

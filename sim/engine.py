@@ -33,6 +33,12 @@ end first: the new pause then waits for it (a `STARTUP_HOLD` segment).
 last completed checkpoint, the run's start counting as one; `RestartFromSnapshot` to the
 iteration it names (a policy that uses it says so with `restores_snapshots = True`,
 and the ledger then keeps what each commit added, to take back exactly the later ones).
+
+With `startup_cores` (a testbed that emulates its nodes on one host), start-ups share
+that host's cores (`sim.startup_pool`): a node added once training has begun starts in
+the pool instead of in node_startup_s, and so does each restart's start-up, whose pause
+segment (or the hold of an abandoned one) then ends when the pool says. A node removed
+while its processes start leaves the pool.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ from traces.model import Trace
 
 from .errors import SimError
 from .ledger import Ledger
+from .startup_pool import StartupPool
 from .stretch import Stretch
 from .timing import RESTARTS, Timing, restart_startup_s
 
@@ -129,6 +136,7 @@ class Simulation:
         iteration_rows: bool = False,
         duration_s: float | None = None,
         adaptive_checkpoints: AdaptiveCheckpoints | None = None,
+        startup_cores: float | None = None,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
@@ -136,6 +144,14 @@ class Simulation:
             raise SimError(f"duration_s must be > 0, got {duration_s!r}")
         self.trace, self.policy, self.timing = trace, policy, timing
         self.startup_s = node_startup_s
+        # start-ups sharing one host's cores (`sim.startup_pool`; None: each node starts on
+        # its own, in node_startup_s): nodes that join once training has begun, and the
+        # start-up of every restart's processes
+        self.pool = None if startup_cores is None else StartupPool(startup_cores, trace.start_s)
+        self._pool_wake = 0  # the pool's pending wake-up; older ones are stale
+        # the restart whose processes are starting: (pool key, seconds after, its nodes)
+        self._crowd: tuple[tuple[str, int], float, frozenset[str]] | None = None
+        self._crowds = 0
         self.iteration_rows = iteration_rows
         self.price_per_s = price_per_node_hour / 3600.0
         self.start_s = trace.start_s
@@ -221,13 +237,20 @@ class Simulation:
                     self.starting[event.node] = None
                     added.append((event.node, self._born))
                 else:
-                    del self.present[event.node]
+                    born = self.present.pop(event.node)
                     if self.ready.pop(event.node, 0) is None:
                         self._ready_tuple = None
                     self.starting.pop(event.node, None)
                     removed.append(event.node)
+                    if self.pool is not None:
+                        self._pool_lose(event.node, born)
                 self.events.append(EventRecord(time_s, event.kind, {"node": event.node}))
-            if added:
+            if added and self.pool is not None and self.first_start_t is not None:
+                self._pool_sync()
+                for node, born in added:
+                    self.pool.add(("node", node, born), self.timing.gpus_per_node, self.startup_s)
+                self._pool_changed()
+            elif added:
                 self.env.process(self._boot(added))
             if removed:
                 self.job.interrupt(("removed", tuple(removed)))
@@ -247,6 +270,95 @@ class Simulation:
             self.events.append(EventRecord(self.env.now, "ready", {"nodes": list(nodes)}))
             self.job.interrupt(("ready", nodes))
 
+    # -- start-ups sharing the host (`startup_cores`) ---------------------------------------
+    def _pool_lose(self, node: str, born: int) -> None:
+        """`node` left: its start-up, or its processes in the restart starting, stop."""
+        assert self.pool is not None
+        self._pool_sync()
+        self.pool.remove(("node", node, born))
+        if self._crowd is not None and node in self._crowd[2]:
+            self.pool.shrink(self._crowd[0], self.timing.gpus_per_node)
+        self._pool_changed()
+
+    def _pool_sync(self) -> None:
+        """Bring the pool to now; nodes whose start-up ended are ready (their wake-up,
+        an urgent event, normally got there first)."""
+        assert self.pool is not None
+        started = [
+            k[1]
+            for k in self.pool.advance(self.env.now)
+            if isinstance(k, tuple) and k[0] == "node" and self.present.get(k[1]) == k[2]
+        ]
+        if not started:
+            return
+        self._ready_tuple = None
+        for node in started:
+            self.ready[node] = None
+            del self.starting[node]
+        self.events.append(EventRecord(self.env.now, "ready", {"nodes": started}))
+        if self.env.active_process is self.job:
+            self.pending_ready.extend(started)  # seen at the job's next stop
+        else:
+            self.job.interrupt(("ready", tuple(started)))
+
+    def _pool_changed(self) -> None:
+        """The starting processes changed: re-time the restart starting and wake at the
+        next start-up to finish."""
+        assert self.pool is not None
+        self._retime_crowd()
+        self._pool_wake += 1
+        at = self.pool.next_finish()
+        if at < math.inf:
+            self.env.process(self._pool_wait(self._pool_wake, at))
+
+    def _pool_wait(self, wake: int, at: float):
+        yield _Urgent(self.env, max(0.0, at - self.env.now))
+        if wake == self._pool_wake:
+            self._pool_done()
+
+    def _pool_done(self) -> None:
+        self._advance()
+        self._pool_sync()
+        self._pool_changed()
+
+    def _crowd_end_s(self) -> float | None:
+        """When the restart starting now will end its segment (None: none is starting)."""
+        if self.pool is None or self._crowd is None or self._crowd[0] not in self.pool:
+            return None
+        self._pool_sync()
+        return self.pool.finish_s(self._crowd[0]) + self._crowd[1]
+
+    def _retime_crowd(self) -> None:
+        """The pause segment waiting on the restart's start-up ends when it does."""
+        end = self._crowd_end_s()
+        if end is None or self.mode != PAUSED or not self.segments:
+            return
+        action = self.segments[0][2]
+        if (action is STARTUP_HOLD or isinstance(action, RESTARTS)) and abs(end - self.pause_end_t) > 1e-9:
+            self.pause_end_t = end
+            if self.env.active_process is not self.job:
+                self.job.interrupt(("retime", ()))
+
+    def _begin_segment(self) -> None:
+        """The pause's first segment starts now: a restart's start-up joins the pool."""
+        state, seconds, action = self.segments[0]
+        self.pause_end_t = self.env.now + seconds
+        if self.pool is None or self.decision is None or not isinstance(action, RESTARTS):
+            return
+        plan = self.decision.plan
+        startup = restart_startup_s(self.timing, action, plan)
+        if startup <= 0 or plan is None:
+            return
+        self._pool_sync()
+        if self._crowd is not None:
+            self.pool.remove(self._crowd[0])
+        self._crowds += 1
+        nodes = self._plan_nodes(plan)
+        key = ("restart", self._crowds)
+        self.pool.add(key, len(nodes) * self.timing.gpus_per_node, startup)
+        self._crowd = (key, max(0.0, seconds - startup), nodes)
+        self._pool_changed()
+
     def _job(self):
         while True:
             try:
@@ -259,7 +371,8 @@ class Simulation:
                 else:
                     yield self._never
             except simpy.Interrupt as interrupt:
-                self._interrupted(*interrupt.cause)
+                if interrupt.cause[0] != "retime":  # a new end for the pause: wait for it
+                    self._interrupted(*interrupt.cause)
 
     # -- clock and records ---------------------------------------------------------------
     def _advance(self) -> None:
@@ -567,6 +680,12 @@ class Simulation:
             return self.pause_end_t - now
         if not isinstance(action, RESTARTS) or previous is None:
             return 0.0
+        if self.pool is not None:  # its processes go on starting in the pool; the rest is dropped
+            if self._crowd_end_s() is None or self._crowd is None:
+                return 0.0
+            key, _, nodes = self._crowd
+            self._crowd = (key, 0.0, nodes)  # from now on it ends the hold, not the restart
+            return self.pool.finish_s(key) - now
         elapsed = now - (self.pause_end_t - seconds)
         return max(0.0, restart_startup_s(self.timing, action, previous.plan) - elapsed)
 
@@ -630,7 +749,7 @@ class Simulation:
         self.mode = PAUSED
         self.periodic = periodic
         self.segments = list(segments)
-        self.pause_end_t = self.env.now + self.segments[0][1]
+        self._begin_segment()
 
     def _segment_done(self) -> None:
         self._advance()
@@ -655,7 +774,7 @@ class Simulation:
         elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
             self.after_restart = True
         if self.segments:
-            self.pause_end_t = now + self.segments[0][1]
+            self._begin_segment()
         elif self.periodic:
             self.mode = RUNNING  # back to the stretch; the next iteration starts now
             self.stretch.start(now, self.stretch.tau, self.stretch.useful_fraction)

@@ -68,6 +68,7 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         iteration_rows=config.timeline == "iterations",
         duration_s=config.duration_s,
         adaptive_checkpoints=setup.adaptive,
+        startup_cores=config.startup_cores,
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

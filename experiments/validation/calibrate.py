@@ -102,6 +102,9 @@ class Overheads:
     loaded_hop_fixed_s: float = 0.0
     loaded_hop_slope_s2: float = 0.0
     loaded_hop_per_process_s: float = 0.0
+    # the cores the emulated nodes' processes share (`sim.startup_pool`): the machine
+    # that runs the trace runs, set by the validation (0: each start-up on its own)
+    startup_cores: float = 0.0
 
     @property
     def restart_fixed_s(self) -> float:
@@ -129,6 +132,7 @@ class Overheads:
             "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
             "node_startup_s": self.node_startup_s,
+            **({"startup_cores": self.startup_cores} if self.startup_cores else {}),
             **(loaded if loaded_sends else {}),
         }
 

@@ -15,8 +15,10 @@ and returns the report as a dict (its `errors` hold the three headline figures).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from .calibrate import calibrate, pace_ratios
@@ -52,6 +54,9 @@ def validate(
     # profile holds its loaded hop per busy neighbours, `planner.contention`)
     timing_for = twin_timing_for(spec, model, nodes) if spec.loaded_sends else None
     overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for)
+    # every emulated node's processes start on this machine's cores: a node that joins
+    # during a restart shares them with the restart's processes (`sim.startup_pool`)
+    overheads = replace(overheads, startup_cores=float(os.cpu_count() or 1))
     progress(
         "overheads: "
         + ", ".join(

@@ -177,6 +177,9 @@ def test_the_restart_start_up_share_is_its_phases_up_to_the_respawn():
     shared = Overheads(**{**OVERHEADS.to_dict(), "restart_startup_share": 0.6})
     assert shared.sim_options()["restart_startup_share"] == 0.6
     assert OVERHEADS.sim_options()["restart_startup_share"] == 0.0  # a calibration cached before it
+    # the host's cores, where the validation set them: none, each start-up on its own
+    assert "startup_cores" not in OVERHEADS.sim_options()
+    assert Overheads(**{**OVERHEADS.to_dict(), "startup_cores": 2.0}).sim_options()["startup_cores"] == 2.0
 
 
 def _side(ends, recoveries, end_s):

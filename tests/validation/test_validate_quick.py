@@ -17,6 +17,7 @@ was compared, and the headline errors are the medians of the per-run ones.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 
 import pytest
@@ -65,6 +66,10 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
     live = [r["real_s"] for r in report["runs"][0]["comparison"]["recoveries"]]
     restart = [r["real_s"] for r in report["runs"][1]["comparison"]["recoveries"]]
     assert live and restart and max(live) < min(restart)
+    # the simulated twins started their processes on this machine's cores, as the real ones did
+    assert report["overheads"]["startup_cores"] == os.cpu_count()
+    sim_config = json.loads((out / "varuna" / "sim" / "config.json").read_text())
+    assert sim_config["startup_cores"] == os.cpu_count()
     # the calibration measured every overhead, and nothing came from the validated runs
     # (the experiment keeps the calibration per setting, beside its runs)
     (calibration,) = (out.parent.parent / "calibration").glob("*/calibration/overheads.json")

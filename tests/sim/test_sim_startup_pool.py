@@ -1,0 +1,204 @@
+"""Start-ups sharing one host's cores (`sim.startup_pool`, `Simulation(startup_cores=...)`).
+
+The pool against a brute-force time-stepped processor-sharing run (hypothesis), and the
+engine by hand on the case of `test_sim_restart_startup`: Varuna on the tiny model, 6
+nodes (start-up 45 s), relaunch 40 s whatever its size, half of it start-up (20 s); n6
+leaves at 500 s: a 2 s checkpoint, then a restart of n1-n4 from 502 s. On 2 cores its 4
+processes get half a core each: 10 core-seconds of start-up each; a joining node's
+start-up is 45 core-seconds (alone it has a whole core).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.checkpoint_cost import StorageSpec
+from planner.policies import VarunaPolicy, VarunaSearch
+from sim.config import SimConfig
+from sim.engine import Simulation
+from sim.errors import SimError
+from sim.startup_pool import StartupPool, rate_per_process, work_for
+from sim.timing import PlannerCosts, PlannerTiming
+
+from .tiny import make_trace, nodes, tiny_cluster, tiny_profile
+
+BATCH = 8
+
+
+# -- the pool ------------------------------------------------------------------------------
+def stepped(jobs, cores: float, dt: float = 1e-3) -> dict[int, float]:
+    """Brute force: (arrival_s, processes, seconds_alone) jobs, stepped every dt."""
+    left: dict[int, float] = {}
+    done: dict[int, float] = {}
+    t = 0.0
+    while len(done) < len(jobs):
+        for i, (at, k, alone) in enumerate(jobs):
+            if i not in left and i not in done and at <= t + 1e-12:
+                left[i] = work_for(alone, k, cores)
+        p = sum(jobs[i][1] for i in left)
+        rate = rate_per_process(p, cores)
+        t += dt
+        for i in list(left):
+            left[i] -= rate * dt
+            if left[i] <= 1e-12:
+                done[i] = t
+                del left[i]
+    return done
+
+
+jobs_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 20).map(float),
+        st.integers(1, 6),
+        st.integers(1, 12).map(float),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs=jobs_strategy, cores=st.sampled_from([1.0, 2.0, 3.0]))
+def test_the_pool_finishes_each_job_when_brute_force_does(jobs, cores):
+    pool = StartupPool(cores)
+    finished: dict[int, float] = {}
+    arrivals = sorted(range(len(jobs)), key=lambda i: jobs[i][0])
+    pending = list(arrivals)
+    while pending or len(pool):
+        next_arrival = jobs[pending[0]][0] if pending else math.inf
+        if pool.next_finish() <= next_arrival:
+            t = pool.next_finish()
+            for key in pool.advance(t):
+                finished[key] = t
+        else:
+            i = pending.pop(0)
+            for key in pool.advance(next_arrival):
+                finished[key] = next_arrival
+            pool.add(i, jobs[i][1], jobs[i][2])
+    brute = stepped(jobs, cores)
+    for i in range(len(jobs)):
+        assert finished[i] == pytest.approx(brute[i], abs=0.02)
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs=jobs_strategy, cores=st.sampled_from([1.0, 2.0, 4.0]))
+def test_finish_s_predicts_what_advance_then_does(jobs, cores):
+    pool = StartupPool(cores)
+    for i, (_, k, alone) in enumerate(jobs):
+        pool.add(i, k, alone)
+    predicted = {i: pool.finish_s(i) for i in range(len(jobs))}
+    for t in sorted(set(predicted.values())):
+        due = {i for i, p in predicted.items() if p == t}
+        if t - 1e-6 >= pool.now_s:
+            assert not due & set(pool.advance(t - 1e-6))  # not a moment early
+        pool.advance(t + 1e-6)
+        assert not any(i in pool for i in due)  # and not late
+
+
+@given(k=st.integers(1, 64), alone=st.floats(0.1, 100), cores=st.sampled_from([1.0, 2.0, 8.0]))
+def test_a_job_alone_takes_its_calibrated_time(k, alone, cores):
+    pool = StartupPool(cores, now_s=10.0)
+    pool.add("x", k, alone)
+    assert pool.finish_s("x") == pytest.approx(10.0 + alone)
+    assert pool.advance(10.0 + alone + 1e-9) == ["x"]
+
+
+def test_processes_that_die_give_their_share_back():
+    pool = StartupPool(2.0)
+    pool.add("restart", 4, 20.0)  # 10 core-seconds each at half a core
+    pool.advance(8.0)  # 4 done, 6 left
+    pool.shrink("restart", 1)  # 3 processes: two thirds of a core each
+    assert pool.finish_s("restart") == pytest.approx(8.0 + 6 / (2 / 3))
+    pool.shrink("restart", 3)
+    assert "restart" not in pool and pool.next_finish() == math.inf
+
+
+def test_the_pool_refuses_what_it_cannot_mean():
+    with pytest.raises(ValueError, match="cores must be > 0"):
+        StartupPool(0)
+    pool = StartupPool(2.0, now_s=5.0)
+    with pytest.raises(ValueError, match="cannot go back"):
+        pool.advance(4.0)
+    pool.add("a", 1, 1.0)
+    with pytest.raises(ValueError, match="already in the pool"):
+        pool.add("a", 1, 1.0)
+    with pytest.raises(ValueError, match="processes >= 1"):
+        pool.add("b", 0, 1.0)
+
+
+# -- the engine -----------------------------------------------------------------------------
+def run(rows, cores: float | None) -> Simulation:
+    search = VarunaSearch(lambda b: tiny_profile() if b == 1 else None, tiny_cluster(7), BATCH, max_microbatch=1)
+    policy = VarunaPolicy(search, 1, max_nodes=7)
+    timing = PlannerTiming(
+        "varuna",
+        global_batch=BATCH,
+        layer_bytes=[0] * 4,
+        inter_node_bw_bytes_per_s=1e18,
+        gpus_per_node=1,
+        costs=PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5),
+        storage=StorageSpec(fixed_s=2.0),
+    )
+    trace = make_trace([(0, "add", nodes(6)), *rows, (1500, "add", "end")])
+    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, startup_cores=cores).run()
+
+
+def resumed_at(sim: Simulation) -> list[float]:
+    return [e.time_s for e in sim.events if e.kind == "decision" and e.detail["event"] == "PauseEnded"]
+
+
+def ready_at(sim: Simulation, node: str) -> float:
+    return next(e.time_s for e in sim.events if e.kind == "ready" and node in e.detail["nodes"])
+
+
+def test_a_node_that_joins_during_a_restart_shares_the_cores_with_it():
+    sim = run([(500, "remove", "n6"), (505, "add", "n7")], cores=2.0)
+    # at 505 each restart process has 10 - 3 x 0.5 = 8.5 core-s left; with n7, 5 processes
+    # get 0.4 of a core: the start-up ends at 505 + 21.25, the restart 20 s later; n7 has
+    # had 8.5 of its 45 core-s by then and takes the rest with a whole core
+    assert resumed_at(sim)[1] == pytest.approx(546.25)
+    assert ready_at(sim, "n7") == pytest.approx(526.25 + 36.5)
+    alone = run([(500, "remove", "n6"), (505, "add", "n7")], cores=None)
+    assert resumed_at(alone)[1] == pytest.approx(542.0) and ready_at(alone, "n7") == pytest.approx(550.0)
+
+
+def test_a_node_that_joins_while_training_starts_in_its_own_time():
+    shared, alone = run([(300, "add", "n7")], cores=2.0), run([(300, "add", "n7")], cores=None)
+    assert ready_at(shared, "n7") == ready_at(alone, "n7") == pytest.approx(345.0)
+    assert resumed_at(shared) == resumed_at(alone)
+    assert shared.iterations == alone.iterations
+
+
+def test_a_restart_alone_takes_its_calibrated_time():
+    rows = [(500, "remove", "n6"), (530, "remove", "n5")]
+    assert resumed_at(run(rows, cores=2.0)) == resumed_at(run(rows, cores=None)) == [85.0, 570.0]
+
+
+def test_a_node_lost_while_its_processes_start_gives_its_share_back():
+    # n4 (one of the restart's) at 510: 6 core-s left each, 3 processes at 2/3 of a core:
+    # the start-up ends at 519 (522 without the pool), then a restart of n1-n3 and n5
+    shared = run([(500, "remove", "n6"), (510, "remove", "n4")], cores=2.0)
+    alone = run([(500, "remove", "n6"), (510, "remove", "n4")], cores=None)
+    assert resumed_at(shared) == [85.0, pytest.approx(519.0 + 40.0)]
+    assert resumed_at(alone) == [85.0, 562.0]
+
+
+def test_a_node_removed_while_it_starts_leaves_the_pool():
+    sim = run([(500, "remove", "n6"), (505, "add", "n7"), (506, "remove", "n7")], cores=2.0)
+    # n7 had 0.4 of a core for 1 s, and so had each of the restart's processes (not 0.5)
+    assert not any(e.kind == "ready" and "n7" in e.detail["nodes"] for e in sim.events)
+    # at 506 each has 8.5 - 0.4 = 8.1 core-s left; 4 processes at half a core: 16.2 s
+    assert resumed_at(sim)[1] == pytest.approx(506.0 + 16.2 + 20.0)
+
+
+def test_startup_cores_is_checked_by_name():
+    with pytest.raises(SimError, match="startup_cores must be > 0"):
+        SimConfig(calibration="planner", startup_cores=0)
+    with pytest.raises(SimError, match="startup_cores must be a finite number >= 0"):
+        SimConfig(calibration="planner", startup_cores=-1)
+    with pytest.raises(SimError, match="startup_cores"):
+        SimConfig(startup_cores=2)  # the artifact calibration has no such host
