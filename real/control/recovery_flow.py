@@ -401,10 +401,13 @@ class RecoveryFlow:
         except NodesLost as exc:  # a node the new plan needs died meanwhile: a failure after all
             self.c.outcome.event("nodes_lost_while_reconfiguring", reason=str(exc))
             self.job.failure_detected_s = time.time()
-            self.job.recovery = Recovery(
-                len(self.c.outcome.recoveries), self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall
-            )
-            self.job.recovery.until_step = resume
+            t_fail_s = self._failure_time(self.job.failure_detected_s) - self.c.outcome.t0_wall
+            if self.job.recovery is None:
+                self.job.recovery = Recovery(len(self.c.outcome.recoveries), t_fail_s)
+                self.job.recovery.until_step = resume
+            else:  # a stop planned before the recovery's first step (a morph on joins): its failure too
+                self.job.recovery.failures += 1
+                self.job.recovery.nodes.extend(n for n in self.job.removed if n not in self.job.recovery.nodes)
             self.decide_and_execute(resume)
 
     # -- carrying out a decision ---------------------------------------------------------------

@@ -413,3 +413,35 @@ def test_a_job_that_ends_records_injections_fired_since_the_last_failure(tmp_pat
     out = c.run(None)
     assert out.status == "failed" and "local launcher" in out.reason
     assert out.injections_fired == [0]
+
+
+def test_a_node_lost_in_a_stop_planned_inside_a_recovery_belongs_to_that_recovery(tmp_path):
+    """Varuna's restart is ready, and before its first step the job stops again as planned
+    (a morph on joins, decided at the pause's end); a node of the new plan dies while its
+    processes start. The recovery under way goes on with that failure counted (the
+    16-node validation of 2026-12-03 lost its first recovery's record here)."""
+    from planner.policies import Decision, Restart
+
+    c, launcher = started(tmp_path, policy="varuna", checkpoint_every=100, nodes=4)
+    commit(c, 2)
+    launcher.saves = "write"
+    first = c.job.directive.layout.stages[-1].node
+    launcher.crash(first)
+    leave(c, 2)
+    fail(c)
+    recovery = c.job.recovery
+    assert recovery is not None and recovery.until_step == 2 and published(c).kind == RESTART
+    assert c.on_generation_ready(time.time()), "the restart is ready: go"
+    plan = c.job.decision.plan
+    c.job.pending_decision = Decision(plan, (Restart("a planned morph"),), c.job.decision.memory)
+    second = next(n for n in plan.nodes if n != first)
+    launcher.crash_on_poll[launcher.polls + 1] = second  # dies while the planned restart starts
+    leave(c, 2)
+    c.flow.after_stop()
+    assert any(e.kind == "nodes_lost_while_reconfiguring" for e in c.outcome.events)
+    assert c.job.recovery is recovery, "the same recovery, not a new one"
+    assert recovery.failures == 2 and sorted(recovery.nodes) == sorted([first, second])
+    assert recovery.until_step == 2 and c.outcome.recoveries == []
+    assert second not in {s.node for s in published(c).layout.stages}
+    commit(c, 3)
+    assert c.outcome.recoveries == [recovery] and recovery.done
