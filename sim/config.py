@@ -50,6 +50,7 @@ PLANNER_ONLY = (
     "loaded_hop_slope_s2",
     "loaded_hop_per_process_s",
     "startup_cores",
+    "sync_notice",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -118,6 +119,11 @@ class SimConfig:
     # restart's processes each get min(1, cores / starting processes) of a core; default
     # None: each node starts on its own in node_startup_s (a real cluster)
     startup_cores: float | None = None
+    # a removal while the job computes is noticed only at the survivors' next communication
+    # (`sim.notice`: single-stage pipelines at the gradient sync), and the reconfiguration
+    # starts then; default off: the pause constants of the planner calibration's published
+    # measurements already hold that wait (the validation measures it apart and sets it)
+    sync_notice: bool | None = None
     storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
     storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
@@ -164,6 +170,7 @@ class SimConfig:
                 "design_options",
                 "artifact_quirks",
                 "checkpoint_adaptive",
+                "sync_notice",
             ):
                 continue
             if f.name in (
@@ -220,6 +227,8 @@ class SimConfig:
         if self.artifact_quirks is not None and not isinstance(self.artifact_quirks, str):
             raise SimError(f"artifact_quirks must be a comma-separated list of names, got {self.artifact_quirks!r}")
         self._check_adaptive()
+        if self.sync_notice is not None and not isinstance(self.sync_notice, bool):
+            raise SimError(f"sync_notice must be true or false, got {self.sync_notice!r}")
         unused = PLANNER_ONLY if self.calibration in ARTIFACT_CALIBRATIONS else ARTIFACT_ONLY
         stray = [name for name in unused if getattr(self, name) is not None]
         if stray:

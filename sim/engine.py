@@ -39,6 +39,10 @@ that host's cores (`sim.startup_pool`): a node added once training has begun sta
 the pool instead of in node_startup_s, and so does each restart's start-up, whose pause
 segment (or the hold of an abandoned one) then ends when the pool says. A node removed
 while its processes start leaves the pool.
+
+With `sync_notice`, a removal while the job trains is noticed only when the survivors next
+communicate (`sim.notice`): a reconfiguration it causes starts after the mean wait for the
+plan's single-stage pipelines, which talk only at the gradient sync, to end their compute.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ from traces.model import Trace
 
 from .errors import SimError
 from .ledger import Ledger
+from .notice import notice_s
 from .startup_pool import StartupPool
 from .stretch import Stretch
 from .timing import RESTARTS, Timing, restart_startup_s
@@ -137,6 +142,7 @@ class Simulation:
         duration_s: float | None = None,
         adaptive_checkpoints: AdaptiveCheckpoints | None = None,
         startup_cores: float | None = None,
+        sync_notice: bool = False,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
@@ -152,6 +158,8 @@ class Simulation:
         # the restart whose processes are starting: (pool key, seconds after, its nodes)
         self._crowd: tuple[tuple[str, int], float, frozenset[str]] | None = None
         self._crowds = 0
+        self.sync_notice = sync_notice
+        self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows
         self.price_per_s = price_per_node_hour / 3600.0
         self.start_s = trace.start_s
@@ -537,7 +545,11 @@ class Simulation:
                     self._reschedule()
         else:
             self.counts["removals"] += len(nodes)
-            self._decide(NodesRemoved(nodes))
+            self._removing = nodes
+            try:
+                self._decide(NodesRemoved(nodes))
+            finally:
+                self._removing = ()
         self._row()
 
     def _deliver_ready(self) -> None:
@@ -627,6 +639,7 @@ class Simulation:
                 self._reschedule()
             return
         now = self.env.now
+        notice = self._notice_s()
         if self.mode == RUNNING:
             lost = self.ledger.abort(now - self.acct_t)
             self.acct_t = now
@@ -662,6 +675,8 @@ class Simulation:
                 self.counts["restarts"] += 1
             elif isinstance(action, Start):
                 self.counts["starts"] += 1
+        if notice > 0 and segments and segments[0][0] == RECONFIGURING:  # it starts once all have stopped
+            segments[0] = (RECONFIGURING, segments[0][1] + notice, segments[0][2])
         self.then_wait = any(isinstance(a, WaitForNodes) for a in decision.actions)
         if segments:
             self._pause(segments, periodic=False)
@@ -669,6 +684,13 @@ class Simulation:
             self.mode = WAITING
         else:
             self._start_running()
+
+    def _notice_s(self) -> float:
+        """With `sync_notice`, the mean seconds until the survivors of the removal being
+        decided on have noticed it (`sim.notice`; 0 unless the job is training)."""
+        if not (self.sync_notice and self._removing and self.mode == RUNNING):
+            return 0.0
+        return notice_s(self.state_plan, frozenset(self._removing), self.stretch.tau)
 
     def _startup_left_s(self, previous: Decision | None) -> float:
         """Seconds left of the start-up of the restart in progress (0: none is starting)."""

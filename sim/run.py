@@ -69,6 +69,7 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         duration_s=config.duration_s,
         adaptive_checkpoints=setup.adaptive,
         startup_cores=config.startup_cores,
+        sync_notice=bool(config.sync_notice),
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from .loaded_hops import PROBE_STEPS, HopProbe, fit_line, probe, probe_groupings, probes_to_dict
+from .notice import pause_apart
 from .restart_parts import total_fit
 
 CRASH_STEP = 8
@@ -105,6 +106,10 @@ class Overheads:
     # the cores the emulated nodes' processes share (`sim.startup_pool`): the machine
     # that runs the trace runs, set by the validation (0: each start-up on its own)
     startup_cores: float = 0.0
+    # `reconfigure_overhead_s` leaves out the survivors' wait to notice the loss, which the
+    # simulator then charges from its own iteration's phase (`notice`; False: calibrations
+    # cached before it was measured apart, the wait in the pause)
+    sync_notice: bool = False
 
     @property
     def restart_fixed_s(self) -> float:
@@ -133,8 +138,22 @@ class Overheads:
             "storage_gb_per_s": UNLIMITED_GB_PER_S,
             "node_startup_s": self.node_startup_s,
             **({"startup_cores": self.startup_cores} if self.startup_cores else {}),
+            **({"sync_notice": True} if self.sync_notice else {}),
             **(loaded if loaded_sends else {}),
         }
+
+    def noticed_apart(self) -> Overheads:
+        """These overheads with the reconfiguration pause less the survivors' measured
+        wait to notice each loss (`notice.pause_apart`) and `sync_notice` set; as they are
+        where that is already so or cannot be measured."""
+        if self.sync_notice:
+            return self
+        apart = pause_apart(self.details.get("oobleck") or {})
+        if apart is None:
+            return self
+        pause, notices = apart
+        details = {**self.details, "oobleck": {**self.details["oobleck"], "notices_s": notices}}
+        return replace(self, reconfigure_overhead_s=pause, sync_notice=True, details=details)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -355,7 +374,7 @@ def calibrate(
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
-        overheads = Overheads.from_dict(json.loads(cached.read_text()))
+        overheads = Overheads.from_dict(json.loads(cached.read_text())).noticed_apart()
         if timing_for is None or LOADED_HOPS_KEY in overheads.details:
             return overheads
         return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after caching
@@ -463,7 +482,7 @@ def calibrate(
         restart_processes=survivors,
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
         restart_startup_share=startup_share(median_rec, restart),
-    )
+    ).noticed_apart()
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
     if timing_for is not None:

@@ -60,7 +60,9 @@ def validate(
     progress(
         "overheads: "
         + ", ".join(
-            f"{k} {v:.3f}{' s' if k.endswith('_s') else ''}" for k, v in overheads.to_dict().items() if k != "details"
+            f"{k} {('on' if v else 'off') if isinstance(v, bool) else f'{v:.3f}'}{' s' if k.endswith('_s') else ''}"
+            for k, v in overheads.to_dict().items()
+            if k != "details"
         )
     )
     ratios = pace_ratios(overheads.details)

@@ -75,9 +75,17 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
     (calibration,) = (out.parent.parent / "calibration").glob("*/calibration/overheads.json")
     overheads = json.loads(calibration.read_text())
     assert (
-        overheads["reconfigure_overhead_s"] > 0
+        overheads["reconfigure_overhead_s"] >= 0
         and overheads["restart_overhead_s"] > overheads["reconfigure_overhead_s"]
     )
+    # the reconfiguration pause less the survivors' measured wait to notice the loss, which
+    # the simulated twins charge themselves (`sim.notice`)
+    pauses, waits = (overheads["details"]["oobleck"][k] for k in ("reconfigure_overheads_s", "notices_s"))
+    assert overheads["sync_notice"] is True and len(waits) == len(pauses) >= 1 and all(w > 0 for w in waits)
+    assert overheads["reconfigure_overhead_s"] == pytest.approx(
+        max(0.0, statistics.median(p - w for p, w in zip(pauses, waits)))
+    )
+    assert json.loads((out / "oobleck" / "sim" / "config.json").read_text())["sync_notice"] is True
     assert all(overheads["details"][p]["predicted_iteration_s"] > 0 for p in ("oobleck", "varuna"))
     # each trace run's first phase timed against its calibration job on the same 4 nodes
     checks = {c["policy"]: c for c in report["pace_checks"]}
