@@ -224,10 +224,12 @@ class RecoveryFlow:
         and should report within a moment; one still silent past `straggler_s` is fenced
         and replaced at once where a launcher can start a fresh process, rather than at
         the teardown timeout (issue 15: a gloo send that the sever did not free held a
-        32-node Oobleck job 60 s). Ranks not yet ready keep the teardown timeout: one
-        blocked in the rendezvous is beyond any sever, and one still importing or
-        loading is slow, not stuck (a 30-node start on 2 cores spent over 6 s in imports
-        after its groups were built: fencing those replaced all 29 survivors)."""
+        32-node Oobleck job 60 s); one whose watch noted it `stuck` (waiting on a
+        communication with no socket left to shut) goes at once. Ranks not yet ready keep
+        the teardown timeout: one blocked in the rendezvous is beyond any sever, and one
+        still importing or loading is slow, not stuck (a 30-node start on 2 cores spent
+        over 6 s in imports after its groups were built: fencing those replaced all 29
+        survivors)."""
         members, store = self.c.members, self.c.store
         expect = {r for r, w in enumerate(d.workers) if members.workers[w].alive}
         reports: dict[int, dict] = {}
@@ -248,6 +250,18 @@ class RecoveryFlow:
                 expect = set(reports)
             if expect <= reports.keys() or time.time() > deadline:
                 break
+            if early:  # a rank that noted it is stuck beyond any sever goes now (`Generation.straggle`)
+                for r in sorted(expect - reports.keys() - stragglers):
+                    noted_key = keys.straggled_key(g, r)
+                    if store.check([noted_key]) and rv.get_json(store, noted_key).get("stuck"):
+                        stragglers.add(r)
+                        self._fence_unclean(
+                            d,
+                            g,
+                            r,
+                            f"rank {r} waits in a communication that its re-sever found no socket to free",
+                            time.time() - t_start,
+                        )
             if early and time.time() - t_start > straggle_s:
                 for r in sorted(expect - reports.keys()):  # a fenced rank leaves `expect` below (not alive)
                     if store.check([keys.ready_key(g, r)]):

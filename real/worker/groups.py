@@ -16,6 +16,7 @@ them, this rank's and its peers', fail at once, and the main thread then tears d
 
 from __future__ import annotations
 
+import linecache
 import sys
 import threading
 import traceback
@@ -36,6 +37,16 @@ def main_thread_stack(frames: int = 8) -> str:
     if frame is None:
         return ""
     return "".join(traceback.format_stack(frame)[-frames:])
+
+
+def main_thread_waits() -> bool:
+    """True when the main thread's innermost Python frame calls some `.wait(`: a blocking
+    wait in C++ on a communication handle or a store (torch's `Work.wait`, `Store.wait`;
+    the caller's line is then the innermost Python one), not a computation or a sleep."""
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    if frame is None:
+        return False
+    return ".wait(" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
 
 
 def tcp_store_port(store: dist.Store) -> int | None:
@@ -117,12 +128,18 @@ class Generation:
         `interrupt`: on gloo, shut down every connected TCP socket of this process but the
         store's (any the build's snapshot missed, and earlier generations'; only where the
         store's port is known, so that no store connection is ever taken); on both, note
-        where the main thread is blocked (its innermost Python frames), for the report."""
+        where the main thread is blocked (its innermost Python frames), for the report.
+        `stuck`: the re-sever found no socket left to shut while the main thread waits on a
+        communication handle, which nothing in this process can free any more (issue 15: a
+        gloo send that outlived the sever held 32-node recoveries 6 s, to the coordinator's
+        straggler bound, twice at the same reconfiguration); the coordinator fences such a
+        rank at once."""
         resevered = None
         with self._lock:
             if self.alive and not self.aborts and self.store_port is not None:
                 resevered = sever(snapshot(self.store_port))
-        return {"resevered": resevered, "stack": main_thread_stack()}
+        stuck = resevered == 0 and main_thread_waits()
+        return {"resevered": resevered, "stuck": stuck, "stack": main_thread_stack()}
 
 
 def build_generation(

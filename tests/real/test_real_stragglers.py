@@ -5,7 +5,9 @@ waits for the teardown timeout."""
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +19,7 @@ from real.control.job import JobState
 from real.control.recovery_flow import RecoveryFlow
 from real.protocol import keys
 from real.protocol import rendezvous as rv
+from real.worker.groups import main_thread_waits
 
 TEARDOWN_S = 1.5
 STRAGGLER_S = 0.3
@@ -42,9 +45,12 @@ class _Outcome:
         self.events.append((kind, detail))
 
 
-def _collect(monkeypatch, launcher: bool) -> tuple[_Members, _Outcome, set[int], float]:
+def _collect(
+    monkeypatch, launcher: bool, noted: dict | None = None, bound_s: float = STRAGGLER_S
+) -> tuple[_Members, _Outcome, set[int], float]:
+    """`noted`: what rank 1's watch wrote when it straggled (none by default)."""
     monkeypatch.setattr(recovery_flow, "CheckpointBook", lambda job, control: None)
-    monkeypatch.setattr(recovery_flow, "STRAGGLER_MIN_S", STRAGGLER_S)
+    monkeypatch.setattr(recovery_flow, "STRAGGLER_MIN_S", bound_s)
     monkeypatch.setattr(RunConfig, "teardown_timeout_s", property(lambda self: TEARDOWN_S))
     store = dist.HashStore()
     g = 4
@@ -54,6 +60,8 @@ def _collect(monkeypatch, launcher: bool) -> tuple[_Members, _Outcome, set[int],
         rv.put_json(store, keys.ready_key(g, r), {"t": time.time()})
     for r in (0, 1, 2):
         rv.put_json(store, keys.built_key(g, r), {"t": time.time()})
+    if noted is not None:
+        rv.put_json(store, keys.straggled_key(g, 1), noted)
     members, outcome = _Members(3, launcher), _Outcome()
     control = SimpleNamespace(config=RunConfig(), store=store, outcome=outcome, members=members, tick=lambda: None)
     flow = RecoveryFlow(JobState(failure_detected_s=time.time()), control)
@@ -87,3 +95,48 @@ def test_the_bound_grows_with_the_last_steps():
     assert flow.straggler_s() == pytest.approx(3 * 3.5)
     flow.c.outcome.step_end_s = [1.0, 1.5]
     assert flow.straggler_s() == recovery_flow.STRAGGLER_MIN_S
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_stuck_beyond_any_sever_is_fenced_at_once(monkeypatch):
+    # the bound is 1 s here: a rank whose watch noted it waits with no socket left to shut goes first
+    stuck = {"resevered": 0, "stuck": True, "stack": "    w.wait()\n"}
+    members, outcome, unclean, t0 = _collect(monkeypatch, launcher=True, noted=stuck, bound_s=1.0)
+    assert unclean == {1, 2}
+    assert members.fenced[1] - t0 < 0.5
+    reasons = {d["rank"]: d["reason"] for kind, d in outcome.events if kind == "worker_unclean"}
+    assert "re-sever found no socket" in reasons[1]
+
+
+@pytest.mark.timeout(30)
+def test_a_straggler_that_may_still_free_itself_waits_for_the_bound(monkeypatch):
+    computing = {"resevered": 0, "stuck": False, "stack": "    time.sleep(0.5)\n"}
+    members, _, unclean, t0 = _collect(monkeypatch, launcher=True, noted=computing, bound_s=1.0)
+    assert unclean == {1, 2}
+    assert 1.0 <= members.fenced[1] - t0 < TEARDOWN_S
+
+
+@pytest.mark.timeout(30)
+def test_the_watch_tells_a_wait_in_cpp_from_a_sleep():
+    store = dist.HashStore()
+    seen: list[bool] = []
+
+    def look() -> None:
+        time.sleep(0.3)
+        seen.append(main_thread_waits())
+
+    def in_a_store_wait() -> None:
+        store.wait(["never"], timedelta(seconds=1))
+
+    def asleep() -> None:
+        time.sleep(1.0)
+
+    for block in (in_a_store_wait, asleep):
+        watcher = threading.Thread(target=look)
+        watcher.start()
+        try:
+            block()
+        except Exception:  # the store's wait times out
+            pass
+        watcher.join()
+    assert seen == [True, False]
