@@ -11,31 +11,19 @@ from __future__ import annotations
 
 import pytest
 
-from planner.checkpoint_cost import StorageSpec
-from planner.policies import VarunaPolicy, VarunaSearch
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
 from sim.run import simulate
 from sim.timing import PlannerCosts, PlannerTiming
 
-from .tiny import make_trace, nodes, tiny_cluster, tiny_profile
+from .tiny import make_trace, nodes, tiny_varuna
 
 BATCH = 8
 
 
 def varuna_run(costs: PlannerCosts):
-    search = VarunaSearch(lambda b: tiny_profile() if b == 1 else None, tiny_cluster(4), BATCH, max_microbatch=1)
-    policy = VarunaPolicy(search, 1, max_nodes=4)
-    timing = PlannerTiming(
-        "varuna",
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=costs,
-        storage=StorageSpec(fixed_s=2.0),
-    )
+    policy, timing = tiny_varuna(4, costs)
     trace = make_trace([(0, "add", nodes(4)), (500, "remove", "n4"), (1010, "add", "end")])
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 

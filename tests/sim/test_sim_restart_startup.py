@@ -12,38 +12,22 @@ from __future__ import annotations
 
 import pytest
 
-from planner.checkpoint_cost import StorageSpec
-from planner.policies import Restart, VarunaPolicy, VarunaSearch
+from planner.policies import Restart
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
-from sim.timing import PlannerCosts, PlannerTiming, ScaledPauses
+from sim.timing import PlannerCosts, ScaledPauses
 
-from .tiny import make_trace, nodes, tiny_cluster, tiny_profile
-
-BATCH = 8
+from .tiny import make_trace, nodes, resumed_at, tiny_varuna
 
 
 def run(share: float, removals, scale: float | None = None) -> Simulation:
-    search = VarunaSearch(lambda b: tiny_profile() if b == 1 else None, tiny_cluster(6), BATCH, max_microbatch=1)
-    policy = VarunaPolicy(search, 1, max_nodes=6)
-    timing = PlannerTiming(
-        "varuna",
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=share),
-        storage=StorageSpec(fixed_s=2.0),
+    policy, timing = tiny_varuna(
+        6, PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=share)
     )
     timed = timing if scale is None else ScaledPauses(timing, restart=scale)
     rows = [(0, "add", nodes(6)), *[(t, "remove", n) for t, n in removals], (1500, "add", "end")]
     return Simulation(make_trace(rows), policy, timed, node_startup_s=45.0, price_per_node_hour=1.0).run()
-
-
-def resumed_at(sim: Simulation) -> list[float]:
-    """When each pause ended with the job running again."""
-    return [e.time_s for e in sim.events if e.kind == "decision" and e.detail["event"] == "PauseEnded"]
 
 
 def test_a_removal_during_the_start_up_waits_for_its_end():
@@ -75,14 +59,7 @@ def test_the_start_up_scales_with_the_restart_factor():
 
 
 def test_only_restarts_have_a_start_up():
-    timing = PlannerTiming(
-        "varuna",
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5),
-    )
+    _, timing = tiny_varuna(6, PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5))
     plan = run(0.0, []).decision.plan
     assert timing.restart_startup_s(Restart("x"), plan) == pytest.approx(20.0)
     assert timing.restart_startup_s(object(), plan) == 0.0

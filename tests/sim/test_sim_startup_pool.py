@@ -16,17 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.checkpoint_cost import StorageSpec
-from planner.policies import VarunaPolicy, VarunaSearch
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
 from sim.startup_pool import StartupPool, rate_per_process, work_for
-from sim.timing import PlannerCosts, PlannerTiming
+from sim.timing import PlannerCosts
 
-from .tiny import make_trace, nodes, tiny_cluster, tiny_profile
-
-BATCH = 8
+from .tiny import make_trace, nodes, resumed_at, tiny_varuna
 
 
 # -- the pool ------------------------------------------------------------------------------
@@ -132,23 +128,11 @@ def test_the_pool_refuses_what_it_cannot_mean():
 
 # -- the engine -----------------------------------------------------------------------------
 def run(rows, cores: float | None) -> Simulation:
-    search = VarunaSearch(lambda b: tiny_profile() if b == 1 else None, tiny_cluster(7), BATCH, max_microbatch=1)
-    policy = VarunaPolicy(search, 1, max_nodes=7)
-    timing = PlannerTiming(
-        "varuna",
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5),
-        storage=StorageSpec(fixed_s=2.0),
+    policy, timing = tiny_varuna(
+        7, PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5)
     )
     trace = make_trace([(0, "add", nodes(6)), *rows, (1500, "add", "end")])
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, startup_cores=cores).run()
-
-
-def resumed_at(sim: Simulation) -> list[float]:
-    return [e.time_s for e in sim.events if e.kind == "decision" and e.detail["event"] == "PauseEnded"]
 
 
 def ready_at(sim: Simulation, node: str) -> float:

@@ -8,8 +8,13 @@ that gradient all-reduces take nanoseconds.
 
 from __future__ import annotations
 
+from typing import Any
+
+from planner.checkpoint_cost import StorageSpec
 from planner.hardware import ClusterSpec, GpuSpec
+from planner.policies import VarunaPolicy, VarunaSearch
 from planner.profile import LayerProfile, ModelProfile
+from sim.timing import PlannerCosts, PlannerTiming
 from traces.model import Trace
 
 GB = 10**9
@@ -41,3 +46,26 @@ def make_trace(rows, name: str = "hand") -> Trace:
 
 def nodes(count: int, prefix: str = "n") -> list[str]:
     return [f"{prefix}{i}" for i in range(1, count + 1)]
+
+
+def tiny_varuna(num_nodes: int, costs: PlannerCosts, batch: int = 8) -> tuple[VarunaPolicy, PlannerTiming]:
+    """Varuna on the tiny model over up to `num_nodes` nodes (microbatches of 1), timed
+    with `costs` and a 2 s checkpoint: the set-up of the restart tests."""
+    search = VarunaSearch(
+        lambda b: tiny_profile() if b == 1 else None, tiny_cluster(num_nodes), batch, max_microbatch=1
+    )
+    timing = PlannerTiming(
+        "varuna",
+        global_batch=batch,
+        layer_bytes=[0] * 4,
+        inter_node_bw_bytes_per_s=1e18,
+        gpus_per_node=1,
+        costs=costs,
+        storage=StorageSpec(fixed_s=2.0),
+    )
+    return VarunaPolicy(search, 1, max_nodes=num_nodes), timing
+
+
+def resumed_at(sim: Any) -> list[float]:
+    """When each pause of a simulation ended with the job running again."""
+    return [e.time_s for e in sim.events if e.kind == "decision" and e.detail["event"] == "PauseEnded"]
