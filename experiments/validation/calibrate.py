@@ -107,8 +107,8 @@ class Overheads:
     # that runs the trace runs, set by the validation (0: each start-up on its own)
     startup_cores: float = 0.0
     # `reconfigure_overhead_s` leaves out the survivors' wait to notice the loss, which the
-    # simulator then charges from its own iteration's phase (`notice`; False: calibrations
-    # cached before it was measured apart, the wait in the pause)
+    # simulator then charges as its mean over the iteration (`sim.notice`; False:
+    # calibrations cached before it was measured apart, the wait in the pause)
     sync_notice: bool = False
 
     @property

@@ -250,10 +250,10 @@ class RecoveryFlow:
                 expect = set(reports)
             if expect <= reports.keys() or time.time() > deadline:
                 break
-            if early:  # a rank that noted it is stuck beyond any sever goes now (`Generation.straggle`)
+            if early:  # a training rank that noted it is stuck beyond any sever goes now (`Generation.straggle`)
                 for r in sorted(expect - reports.keys() - stragglers):
                     noted_key = keys.straggled_key(g, r)
-                    if store.check([noted_key]) and rv.get_json(store, noted_key).get("stuck"):
+                    if store.check([keys.ready_key(g, r), noted_key]) and rv.get_json(store, noted_key).get("stuck"):
                         stragglers.add(r)
                         self._fence_unclean(
                             d,

@@ -46,9 +46,9 @@ class _Outcome:
 
 
 def _collect(
-    monkeypatch, launcher: bool, noted: dict | None = None, bound_s: float = STRAGGLER_S
+    monkeypatch, launcher: bool, noted: dict | None = None, bound_s: float = STRAGGLER_S, noted_rank: int = 1
 ) -> tuple[_Members, _Outcome, set[int], float]:
-    """`noted`: what rank 1's watch wrote when it straggled (none by default)."""
+    """`noted`: what `noted_rank`'s watch wrote when it straggled (none by default)."""
     monkeypatch.setattr(recovery_flow, "CheckpointBook", lambda job, control: None)
     monkeypatch.setattr(recovery_flow, "STRAGGLER_MIN_S", bound_s)
     monkeypatch.setattr(RunConfig, "teardown_timeout_s", property(lambda self: TEARDOWN_S))
@@ -61,7 +61,7 @@ def _collect(
     for r in (0, 1, 2):
         rv.put_json(store, keys.built_key(g, r), {"t": time.time()})
     if noted is not None:
-        rv.put_json(store, keys.straggled_key(g, 1), noted)
+        rv.put_json(store, keys.straggled_key(g, noted_rank), noted)
     members, outcome = _Members(3, launcher), _Outcome()
     control = SimpleNamespace(config=RunConfig(), store=store, outcome=outcome, members=members, tick=lambda: None)
     flow = RecoveryFlow(JobState(failure_detected_s=time.time()), control)
@@ -106,6 +106,15 @@ def test_a_rank_stuck_beyond_any_sever_is_fenced_at_once(monkeypatch):
     assert members.fenced[1] - t0 < 0.5
     reasons = {d["rank"]: d["reason"] for kind, d in outcome.events if kind == "worker_unclean"}
     assert "re-sever found no socket" in reasons[1]
+
+
+@pytest.mark.timeout(30)
+def test_a_stuck_note_from_a_rank_not_yet_training_keeps_the_teardown_timeout(monkeypatch):
+    # rank 2 built its groups only: it may be loading, slow rather than stuck (see above)
+    stuck = {"resevered": 0, "stuck": True, "stack": "    store.wait([key])\n"}
+    members, _, unclean, t0 = _collect(monkeypatch, launcher=True, noted=stuck, noted_rank=2)
+    assert unclean == {1, 2}
+    assert members.fenced[2] - t0 >= TEARDOWN_S
 
 
 @pytest.mark.timeout(30)
