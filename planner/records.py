@@ -151,6 +151,12 @@ def write_run(
     return directory
 
 
+def read_events(directory: str | Path) -> list[dict[str, Any]]:
+    """Read `events.jsonl` back, one flat dict per event (`time_s`, `kind`, its detail)."""
+    with open(Path(directory) / "events.jsonl") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def read_timeline(directory: str | Path) -> list[TimelineRow]:
     """Read `timeline.csv` back (types restored)."""
     types = {f.name: f.type for f in fields(TimelineRow)}

@@ -5,7 +5,7 @@ A survivor that computes when a node dies stops only at its next communication
 its iteration the kill fell: on the 8-node setting 0.42-0.61 s for the calibration's kills
 against 0.18-0.22 s for a trace's removals, at 0.51-0.98 s iterations. Taken apart, the
 pause is what a reconfiguration costs wherever the failure falls, and the simulator
-charges the wait itself from the phase of its own iteration (`sync_notice`).
+charges the wait itself, as its mean over the iteration (`sync_notice`).
 
 The wait measured, per recovery: the coordinator's detection plus the latest survivor's
 fault after it (`fault` events, `after_s`, of the ranks that reported within the
@@ -14,11 +14,12 @@ recovery); a recovery with no fault timed counts no wait.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from planner.records import read_events
 
 
 def measured_notices_s(events: Iterable[Mapping[str, Any]], recoveries: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -36,12 +37,6 @@ def measured_notices_s(events: Iterable[Mapping[str, Any]], recoveries: Sequence
     return out
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """A run's `events.jsonl`, one dict per line."""
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def pause_apart(oobleck: Mapping[str, Any]) -> tuple[float, list[float]] | None:
     """(the median pause less its wait, the waits) from the Oobleck calibration's details
     (`reconfigure_overheads_s`, `recoveries`, and `notices_s` or the run's events under
@@ -51,8 +46,8 @@ def pause_apart(oobleck: Mapping[str, Any]) -> tuple[float, list[float]] | None:
         return None
     notices = oobleck.get("notices_s")
     if notices is None:
-        events = Path(str(oobleck.get("run_dir", ""))) / "events.jsonl"
-        if not events.is_file():
+        run_dir = Path(str(oobleck.get("run_dir", "")))
+        if not (run_dir / "events.jsonl").is_file():
             return None
-        notices = measured_notices_s(read_events(events), recoveries)
+        notices = measured_notices_s(read_events(run_dir), recoveries)
     return max(0.0, statistics.median(p - n for p, n in zip(pauses, notices))), list(notices)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from planner.records import EventRecord, RunSummary, TimeBreakdown, TimelineRow, read_timeline, write_run
+from planner.records import EventRecord, RunSummary, TimeBreakdown, TimelineRow, read_events, read_timeline, write_run
 
 
 def test_run_record_round_trip(tmp_path):
@@ -44,3 +44,4 @@ def test_run_record_round_trip(tmp_path):
         "kind": "add",
         "node": "n0",
     }
+    assert read_events(out) == [{"time_s": 0.0, "kind": "add", "node": "n0"}]
