@@ -250,29 +250,20 @@ class RecoveryFlow:
                 expect = set(reports)
             if expect <= reports.keys() or time.time() > deadline:
                 break
-            if early:  # a training rank that noted it is stuck beyond any sever goes now (`Generation.straggle`)
+            if early:  # training ranks: one noted stuck beyond any sever goes now, the rest at the bound
+                past = time.time() - t_start > straggle_s
                 for r in sorted(expect - reports.keys() - stragglers):
+                    if not store.check([keys.ready_key(g, r)]):
+                        continue
                     noted_key = keys.straggled_key(g, r)
-                    if store.check([keys.ready_key(g, r), noted_key]) and rv.get_json(store, noted_key).get("stuck"):
-                        stragglers.add(r)
-                        self._fence_unclean(
-                            d,
-                            g,
-                            r,
-                            f"rank {r} waits in a communication that its re-sever found no socket to free",
-                            time.time() - t_start,
-                        )
-            if early and time.time() - t_start > straggle_s:
-                for r in sorted(expect - reports.keys()):  # a fenced rank leaves `expect` below (not alive)
-                    if store.check([keys.ready_key(g, r)]):
-                        stragglers.add(r)
-                        self._fence_unclean(
-                            d,
-                            g,
-                            r,
-                            f"rank {r} did not tear down within {straggle_s:.1f} s of the coordinator's word",
-                            time.time() - t_start,
-                        )
+                    if store.check([noted_key]) and rv.get_json(store, noted_key).get("stuck"):
+                        reason = f"rank {r} waits in a communication that its re-sever found no socket to free"
+                    elif past:
+                        reason = f"rank {r} did not tear down within {straggle_s:.1f} s of the coordinator's word"
+                    else:
+                        continue
+                    stragglers.add(r)
+                    self._fence_unclean(d, g, r, reason, time.time() - t_start)
             self.c.tick()
             expect = {r for r in expect if members.workers[d.workers[r]].alive}
             time.sleep(POLL_S)
