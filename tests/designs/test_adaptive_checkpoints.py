@@ -26,8 +26,8 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
 from sim.run import simulate as simulate_config
-from sim.timing import PlannerCosts, PlannerTiming
-from tests.sim.tiny import make_trace, nodes, tiny_cluster, tiny_profile
+from sim.timing import PlannerCosts
+from tests.sim.tiny import make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
 STORAGE = StorageSpec(fixed_s=2.0)
@@ -37,15 +37,7 @@ BATCH = 8
 def _simulate(trace, rule: AdaptiveCheckpoints | None, cluster_nodes: int = 4) -> Simulation:
     planner = Planner(tiny_profile(), tiny_cluster(cluster_nodes), JobSpec(BATCH, 1, 1))
     policy = OobleckPolicy(planner, reconfigure_pause_s=COSTS.reconfigure_overhead_s)
-    timing = PlannerTiming(
-        "oobleck",
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=COSTS,
-        storage=STORAGE,
-    )
+    timing = tiny_timing("oobleck", COSTS, BATCH, storage=STORAGE)
     sim = Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, adaptive_checkpoints=rule)
     return sim.run()
 

@@ -38,8 +38,8 @@ from planner.policies import (
 from planner.policies.replica_groups import GroupsMemory, ReplicaGroupsPolicy, fill_slots, group_microbatches
 from planner.profile import LayerProfile, ModelProfile
 from sim.engine import Simulation
-from sim.timing import PlannerCosts, PlannerTiming
-from tests.sim.tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile
+from sim.timing import PlannerCosts
+from tests.sim.tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 REPO = Path(__file__).resolve().parents[2]
 COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
@@ -53,13 +53,10 @@ def policy_for(num_nodes: int, batch: int, *, min_groups: int = 1, quorum_s: flo
 
 
 def simulate(trace, policy, batch: int, detection_s: float = 60.0):
-    timing = PlannerTiming(
+    timing = tiny_timing(
         "replica_groups",
-        global_batch=batch,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=COSTS,
+        COSTS,
+        batch,
         options=ReplicaGroupsOptions(group_nodes=2, detection_timeout_s=detection_s, quorum_s=policy.quorum_s),
     )
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()

@@ -14,24 +14,16 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch
 from sim.engine import Simulation
-from sim.timing import PlannerCosts, PlannerTiming
+from sim.timing import PlannerCosts
 
-from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile
+from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
 STORAGE = StorageSpec(node_write_bytes_per_s=1 * GB, node_read_bytes_per_s=2 * GB, fixed_s=2.0)
 
 
 def simulate(trace, policy, system, storage=STORAGE):
-    timing = PlannerTiming(
-        system,
-        global_batch=8,
-        layer_bytes=[GB] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=COSTS,
-        storage=storage,
-    )
+    timing = tiny_timing(system, COSTS, layer_bytes=GB, storage=storage)
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 
 

@@ -10,9 +10,9 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, CheckpointSchedule, OobleckPolicy
 from sim.engine import Simulation
-from sim.timing import IterationCost, PlannerCosts, PlannerTiming
+from sim.timing import IterationCost, PlannerCosts
 
-from .tiny import make_trace, nodes, tiny_cluster, tiny_profile
+from .tiny import make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 
 class Round:
@@ -99,9 +99,7 @@ def test_a_failure_during_an_oobleck_reconfiguration_is_replanned_from_what_surv
     planner = Planner(tiny_profile(), tiny_cluster(6), JobSpec(8, 1, 1))
     costs = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
     policy = OobleckPolicy(planner, reconfigure_pause_s=5.0)
-    timing = PlannerTiming(
-        "oobleck", global_batch=8, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=costs
-    )
+    timing = tiny_timing("oobleck", costs)
     # n6 leaves at 500 (a 5 s reconfiguration), n5 at 502 in the middle of it
     rows = [(0, "add", nodes(6)), (500, "remove", "n6"), (502, "remove", "n5"), (1000, "add", "end")]
     sim = Simulation(make_trace(rows), policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()

@@ -16,9 +16,9 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch, bamboo_layout
 from sim.engine import Simulation
-from sim.timing import PlannerCosts, PlannerTiming
+from sim.timing import PlannerCosts
 
-from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile
+from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
 STORAGE = StorageSpec(fixed_s=2.0)
@@ -26,16 +26,7 @@ BATCH = 8
 
 
 def simulate(trace, policy, system, layout=None):
-    timing = PlannerTiming(
-        system,
-        global_batch=BATCH,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=COSTS,
-        storage=STORAGE,
-        bamboo_layout=layout,
-    )
+    timing = tiny_timing(system, COSTS, BATCH, storage=STORAGE, bamboo_layout=layout)
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 
 

@@ -21,9 +21,9 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
 from sim.notice import notice_s
-from sim.timing import PlannerCosts, PlannerTiming
+from sim.timing import PlannerCosts
 
-from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile
+from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
 
@@ -31,9 +31,7 @@ COSTS = PlannerCosts(reconfigure_overhead_s=5.0, restart_overhead_s=10.0)
 def simulate(remove_at_s: float, *, notice: bool, memory_bytes: int = 10 * GB) -> Simulation:
     planner = Planner(tiny_profile(), tiny_cluster(4, memory_bytes=memory_bytes), JobSpec(8, 1, 1))
     policy = OobleckPolicy(planner, reconfigure_pause_s=COSTS.reconfigure_overhead_s)
-    timing = PlannerTiming(
-        "oobleck", global_batch=8, layer_bytes=[0] * 4, inter_node_bw_bytes_per_s=1e18, gpus_per_node=1, costs=COSTS
-    )
+    timing = tiny_timing("oobleck", COSTS)
     trace = make_trace([(0, "add", nodes(4)), (remove_at_s, "remove", "n4"), (1010, "add", "end")])
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, sync_notice=notice).run()
 

@@ -48,21 +48,28 @@ def nodes(count: int, prefix: str = "n") -> list[str]:
     return [f"{prefix}{i}" for i in range(1, count + 1)]
 
 
+def tiny_timing(design: str, costs: PlannerCosts, batch: int = 8, layer_bytes: int = 0, **extra: Any) -> PlannerTiming:
+    """The planner calibration's timing of `design` on the tiny model: its four layers of
+    `layer_bytes` each, one GPU a node, a network so fast that transfers take nanoseconds;
+    `extra`: more `PlannerTiming` arguments (storage, bamboo_layout, options)."""
+    return PlannerTiming(
+        design,
+        global_batch=batch,
+        layer_bytes=[layer_bytes] * 4,
+        inter_node_bw_bytes_per_s=1e18,
+        gpus_per_node=1,
+        costs=costs,
+        **extra,
+    )
+
+
 def tiny_varuna(num_nodes: int, costs: PlannerCosts, batch: int = 8) -> tuple[VarunaPolicy, PlannerTiming]:
     """Varuna on the tiny model over up to `num_nodes` nodes (microbatches of 1), timed
     with `costs` and a 2 s checkpoint: the set-up of the restart tests."""
     search = VarunaSearch(
         lambda b: tiny_profile() if b == 1 else None, tiny_cluster(num_nodes), batch, max_microbatch=1
     )
-    timing = PlannerTiming(
-        "varuna",
-        global_batch=batch,
-        layer_bytes=[0] * 4,
-        inter_node_bw_bytes_per_s=1e18,
-        gpus_per_node=1,
-        costs=costs,
-        storage=StorageSpec(fixed_s=2.0),
-    )
+    timing = tiny_timing("varuna", costs, batch, storage=StorageSpec(fixed_s=2.0))
     return VarunaPolicy(search, 1, max_nodes=num_nodes), timing
 
 
