@@ -12,7 +12,7 @@ model's reconfiguration time and the artifact's restart time. Simulator only.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ def build(ctx: BuildContext, options: BambooOptions) -> PolicyBuild:
 
 
 def pause_s(
-    costs: ActionCosts, options: BambooOptions, action: Action, plan: Any, alive: Container[str] | None = None
+    costs: ActionCosts, options: BambooOptions, action: Action, plan: Any, alive: Collection[str] | None = None
 ) -> float:
     """A reconfiguration relaunches Bamboo's workers (their state kept): the relaunch of the
     new plan's processes."""

@@ -21,7 +21,7 @@ Nothing here imports an engine: a design sees only the planner and these records
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -100,27 +100,29 @@ class ActionCosts(Protocol):
     @property
     def reconfigure_overhead_s(self) -> float: ...  # rebuilding process groups in place
 
-    def relaunch_s(self, plan: Any) -> float: ...  # starting `plan`'s processes afresh (no state loaded)
+    # starting processes afresh (no state loaded): those of every node in `alive` (the nodes
+    # up, which a restart relaunches all of), or of `plan`'s nodes when not given
+    def relaunch_s(self, plan: Any, alive: Collection[str] | None = None) -> float: ...
 
     def checkpoint_s(self, plan: Any, alive: Container[str] | None = None) -> float: ...
-    def restart_s(self, plan: Any) -> float: ...  # relaunch, then load the last checkpoint onto `plan`
+    def restart_s(self, plan: Any, alive: Collection[str] | None = None) -> float: ...  # relaunch, load onto `plan`
     def copy_s(self, action: CopyLayers) -> float: ...
     def memory_load_s(self, plan: Any) -> float: ...  # every node of `plan` receives its layers over the network
 
 
 def standard_pause_s(
-    costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Container[str] | None = None
+    costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Collection[str] | None = None
 ) -> float:
     """What an action costs unless a design says otherwise: a start relaunches; a restart
     relaunches and loads the checkpoint; a restart from a snapshot relaunches and receives
     every node's layers from peers over the network; a checkpoint writes from the plan's nodes; a
     re-instantiation rebuilds groups; layer copies move the busiest node's bytes."""
     if isinstance(action, Start):
-        return costs.relaunch_s(plan)
+        return costs.relaunch_s(plan, alive)
     if isinstance(action, (Restart, RestartFromCheckpoint)):
-        return costs.restart_s(plan)
+        return costs.restart_s(plan, alive)
     if isinstance(action, RestartFromSnapshot):
-        return costs.relaunch_s(plan) + costs.memory_load_s(plan)
+        return costs.relaunch_s(plan, alive) + costs.memory_load_s(plan)
     if isinstance(action, Checkpoint):
         return costs.checkpoint_s(plan, alive)
     if isinstance(action, Reinstantiate):
@@ -209,7 +211,7 @@ class Design:
     options: type
     build: Callable[[BuildContext, Any], PolicyBuild]
     runs_on: tuple[str, ...] = (SIMULATOR,)
-    pause_s: Callable[[ActionCosts, Any, Action, Any, Container[str] | None], float] = standard_pause_s
+    pause_s: Callable[[ActionCosts, Any, Action, Any, Collection[str] | None], float] = standard_pause_s
     default_checkpoints: CheckpointSchedule = field(default_factory=CheckpointSchedule)
     artifact: ArtifactHooks | None = None
     real: RealHooks = field(default_factory=RealHooks)

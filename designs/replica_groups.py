@@ -49,7 +49,7 @@ work lost) with its layers copied from a peer group.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -103,7 +103,7 @@ def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
     return PolicyBuild(policy, used)
 
 
-def pause_s(costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Container[str] | None) -> float:
+def pause_s(costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Collection[str] | None) -> float:
     """The standard prices; detecting a lost node costs the detection timeout."""
     if isinstance(action, Detect):
         return float(options.detection_timeout_s)

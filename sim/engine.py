@@ -158,6 +158,7 @@ class Simulation:
         # the restart whose processes are starting: (pool key, seconds after, its nodes)
         self._crowd: tuple[tuple[str, int], float, frozenset[str]] | None = None
         self._crowds = 0
+        self._relaunched: frozenset[str] = frozenset()  # the nodes the last restart priced relaunches
         self.sync_notice = sync_notice
         self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows
@@ -354,14 +355,14 @@ class Simulation:
         if self.pool is None or self.decision is None or not isinstance(action, RESTARTS):
             return
         plan = self.decision.plan
-        startup = restart_startup_s(self.timing, action, plan)
+        nodes = self._relaunched  # the nodes whose processes it starts, as priced
+        startup = restart_startup_s(self.timing, action, plan, nodes)
         if startup <= 0 or plan is None:
             return
         self._pool_sync()
         if self._crowd is not None:
             self.pool.remove(self._crowd[0])
         self._crowds += 1
-        nodes = self._plan_nodes(plan)
         key = ("restart", self._crowds)
         self.pool.add(key, len(nodes) * self.timing.gpus_per_node, startup)
         self._crowd = (key, max(0.0, seconds - startup), nodes)
@@ -663,8 +664,10 @@ class Simulation:
                 seconds = self.timing.pause_s(
                     action, decision.plan if self.state_plan is None else self.state_plan, self.ready
                 )
-            else:
-                seconds = self.timing.pause_s(action, decision.plan)
+            else:  # a relaunch starts a process on every node up, as the real backend's does
+                if isinstance(action, RESTARTS):
+                    self._relaunched = frozenset(self.ready)
+                seconds = self.timing.pause_s(action, decision.plan, self.ready)
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
                 segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
             else:
@@ -709,7 +712,7 @@ class Simulation:
             self._crowd = (key, 0.0, nodes)  # from now on it ends the hold, not the restart
             return self.pool.finish_s(key) - now
         elapsed = now - (self.pause_end_t - seconds)
-        return max(0.0, restart_startup_s(self.timing, action, previous.plan) - elapsed)
+        return max(0.0, restart_startup_s(self.timing, action, previous.plan, self._relaunched) - elapsed)
 
     def _retime(self, plan) -> None:
         """A fail-over changed the plan: the iteration in flight finishes at the new pace."""

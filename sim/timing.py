@@ -14,7 +14,10 @@ work, the rest being Bamboo's redundant computation) and a timed action into a p
   `PlannerCosts` and, for checkpoint writes and loads, `planner.checkpoint_cost` on the
   plan's layer holdings (every holder moves its share of each layer at once, at the
   `StorageSpec`'s per-node bandwidths, under its optional aggregate cap):
-    start                      relaunch of the plan's processes (`PlannerCosts.relaunch_s`)
+    start                      relaunch of the processes of every node up (the engine
+                                 passes them; the plan's nodes without), as the real
+                                 backend starts a worker on every live node, idle ones
+                                 too (`PlannerCosts.relaunch_s`)
     restart (with or without   relaunch + load onto the new plan's nodes
       rolling back)              (split reads, then an all-gather among each layer's holders)
     restart from a snapshot    relaunch + the busiest node's layers over the
@@ -38,7 +41,7 @@ removal abandons the restart at once).
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Collection, Container, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -83,7 +86,7 @@ class Timing(Protocol):
 
     def iteration(self, plan: Any) -> IterationCost: ...
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float: ...
+    def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float: ...
 
     def idle_gpus(self, plan: Any) -> int: ...
 
@@ -145,7 +148,7 @@ class ArtifactTiming:
             self._cache[key] = IterationCost(plain * (art.BAMBOO_FAILOVER_SLOWDOWN if slowed else 1.0), plain)
         return self._cache[key]
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+    def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         try:
             seconds = self.hooks.pause_s(self.context, self.options, action, plan)
         except DesignError as exc:
@@ -315,32 +318,37 @@ class PlannerTiming:
     def _bytes(self, ranges: Any) -> int:
         return sum(sum(self.layer_bytes[a:b]) for a, b in ranges)
 
-    def processes(self, plan: Any) -> int:
-        """The processes a relaunch of `plan` starts: one per GPU of its nodes."""
+    def processes(self, plan: Any, alive: Collection[str] | None = None) -> int:
+        """The processes a relaunch starts: one per GPU of every node in `alive` (the nodes
+        up, which the real backend restarts all of, a Varuna plan's idle nodes too), or
+        of `plan`'s nodes when not given."""
+        if alive is not None:
+            return len(alive) * self.gpus_per_node
         nodes = getattr(plan, "nodes", None)
         if nodes is None:
             raise SimError(f"internal: a relaunch of a {type(plan).__name__}, which names no nodes")
         return len(nodes) * self.gpus_per_node
 
-    def relaunch_s(self, plan: Any) -> float:
-        """Start `plan`'s processes afresh and build their groups (no state loaded)."""
-        return self.costs.relaunch_s(self.processes(plan))
+    def relaunch_s(self, plan: Any, alive: Collection[str] | None = None) -> float:
+        """Start the processes afresh (`processes`) and build their groups (no state loaded)."""
+        return self.costs.relaunch_s(self.processes(plan, alive))
 
-    def restart_startup_s(self, action: Any, plan: Any) -> float:
+    def restart_startup_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         """Seconds from a restart's beginning until its processes have all started (0 for
         other actions, or without a share)."""
         if not isinstance(action, RESTARTS) or plan is None or not self.costs.restart_startup_share:
             return 0.0
-        return self.costs.restart_startup_share * self.relaunch_s(plan)
+        return self.costs.restart_startup_share * self.relaunch_s(plan, alive)
 
-    def restart_s(self, plan: Any) -> float:
-        """Relaunch, then load the last checkpoint onto `plan`'s nodes."""
+    def restart_s(self, plan: Any, alive: Collection[str] | None = None) -> float:
+        """Relaunch (`alive`'s processes, or `plan`'s), then load the last checkpoint onto
+        `plan`'s nodes."""
         load = self._cached(
             "load", plan, None, lambda held: load_cost(held, self.layer_bytes, self.storage, self.bandwidth).seconds
         )
-        return self.relaunch_s(plan) + load
+        return self.relaunch_s(plan, alive) + load
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+    def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
         state; `alive`: for a checkpoint, the nodes still there to write it (None: all)."""
         return self.design.pause_s(self, self.options, action, plan, alive)
@@ -361,11 +369,11 @@ class PlannerTiming:
 RESTARTS = (Restart, RestartFromCheckpoint, RestartFromSnapshot)
 
 
-def restart_startup_s(timing: Any, action: Any, plan: Any) -> float:
-    """`timing`'s restart start-up for `action` on `plan` (0 where it has none: the
-    artifact calibration)."""
+def restart_startup_s(timing: Any, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
+    """`timing`'s restart start-up for `action` on `plan`, relaunching `alive`'s processes
+    (0 where it has none: the artifact calibration)."""
     method = getattr(timing, "restart_startup_s", None)
-    return float(method(action, plan)) if method is not None else 0.0
+    return float(method(action, plan, alive)) if method is not None else 0.0
 
 
 class IterationWrapper:
@@ -378,11 +386,11 @@ class IterationWrapper:
         self.samples_per_iteration = inner.samples_per_iteration
         self.gpus_per_node = inner.gpus_per_node
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+    def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         return self.inner.pause_s(action, plan, alive)
 
-    def restart_startup_s(self, action: Any, plan: Any) -> float:
-        return restart_startup_s(self.inner, action, plan)
+    def restart_startup_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
+        return restart_startup_s(self.inner, action, plan, alive)
 
     def idle_gpus(self, plan: Any) -> int:
         return self.inner.idle_gpus(plan)
@@ -437,11 +445,11 @@ class ScaledPauses:
                 return factor
         return 1.0
 
-    def pause_s(self, action: Any, plan: Any, alive: Container[str] | None = None) -> float:
+    def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         return self.inner.pause_s(action, plan, alive) * self._factor(action)
 
-    def restart_startup_s(self, action: Any, plan: Any) -> float:
-        return restart_startup_s(self.inner, action, plan) * self._factor(action)
+    def restart_startup_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
+        return restart_startup_s(self.inner, action, plan, alive) * self._factor(action)
 
     def idle_gpus(self, plan: Any) -> int:
         return self.inner.idle_gpus(plan)

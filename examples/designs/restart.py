@@ -13,7 +13,7 @@ loaded with `--design-module examples/designs/restart.py --design restart`.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,7 @@ def build(ctx: BuildContext, options: RestartOptions) -> PolicyBuild:
     return PolicyBuild(RestartPolicy(planner, ctx.checkpoints, options.min_nodes), options)
 
 
-def pause_s(costs: Any, options: RestartOptions, action: Action, plan: Any, alive: Container[str] | None) -> float:
+def pause_s(costs: Any, options: RestartOptions, action: Action, plan: Any, alive: Collection[str] | None) -> float:
     """The standard prices, plus the rendezvous before every start and restart."""
     seconds = standard_pause_s(costs, options, action, plan, alive)
     if isinstance(action, (Start, RestartFromCheckpoint)):

@@ -141,11 +141,12 @@ def ready_at(sim: Simulation, node: str) -> float:
 
 def test_a_node_that_joins_during_a_restart_shares_the_cores_with_it():
     sim = run([(500, "remove", "n6"), (505, "add", "n7")], cores=2.0)
-    # at 505 each restart process has 10 - 3 x 0.5 = 8.5 core-s left; with n7, 5 processes
-    # get 0.4 of a core: the start-up ends at 505 + 21.25, the restart 20 s later; n7 has
-    # had 8.5 of its 45 core-s by then and takes the rest with a whole core
-    assert resumed_at(sim)[1] == pytest.approx(546.25)
-    assert ready_at(sim, "n7") == pytest.approx(526.25 + 36.5)
+    # the restart (from 502, after the checkpoint) relaunches the 5 nodes up (n5 idle), 0.4
+    # of a core each for 20 s: 8 core-s each; at 505 each has 6.8 left; with n7, 6
+    # processes get a third of a core: the start-up ends at 505 + 20.4, the restart 20 s
+    # later; n7 has had 6.8 of its 45 core-s by then and takes the rest with a whole core
+    assert resumed_at(sim)[1] == pytest.approx(545.4)
+    assert ready_at(sim, "n7") == pytest.approx(525.4 + 38.2)
     alone = run([(500, "remove", "n6"), (505, "add", "n7")], cores=None)
     assert resumed_at(alone)[1] == pytest.approx(542.0) and ready_at(alone, "n7") == pytest.approx(550.0)
 
@@ -163,20 +164,21 @@ def test_a_restart_alone_takes_its_calibrated_time():
 
 
 def test_a_node_lost_while_its_processes_start_gives_its_share_back():
-    # n4 (one of the restart's) at 510: 6 core-s left each, 3 processes at 2/3 of a core:
-    # the start-up ends at 519 (522 without the pool), then a restart of n1-n3 and n5
+    # the restart (from 502, after the checkpoint) relaunches the 5 nodes up, 8 core-s
+    # each at 0.4 of a core; n4 at 510: 4.8 core-s left each, 4 processes at half a core:
+    # the start-up ends at 519.6 (522 without the pool), then a restart of n1-n3 and n5
     shared = run([(500, "remove", "n6"), (510, "remove", "n4")], cores=2.0)
     alone = run([(500, "remove", "n6"), (510, "remove", "n4")], cores=None)
-    assert resumed_at(shared) == [85.0, pytest.approx(519.0 + 40.0)]
+    assert resumed_at(shared) == [85.0, pytest.approx(519.6 + 40.0)]
     assert resumed_at(alone) == [85.0, 562.0]
 
 
 def test_a_node_removed_while_it_starts_leaves_the_pool():
     sim = run([(500, "remove", "n6"), (505, "add", "n7"), (506, "remove", "n7")], cores=2.0)
-    # n7 had 0.4 of a core for 1 s, and so had each of the restart's processes (not 0.5)
+    # n7 had a third of a core for 1 s, and so had each of the restart's 5 processes (not 0.4)
     assert not any(e.kind == "ready" and "n7" in e.detail["nodes"] for e in sim.events)
-    # at 506 each has 8.5 - 0.4 = 8.1 core-s left; 4 processes at half a core: 16.2 s
-    assert resumed_at(sim)[1] == pytest.approx(506.0 + 16.2 + 20.0)
+    # at 506 each has 6.8 - 1/3 core-s left; 5 processes at 0.4 of a core
+    assert resumed_at(sim)[1] == pytest.approx(506.0 + (6.8 - 1 / 3) / 0.4 + 20.0)
 
 
 def test_startup_cores_is_checked_by_name():
