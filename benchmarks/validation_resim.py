@@ -8,9 +8,9 @@
 
 Reads an `ooblab validate` output directory (report, trace, calibration, profile and the
 real runs' summaries), simulates every policy against the same real runs and prints the
-comparison; the real runs are not repeated, only the simulator differs. A calibration
-cached before `restart_startup_share` was measured gets it from its own Varuna restart
-(`calibrate.startup_share`), as a fresh calibration would; `--no-hold` sets it to 0 (a
+comparison; the real runs are not repeated, only the simulator differs. The start-up
+share is worked out again from the calibration's Varuna restarts
+(`calibrate.median_startup_share`), as a fresh calibration now does; `--no-hold` sets it to 0 (a
 removal abandons a restart at once, the earlier model). `--startup-cores N` shares
 N cores among start-ups (`sim.startup_pool`; 0: off; default: what the validation
 recorded, none before it was kept); `--loaded-sends yes|no` turns the loaded-send term
@@ -36,7 +36,7 @@ def main(
     loaded_sends: bool | None = None,
     notice: bool = True,
 ) -> int:
-    from experiments.validation.calibrate import Overheads, startup_share
+    from experiments.validation.calibrate import Overheads
     from experiments.validation.compare import compare_run, summarize
     from experiments.validation.runs import simulate
     from experiments.validation.spec import PreparedModel, ValidationSpec
@@ -57,9 +57,8 @@ def main(
         overheads = replace(overheads, reconfigure_overhead_s=max(0.0, statistics.median(pauses)), sync_notice=False)
     if not hold:
         overheads = replace(overheads, restart_startup_share=0.0)
-    elif not overheads.restart_startup_share and "varuna" in overheads.details:
-        share = startup_share(overheads.details["varuna"]["recovery"], overheads.restart_overhead_s)
-        overheads = replace(overheads, restart_startup_share=share)
+    else:
+        overheads = overheads.with_startup_share()
     if cores is not None:
         overheads = replace(overheads, startup_cores=cores)
     else:

@@ -51,6 +51,8 @@ PLANNER_ONLY = (
     "loaded_hop_per_process_s",
     "startup_cores",
     "sync_notice",
+    "compute_cores",
+    "sample_core_s",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -124,6 +126,12 @@ class SimConfig:
     # starts then; default off: the pause constants of the planner calibration's published
     # measurements already hold that wait (the validation measures it apart and sets it)
     sync_notice: bool | None = None
+    # the host's cores as a ceiling on throughput, on a testbed whose workers all share
+    # them (`sim.core_bound`): an iteration takes at least its samples x sample_core_s /
+    # compute_cores (the core-seconds a sample costs the whole job, measured); both or
+    # neither; default none (each worker on its own accelerator)
+    compute_cores: float | None = None
+    sample_core_s: float | None = None
     storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
     storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
@@ -209,10 +217,17 @@ class SimConfig:
                         "checkpoint_prior_mtbf_s",
                         "duration_s",
                         "startup_cores",
+                        "compute_cores",
+                        "sample_core_s",
                     )
                     and value == 0
                 ):
                     raise SimError(f"{f.name} must be > 0")
+        if (self.compute_cores is None) != (self.sample_core_s is None):
+            raise SimError(
+                "compute_cores and sample_core_s bound throughput together (the host's cores and the "
+                "core-seconds a sample costs): set both or neither"
+            )
         if self.restart_startup_share is not None and self.restart_startup_share > 1:
             raise SimError(f"restart_startup_share must be in [0, 1], got {self.restart_startup_share!r}")
         if self.restart_overhead_s is not None and (

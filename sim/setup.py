@@ -48,6 +48,7 @@ from . import artifact_data as art
 from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
+from .core_bound import CoreBound
 from .errors import SimError
 from .loaded_hops import LoadedHops
 from .optimizer_cost import OptimizerStep
@@ -354,6 +355,9 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
         timing = OptimizerStep(timing, profile.optimizer, profile.contention)
         resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))
+    if config.compute_cores is not None and config.sample_core_s is not None:  # last: a floor on the whole
+        timing = CoreBound(timing, config.compute_cores, config.sample_core_s)
+        resolved.update(compute_cores=config.compute_cores, sample_core_s=config.sample_core_s)
     resolved.update(
         planner_model=name,
         profile_source=profile.source,

@@ -6,7 +6,8 @@ workers share a few cores the simulator's errors grow with it (deep pipelines ke
 cores 72% busy where single-node ones kept them 42%, and ran slower than simulated), so
 the report sets each phase's share beside its error: the same steady iterations the
 phase's throughput is the median of (`compare.steady_indices`), their median share.
-Reported, never fed to the simulator.
+Reported, never fed to the simulator (the calibration jobs' shares are, for real compute:
+`core_cost`).
 """
 
 from __future__ import annotations

@@ -39,9 +39,12 @@ nodes whose loss leaves a replica of every layer where the plan has one:
   restart (of the survivors, `restart_processes`) costs exactly what was measured: a
   restart of fewer processes after more removals, or the start of all of them, costs
   its own.
-- The restart's start-up: `restart_startup_share` = the share of the measured restart
+- The restart's start-up: `restart_startup_share` = the share of the median restart
   that passed before its processes had all started (failure to the end of the respawn
-  phase: detection, teardown, planning, respawn). A removal during that part does not
+  phase: detection, teardown, planning, respawn), over that restart's own pause at the
+  processes it started (`median_startup_share`; until 2026-12-04 over the pause moved
+  to the survivors' count, which took two processes' start-up for a rest it never had:
+  0.93 for a restart whose start-up was 99% of it). A removal during that part does not
   cut the restart short on the real backend (the other processes finish starting, then
   it restarts again: `real.control.recovery_flow.restart_processes`); the simulator holds
   a new restart for the rest of it (`sim.engine`).
@@ -66,6 +69,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .core_cost import measured_core_costs
 from .loaded_hops import PROBE_STEPS, HopProbe, fit_line, probe, probe_groupings, probes_to_dict
 from .notice import pause_apart
 from .restart_parts import total_fit
@@ -80,6 +84,7 @@ UNLIMITED_GB_PER_S = 1e6
 # where the loaded-send probes are kept; a calibration cached with the evening's
 # sends-per-second fit (under "loaded_hops") is probed again when the term is asked for
 LOADED_HOPS_KEY = "loaded_hops_by_processes"
+CORE_COST_KEY = "sample_core_s"  # details: per policy, the core-seconds a sample cost its job
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,31 @@ class Overheads:
         details = {**self.details, "oobleck": {**self.details["oobleck"], "notices_s": notices}}
         return replace(self, reconfigure_overhead_s=pause, sync_notice=True, details=details)
 
+    def with_startup_share(self) -> Overheads:
+        """These overheads with the start-up share worked out from their Varuna details
+        (`median_startup_share`), as a fresh calibration does; as they are where the
+        details cannot say (a calibration cached before they were kept)."""
+        share = median_startup_share(self.details.get("varuna") or {})
+        return self if share is None else replace(self, restart_startup_share=share)
+
+    def with_core_costs(self, samples_per_iteration: int) -> Overheads:
+        """These overheads with the core-seconds a sample cost each calibration job
+        (`core_cost.measured_core_costs`, in `details`), read from the jobs' summaries
+        where a calibration cached before them lacks them; as they are otherwise."""
+        if "all" in (self.details.get(CORE_COST_KEY) or {}):
+            return self
+        costs = measured_core_costs(self.details, samples_per_iteration)
+        return replace(self, details={**self.details, CORE_COST_KEY: costs})
+
+    def core_options(self) -> dict[str, Any]:
+        """The simulator's throughput ceiling (`sim.core_bound`): the core-seconds a sample
+        cost the calibration jobs (`core_cost.measured_core_costs`, both jobs' iterations)
+        and the cores they were measured on; empty where not measured."""
+        costs = self.details.get(CORE_COST_KEY) or {}
+        if "all" not in costs or not costs.get("cores"):
+            return {}
+        return {"compute_cores": float(costs["cores"]), "sample_core_s": float(costs["all"])}
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -224,6 +254,16 @@ def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
 
 
 STARTUP_PHASES = ("detection_s", "rebuild_s", "planning_s", "respawn_s")  # failure .. every process started
+
+
+def median_startup_share(varuna: Mapping[str, Any]) -> float | None:
+    """The start-up share of the Varuna calibration's median restart (`details["varuna"]`:
+    its `recovery`, among `recoveries`, and each one's measured pause, `restarts_s`), over
+    that restart's own pause; None where the details lack them."""
+    rec, recoveries, measured = varuna.get("recovery"), varuna.get("recoveries"), varuna.get("restarts_s")
+    if not rec or not recoveries or not measured or len(recoveries) != len(measured) or rec not in recoveries:
+        return None
+    return startup_share(rec, float(measured[recoveries.index(rec)]))
 
 
 def startup_share(recovery: Mapping[str, Any], restart_s: float) -> float:
@@ -374,7 +414,8 @@ def calibrate(
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
-        overheads = Overheads.from_dict(json.loads(cached.read_text())).noticed_apart()
+        overheads = Overheads.from_dict(json.loads(cached.read_text())).noticed_apart().with_startup_share()
+        overheads = overheads.with_core_costs(base.global_batch)
         if timing_for is None or LOADED_HOPS_KEY in overheads.details:
             return overheads
         return _with_loaded_hops(overheads, base, directory, timing_for, progress)  # asked for after caching
@@ -481,8 +522,9 @@ def calibrate(
         details=details,
         restart_processes=survivors,
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
-        restart_startup_share=startup_share(median_rec, restart),
     ).noticed_apart()
+    overheads = overheads.with_startup_share()  # the median restart's, over its own pause
+    overheads = overheads.with_core_costs(base.global_batch)
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
     if timing_for is not None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from .calibrate import calibrate, pace_ratios
+from .calibrate import CORE_COST_KEY, calibrate, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
 from .runs import base_run_config, run_policy, twin_timing_for
@@ -71,6 +71,17 @@ def validate(
             "calibration pace (the real job's steady iteration over the plan's prediction; far from 1, the profile "
             "was measured in another state of the machine): "
             + ", ".join(f"{policy} x{ratio:.2f}" for policy, ratio in ratios.items())
+        )
+    if spec.compute == "real":
+        bound = overheads.core_options()
+        costs = overheads.details.get(CORE_COST_KEY) or {}
+        jobs = ", ".join(f"{p} {1000 * costs[p]:.1f} ms" for p in ("oobleck", "varuna") if p in costs)
+        progress(
+            f"core-seconds a sample cost the calibration jobs ({jobs}): {1000 * bound['sample_core_s']:.1f} ms on "
+            f"{bound['compute_cores']:g} cores, the simulator's ceiling at "
+            f"{bound['compute_cores'] / bound['sample_core_s']:.1f} samples/s"
+            if bound
+            else "core-seconds a sample: not measured (no busy readings in the calibration jobs), no ceiling"
         )
     from traces import compress, load
 

@@ -95,6 +95,8 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads 
         duration_s=duration_s,
         timeline="iterations",
         **(overheads.sim_options(spec.loaded_sends) if overheads is not None else {}),
+        # real compute: the host's cores bound the throughput (`core_cost`)
+        **(overheads.core_options() if overheads is not None and spec.compute == "real" else {}),
         **extra,
         design_options=options or None,
     )

@@ -1,0 +1,78 @@
+"""The core-seconds a sample costs the host, measured in a calibration job.
+
+For the simulator's ceiling on a job whose workers share one host's cores
+(`sim.core_bound`): over each steady iteration of a calibration job's first plan
+(after the first iteration, which sets the schedules up, and before the first failure),
+the cores' busy share (`real.control.cpu_meter`) x the cores x the iteration's seconds,
+over the samples it committed; the median over both calibration jobs' iterations.
+Separate jobs on the same machine, not the runs compared: a trace run's own throughput
+never reaches the simulator.
+
+Real compute only (`runs.sim_config`): there a sample's CPU work (forward, backward,
+sends, sync, optimizer) is the job's, whatever the plan, and the 2-core tiny-gpt jobs
+committed 48-52 samples/s with 4, 3 and 2 workers. The emulated backend sleeps its
+compute; its cores go to sends and bookkeeping, which differ by plan (42% busy on
+single-node pipelines, 72-87% on deep ones), so one plan's figure would not bound another's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+MIN_ITERATIONS = 3  # steady iterations with a busy reading, fewer: not measured
+
+
+def iteration_core_costs(summary: Mapping[str, Any], samples_per_iteration: int) -> list[float]:
+    """The core-seconds per sample of each of the job's steady iterations before its first
+    failure that has a busy reading (none without a core count)."""
+    cores = summary.get("cpu_cores")
+    times = summary.get("iteration_times_s") or []
+    shares = summary.get("cpu_busy_share") or []
+    if not cores or samples_per_iteration < 1:
+        return []
+    ends = list(itertools.accumulate(times, initial=float(summary.get("startup_s") or 0.0)))[1:]
+    recoveries = summary.get("recoveries") or []
+    first_fail = min((float(r["t_fail_s"]) for r in recoveries), default=float("inf"))
+    return [
+        share * cores * seconds / samples_per_iteration
+        for k, (seconds, end) in enumerate(zip(times, ends))
+        if k >= 1 and end < first_fail and k < len(shares) and (share := shares[k]) is not None
+    ]
+
+
+def sample_core_s(summary: Mapping[str, Any], samples_per_iteration: int) -> float | None:
+    """The median of `iteration_core_costs` (None: fewer than `MIN_ITERATIONS`)."""
+    costs = iteration_core_costs(summary, samples_per_iteration)
+    return statistics.median(costs) if len(costs) >= MIN_ITERATIONS else None
+
+
+def measured_core_costs(details: Mapping[str, Any], samples_per_iteration: int) -> dict[str, Any]:
+    """Per policy calibrated (`details[policy]["run_dir"]`), its job's `sample_core_s`;
+    `all`, the median over both jobs' iterations, the one the simulator takes; and the
+    cores they were measured on. Empty where no job can say.
+
+    One figure for both: a sample's work is the model's, and the trace runs agree (4
+    workers, tiny-gpt: Oobleck 52.6 and Varuna 50.6 samples/s, 51.9 and 51.4 the day
+    before), where Varuna's job alone said 7-11% more than Oobleck's from the 7 steady
+    iterations it has before its crash, right after its start (Oobleck's has 12-13)."""
+    out: dict[str, Any] = {}
+    pooled: list[float] = []
+    for policy in ("oobleck", "varuna"):
+        run_dir = (details.get(policy) or {}).get("run_dir")
+        path = Path(run_dir) / "summary.json" if run_dir else None
+        if path is None or not path.is_file():
+            continue
+        summary = json.loads(path.read_text())
+        costs = iteration_core_costs(summary, samples_per_iteration)
+        if len(costs) >= MIN_ITERATIONS:
+            out[policy] = statistics.median(costs)
+            out["cores"] = float(summary["cpu_cores"])
+        pooled += costs
+    if "cores" in out:
+        out["all"] = statistics.median(pooled)
+    return out

@@ -1,0 +1,57 @@
+"""The host's cores as a ceiling on throughput, on a testbed whose workers share them.
+
+On a machine whose cores every worker shares (real compute on one host), the job cannot
+commit samples faster than the cores can process them: with `cores` cores and
+`sample_core_s` core-seconds a sample costs (its forward and backward on every stage,
+the pipeline sends and the gradient sync on the CPU, the optimizer step, the framework
+around them: everything the job runs), an iteration of n samples takes at least
+n x sample_core_s / cores. Where the plan's own time is shorter, the iteration is
+stretched to that floor, its useful share kept.
+
+Why a floor and not more contention factors: the profile's factors (`sim.contention`)
+slow each worker's compute by how many neighbours compute beside it, measured with
+every neighbour busy all the time. On 2 cores a tiny-gpt job kept them 94-98% busy with
+4, 3 and 2 workers and committed 48-52 samples/s in each; with fewer workers each gets
+more of a core, but the job as a whole gets no more of the machine. The factors, with
+the rest of the iteration (sends, sync, optimizer) left at its unloaded time, let a
+2-worker phase run 27-39% faster than that (docs/validation.md).
+
+Off by default (a real cluster gives each worker its own accelerator); the validation
+measures `sample_core_s` in its calibration jobs for real compute
+(`experiments.validation.core_cost`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .timing import IterationCost, IterationWrapper, Timing
+
+
+class CoreBound(IterationWrapper):
+    """A timing whose iterations take at least their samples x `sample_core_s` / `cores`;
+    pauses are the inner timing's."""
+
+    def __init__(self, inner: Timing, cores: float, sample_core_s: float):
+        super().__init__(inner)
+        if not cores > 0 or not sample_core_s > 0:
+            raise ValueError(f"internal: cores and sample_core_s must be > 0, got {cores!r} and {sample_core_s!r}")
+        self.cores = cores
+        self.sample_core_s = sample_core_s
+        self._last: tuple[Any, IterationCost] | None = None
+
+    def floor_s(self, samples: int) -> float:
+        """The least time the host's cores need for `samples` samples."""
+        return samples * self.sample_core_s / self.cores
+
+    def iteration(self, plan: Any) -> IterationCost:
+        if self._last is not None and self._last[0] is plan:
+            return self._last[1]
+        cost = self.inner.iteration(plan)
+        samples = cost.samples if cost.samples is not None else self.samples_per_iteration
+        floor = self.floor_s(samples)
+        if cost.total_s < floor:
+            useful = cost.useful_s * floor / cost.total_s if cost.total_s > 0 else floor
+            cost = IterationCost(floor, useful, cost.samples)
+        self._last = (plan, cost)
+        return cost

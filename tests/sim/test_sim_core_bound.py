@@ -1,0 +1,110 @@
+"""The host's cores as a ceiling on throughput (`sim.core_bound`).
+
+The synthetic profile (8 layers of 10 + 20 ms) on 4 nodes, batch 16 of microbatch 1, with
+the contention profile of `test_sim_contention`, one phase each at 4, 3 and 2 workers: with
+the bound, no phase commits more than compute_cores / sample_core_s samples a second, and
+a phase under it keeps its own time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from experiments.validation.spec import synthetic_profile
+from planner.contention import ContentionProfile, write_contention
+from planner.oobleck_format import write_oobleck_profile
+from sim.config import SimConfig
+from sim.core_bound import CoreBound
+from sim.errors import SimError
+from sim.run import simulate
+from sim.setup import build
+from sim.timing import IterationCost
+
+from .profile_runs import profile_run_config
+
+FACTORS = ((0, 0.5), (1, 0.6), (2, 0.8), (3, 1.0))
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bound") / "profile"
+    write_oobleck_profile(synthetic_profile(), path)
+    write_contention(ContentionProfile(3, FACTORS, "test"), path)
+    return path
+
+
+def running_rates(config: SimConfig) -> dict[int, float]:
+    result = simulate(config)
+    return {row.live_nodes: row.throughput_samples_per_s for row in result.timeline if row.state == "running"}
+
+
+def test_no_phase_commits_faster_than_the_cores_allow(directory):
+    config = profile_run_config(directory, nodes=4, removals=2)
+    free = running_rates(config)
+    assert set(free) == {4, 3, 2} and len(set(free.values())) == 3
+    ceiling = sorted(free.values())[1]  # the middle rate: one phase above it, one below
+    bounded = running_rates(replace(config, compute_cores=2.0, sample_core_s=2.0 / ceiling))
+    assert set(bounded) == set(free)
+    for live, rate in free.items():  # under the ceiling a phase keeps its own time
+        assert bounded[live] == pytest.approx(min(rate, ceiling))
+
+
+class _Fixed:
+    """A timing whose every iteration costs the same (the inner timing of the cases)."""
+
+    calibration = "planner"
+    gpus_per_node = 1
+
+    def __init__(self, cost: IterationCost, samples_per_iteration: int):
+        self.cost = cost
+        self.samples_per_iteration = samples_per_iteration
+
+    def iteration(self, plan):
+        return self.cost
+
+    def pause_s(self, action, plan, alive=None):
+        return 0.0
+
+    def idle_gpus(self, plan):
+        return 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    total=st.floats(0.01, 10.0),
+    useful_share=st.floats(0.1, 1.0),
+    samples=st.one_of(st.none(), st.integers(1, 64)),
+    cores=st.floats(0.5, 16.0),
+    sample_core_s=st.floats(1e-4, 1.0),
+)
+def test_the_floor_stretches_only_what_is_shorter_and_keeps_the_useful_share(
+    total, useful_share, samples, cores, sample_core_s
+):
+    inner = _Fixed(IterationCost(total, total * useful_share, samples), 32)
+    cost = CoreBound(inner, cores, sample_core_s).iteration(object())
+    floor = (32 if samples is None else samples) * sample_core_s / cores
+    assert cost.total_s == pytest.approx(max(total, floor))
+    assert cost.useful_s / cost.total_s == pytest.approx(useful_share)
+    assert cost.samples == samples
+
+
+def test_the_options_go_together_and_are_checked_by_name(directory):
+    base = profile_run_config(directory)
+    with pytest.raises(SimError, match="set both or neither"):
+        replace(base, compute_cores=2.0)
+    with pytest.raises(SimError, match="set both or neither"):
+        replace(base, sample_core_s=0.04)
+    with pytest.raises(SimError, match="sample_core_s must be > 0"):
+        replace(base, compute_cores=2.0, sample_core_s=0.0)
+    with pytest.raises(SimError, match="compute_cores must be a finite number >= 0"):
+        replace(base, compute_cores=-1.0, sample_core_s=0.04)
+    with pytest.raises(SimError, match="no effect in the artifact calibration"):
+        SimConfig(compute_cores=2.0, sample_core_s=0.04)
+    assert not isinstance(build(base).timing, CoreBound)
+    built = build(replace(base, compute_cores=2.0, sample_core_s=0.04))
+    assert isinstance(built.timing, CoreBound)
+    assert built.resolved["compute_cores"] == 2.0 and built.resolved["sample_core_s"] == 0.04
