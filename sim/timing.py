@@ -350,7 +350,8 @@ class PlannerTiming:
 
     def pause_s(self, action: Any, plan: Any, alive: Collection[str] | None = None) -> float:
         """`plan`: the plan the action runs on, for a checkpoint the one whose nodes hold the
-        state; `alive`: for a checkpoint, the nodes still there to write it (None: all)."""
+        state; `alive`: for a checkpoint, the nodes still there to write it (None: all); for
+        a start or restart, the nodes whose processes it starts (None: the plan's)."""
         return self.design.pause_s(self, self.options, action, plan, alive)
 
     # the prices a design's `pause_s` reads (`designs.ActionCosts`)

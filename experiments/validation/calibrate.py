@@ -84,7 +84,9 @@ UNLIMITED_GB_PER_S = 1e6
 # where the loaded-send probes are kept; a calibration cached with the evening's
 # sends-per-second fit (under "loaded_hops") is probed again when the term is asked for
 LOADED_HOPS_KEY = "loaded_hops_by_processes"
-CORE_COST_KEY = "sample_core_s"  # details: per policy, the core-seconds a sample cost its job
+# details: the core-seconds a sample cost each calibration job, "all" over both jobs'
+# iterations (the simulator's), and the "cores" they were measured on (`core_cost`)
+CORE_COST_KEY = "sample_core_s"
 
 
 @dataclass(frozen=True)
