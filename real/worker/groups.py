@@ -22,6 +22,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import FrameType
 
 import torch.distributed as dist
 
@@ -31,9 +32,14 @@ from .nccl import abort_all_groups
 from .sever import sever, snapshot
 
 
+def _main_frame() -> FrameType | None:
+    """The main thread's innermost Python frame (None if it has none)."""
+    return sys._current_frames().get(threading.main_thread().ident or -1)
+
+
 def main_thread_stack(frames: int = 8) -> str:
     """The main thread's innermost `frames` Python frames, as traceback lines."""
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    frame = _main_frame()
     if frame is None:
         return ""
     return "".join(traceback.format_stack(frame)[-frames:])
@@ -43,7 +49,7 @@ def main_thread_waits() -> bool:
     """True when the main thread's innermost Python frame calls some `.wait(`: a blocking
     wait in C++ on a communication handle or a store (torch's `Work.wait`, `Store.wait`;
     the caller's line is then the innermost Python one), not a computation or a sleep."""
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    frame = _main_frame()
     if frame is None:
         return False
     return ".wait(" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
