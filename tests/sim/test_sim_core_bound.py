@@ -25,6 +25,7 @@ from sim.setup import build
 from sim.timing import IterationCost
 
 from .profile_runs import profile_run_config
+from .tiny import FixedTiming
 
 FACTORS = ((0, 0.5), (1, 0.6), (2, 0.8), (3, 1.0))
 
@@ -53,26 +54,6 @@ def test_no_phase_commits_faster_than_the_cores_allow(directory):
         assert bounded[live] == pytest.approx(min(rate, ceiling))
 
 
-class _Fixed:
-    """A timing whose every iteration costs the same (the inner timing of the cases)."""
-
-    calibration = "planner"
-    gpus_per_node = 1
-
-    def __init__(self, cost: IterationCost, samples_per_iteration: int):
-        self.cost = cost
-        self.samples_per_iteration = samples_per_iteration
-
-    def iteration(self, plan):
-        return self.cost
-
-    def pause_s(self, action, plan, alive=None):
-        return 0.0
-
-    def idle_gpus(self, plan):
-        return 0
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     total=st.floats(0.01, 10.0),
@@ -84,7 +65,7 @@ class _Fixed:
 def test_the_floor_stretches_only_what_is_shorter_and_keeps_the_useful_share(
     total, useful_share, samples, cores, sample_core_s
 ):
-    inner = _Fixed(IterationCost(total, total * useful_share, samples), 32)
+    inner = FixedTiming(IterationCost(total, total * useful_share, samples), 0.0, 32, "planner")
     cost = CoreBound(inner, cores, sample_core_s).iteration(object())
     floor = (32 if samples is None else samples) * sample_core_s / cores
     assert cost.total_s == pytest.approx(max(total, floor))

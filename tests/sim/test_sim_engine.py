@@ -12,31 +12,14 @@ from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, Checkp
 from sim.engine import Simulation
 from sim.timing import IterationCost, PlannerCosts
 
-from .tiny import make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
-
-
-class Round:
-    """Every plan: 10 s per iteration (4 samples); every timed action: 5 s."""
-
-    calibration = "test"
-    samples_per_iteration = 4
-    gpus_per_node = 1
-
-    def iteration(self, plan):
-        return IterationCost(10.0, 10.0)
-
-    def pause_s(self, action, plan, alive=None):
-        return 5.0
-
-    def idle_gpus(self, plan):
-        return 0
+from .tiny import FixedTiming, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
 
 def run(rows, policy=None, **kw):
     return Simulation(
         make_trace(rows),
         policy or ArtifactOobleckPolicy(min_nodes=1),
-        Round(),
+        FixedTiming(IterationCost(10.0, 10.0), 5.0, 4),  # every plan 10 s (4 samples), every action 5 s
         node_startup_s=45.0,
         price_per_node_hour=1.0,
         **kw,

@@ -14,7 +14,7 @@ from planner.checkpoint_cost import StorageSpec
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.policies import VarunaPolicy, VarunaSearch
 from planner.profile import LayerProfile, ModelProfile
-from sim.timing import PlannerCosts, PlannerTiming
+from sim.timing import IterationCost, PlannerCosts, PlannerTiming
 from traces.model import Trace
 
 GB = 10**9
@@ -76,3 +76,25 @@ def tiny_varuna(num_nodes: int, costs: PlannerCosts, batch: int = 8) -> tuple[Va
 def resumed_at(sim: Any) -> list[float]:
     """When each pause of a simulation ended with the job running again."""
     return [e.time_s for e in sim.events if e.kind == "decision" and e.detail["event"] == "PauseEnded"]
+
+
+class FixedTiming:
+    """A timing whose every iteration costs `cost` and every timed action `pause_s`: the
+    engine's hand cases, with no plan to time."""
+
+    gpus_per_node = 1
+
+    def __init__(self, cost: IterationCost, pause_s: float, samples_per_iteration: int, calibration: str = "test"):
+        self.cost = cost
+        self.pause = pause_s
+        self.samples_per_iteration = samples_per_iteration
+        self.calibration = calibration
+
+    def iteration(self, plan: Any) -> IterationCost:
+        return self.cost
+
+    def pause_s(self, action: Any, plan: Any, alive: Any = None) -> float:
+        return self.pause
+
+    def idle_gpus(self, plan: Any) -> int:
+        return 0
