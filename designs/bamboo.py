@@ -100,6 +100,7 @@ def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: A
 
 BAMBOO = Design(
     name="bamboo",
+    display="Bamboo",
     summary="redundant stages: fail over to the predecessor, restart from checkpoint when fatal (NSDI'23)",
     options=BambooOptions,
     build=build,

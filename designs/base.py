@@ -215,10 +215,15 @@ class Design:
     default_checkpoints: CheckpointSchedule = field(default_factory=CheckpointSchedule)
     artifact: ArtifactHooks | None = None
     real: RealHooks = field(default_factory=RealHooks)
+    # the one name figures, tables and human-readable output show ("" shows `name`);
+    # `name` stays what options, configs and results tables hold
+    display: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("-", "_").isidentifier():
             raise DesignError(f"a design name must be a word (letters, digits, - or _), got {self.name!r}")
+        if not isinstance(self.display, str) or self.display != self.display.strip() or "\n" in self.display:
+            raise DesignError(f"design {self.name}: display must be one line of text, got {self.display!r}")
         if not self.runs_on or set(self.runs_on) - set(ENGINES):
             raise DesignError(f"design {self.name}: runs_on must be among {', '.join(ENGINES)}, got {self.runs_on!r}")
         if not callable(self.build):
@@ -229,11 +234,17 @@ class Design:
     def option_specs(self) -> tuple[OptionSpec, ...]:
         return specs(self.options)
 
+    @property
+    def label(self) -> str:
+        """The name people read: `display`, or `name` where the design gives none."""
+        return self.display or self.name
+
     def describe(self) -> dict[str, Any]:
         """The design as `ooblab designs --json` lists it."""
         where = list(self.runs_on)
         return {
             "name": self.name,
+            "display": self.label,
             "summary": self.summary,
             "runs_on": where,
             "calibrations": ["planner"] + (["artifact"] if self.artifact is not None else []),

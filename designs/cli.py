@@ -120,7 +120,10 @@ def render(found: list[dict[str, Any]]) -> str:
     lines = []
     for d in found:
         where = " and ".join({"simulator": "simulator", "real": "real backend"}[w] for w in d["runs_on"])
-        lines += [f"{d['name']}: {d['summary']}", f"  runs on: {where}; calibrations: {', '.join(d['calibrations'])}"]
+        lines += [
+            f"{d['display']} (--design {d['name']}): {d['summary']}",
+            f"  runs on: {where}; calibrations: {', '.join(d['calibrations'])}",
+        ]
         if not d["options"]:
             lines.append("  no options")
         for o in d["options"]:

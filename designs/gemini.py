@@ -120,6 +120,7 @@ def memory_copies(options: GeminiOptions) -> MemoryCopies:
 
 GEMINI = Design(
     name="gemini",
+    display="GEMINI",
     summary="in-memory checkpoints in peers' CPU memory every K iterations, restart from them (SOSP'23)",
     options=GeminiOptions,
     build=build,

@@ -97,6 +97,7 @@ def forced_start(plan: Any) -> Decision:
 
 OOBLECK = Design(
     name="oobleck",
+    display="Oobleck",
     summary="pipeline templates; live reconfiguration from in-memory replicas (SOSP'23)",
     options=OobleckOptions,
     build=build,

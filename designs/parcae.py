@@ -102,6 +102,7 @@ def build(ctx: BuildContext, options: ParcaeOptions) -> PolicyBuild:
 
 PARCAE = Design(
     name="parcae",
+    display="Parcae",
     summary="proactive: forecast availability, pick the (D, W) grid by liveput, migrate early (NSDI'24)",
     options=ParcaeOptions,
     build=build,

@@ -80,6 +80,7 @@ def build(ctx: BuildContext, options: RecycleOptions) -> PolicyBuild:
 
 RECYCLE = Design(
     name="recycle",
+    display="ReCycle",
     summary="no spares: peers run a failed worker's microbatches in their 1F1B bubbles; re-plan at checkpoints (SOSP'24)",
     options=RecycleOptions,
     build=build,

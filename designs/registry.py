@@ -48,6 +48,9 @@ def register(design: Design) -> Design:
     known = _designs.get(design.name)
     if known is not None and known is not design:
         raise DesignError(f"design {design.name!r} is registered twice")
+    clash = [d.name for d in _designs.values() if d is not design and d.label.casefold() == design.label.casefold()]
+    if clash:
+        raise DesignError(f"design {design.name!r} would show as {design.label!r}, as design {clash[0]!r} does")
     _designs[design.name] = design
     return design
 
@@ -135,6 +138,13 @@ def get(name: str) -> Design:
     if design is None:
         raise DesignError(f"unknown design {name!r}; known designs: {', '.join(_designs)}")
     return design
+
+
+def label(name: str) -> str | None:
+    """The display name of the design registered as `name`; None where no design is."""
+    _ensure_loaded()
+    design = _designs.get(name)
+    return design.label if design is not None else None
 
 
 def owners(key: str) -> tuple[str, ...]:

@@ -112,6 +112,7 @@ def pause_s(costs: ActionCosts, options: Any, action: Action, plan: Any, alive: 
 
 REPLICA_GROUPS = Design(
     name="replica_groups",
+    display="Replica groups",
     summary="torchft / fault-tolerant HSDP: a replica group fails alone, the others train on a smaller batch",
     options=ReplicaGroupsOptions,
     build=build,

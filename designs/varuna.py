@@ -97,6 +97,7 @@ def artifact_pause_s(ctx: ArtifactContext, options: Any, action: Action, plan: A
 
 VARUNA = Design(
     name="varuna",
+    display="Varuna",
     summary="checkpoint, stop everything, restart in the fastest configuration (EuroSys'22)",
     options=VarunaOptions,
     build=build,

@@ -237,7 +237,7 @@ def readme_rows(frame: pd.DataFrame) -> list[str]:
 
     for row in frame.to_dict("records"):
         lines.append(
-            f"| {row['design']} | "
+            f"| {plots.label(row['design'])} | "
             + " | ".join(fmt(row[f]) for f in FAMILIES)
             + f" | {row['wins']}/{row['cells']} | {fmt(row['cost_vs_cheapest'], '{:.2f}x')} | {row['largest_loss']}"
             + f" | {fmt(row['adaptive_gain'])} |"

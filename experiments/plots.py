@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
+from designs import registry
+
 matplotlib.use("Agg")  # figures are files here; notebooks display the returned Figure
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -28,10 +30,8 @@ if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
 SYSTEM_ORDER = ("oobleck", "bamboo", "varuna")
+# series that are not registered designs (designs show their registry display name)
 SYSTEM_LABELS = {
-    "oobleck": "Oobleck",
-    "bamboo": "Bamboo",
-    "varuna": "Varuna",
     "varuna-nockpt": "Varuna (no ckpt cost)",
     "ondemand": "On-demand",
 }
@@ -99,7 +99,16 @@ def color(system: str) -> str:
 
 
 def label(system: str) -> str:
-    return SYSTEM_LABELS.get(system, system)
+    """How a figure names a series: a registered design by its display name (a variant
+    `name+rule` as `Display + Rule`), the few non-design series by `SYSTEM_LABELS`, any
+    other value (a trace, a schedule) as it is."""
+    if system in SYSTEM_LABELS:
+        return SYSTEM_LABELS[system]
+    base, plus, variant = system.partition("+")
+    shown = registry.label(base)
+    if shown is None:
+        return system
+    return f"{shown} + {variant.title()}" if plus else shown
 
 
 def _systems(values: Iterable[str]) -> list[str]:
@@ -218,7 +227,7 @@ def grouped_bars(
             ax.axhline(level, color=SYSTEM_COLORS["ondemand"], ls="--", lw=1, label=reference_label or None)
         ax.set_xticks(
             np.arange(len(xs)),
-            [str(v) for v in xs],
+            [label(str(v)) for v in xs],
             rotation=xtick_rotation,
             ha="right" if xtick_rotation else "center",
         )
@@ -372,7 +381,7 @@ def lines(
             if data.empty:
                 continue
             colour = palette.get(name, SYSTEM_COLORS.get(name))
-            text = label(name) if name in SYSTEM_LABELS else series_fmt.format(name)
+            text = label(name) if label(name) != name else series_fmt.format(name)
             ax.plot(data[x], data[y], marker="o", ms=2.5, lw=1, color=colour, label=text)
             if band and band in data:
                 ax.fill_between(

@@ -19,6 +19,7 @@ import sys
 from dataclasses import fields
 
 from designs import cli as design_cli
+from designs import registry
 from designs.options import DesignError
 
 from .config import CALIBRATIONS, SimConfig
@@ -184,7 +185,7 @@ def render(result, where) -> str:
     b = s.breakdown
     c = result.config
     lines = [
-        f"{s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
+        f"{registry.label(s.policy) or s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
         f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
     ]
     if s.extra.get("outcome") != "ok":

@@ -24,6 +24,8 @@ def timeline_figure(results: Sequence, event_times_s: Sequence[float], title: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ..plots import label
+
     fig, axes = plt.subplots(len(results), 1, figsize=(9, 2.8 * len(results)), sharex=True, squeeze=False)
     for ax, result in zip(axes[:, 0], results):
         end = result.comparison.window_s
@@ -42,7 +44,7 @@ def timeline_figure(results: Sequence, event_times_s: Sequence[float], title: st
         c = result.comparison
         errs = c.throughput_errors()
         ax.set_title(
-            f"{result.policy}: committed samples {c.real_samples} measured, {c.sim_samples} simulated"
+            f"{label(result.policy)}: committed samples {c.real_samples} measured, {c.sim_samples} simulated"
             + (f"; phase throughput errors {', '.join(f'{100 * e:+.0f}%' for e in errs)}" if errs else ""),
             fontsize=9,
         )

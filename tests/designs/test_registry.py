@@ -142,6 +142,28 @@ def test_a_design_must_declare_frozen_documented_typed_options():
         registry.register(
             Design("oobleck", "", registry.get("bamboo").options, build=lambda c, o: PolicyBuild(None, o))
         )
+    with pytest.raises(DesignError, match="would show as 'OOBLECK', as design 'oobleck' does"):
+        registry.register(
+            Design(
+                "oobleck2",
+                "",
+                registry.get("bamboo").options,
+                build=lambda c, o: PolicyBuild(None, o),
+                display="OOBLECK",
+            )
+        )
+    with pytest.raises(DesignError, match="display must be one line"):
+        Design("x", "", registry.get("bamboo").options, build=lambda c, o: PolicyBuild(None, o), display=" X")
+
+
+def test_every_built_in_design_has_one_display_name_used_by_the_listing(capsys):
+    shown = {d.name: d.label for d in registry.all_designs()}
+    assert shown["oobleck"] == "Oobleck" and shown["gemini"] == "GEMINI" and shown["replica_groups"] == "Replica groups"
+    assert len({v.casefold() for v in shown.values()}) == len(shown)
+    assert main(["designs"]) == 0
+    out = capsys.readouterr().out
+    for name, text in shown.items():
+        assert f"{text} (--design {name}): " in out
 
 
 # -- command lines: one line, exit 2 -----------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
@@ -124,7 +125,7 @@ def test_measures_and_summary_by_hand(capsys):
     assert s.loc["bamboo", "untrained"] == 1
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("| design |") and len(printed) == 2 + 3
-    assert printed[2].startswith("| oobleck | 0.75 |")
+    assert printed[2].startswith("| Oobleck | 0.75 |")  # the registry's display name
 
 
 def test_figures_from_a_hand_table(tmp_path):
@@ -137,3 +138,24 @@ def test_figures_from_a_hand_table(tmp_path):
     )
     figs = designs.figures(table, tmp_path)
     assert set(figs) == {"designs-throughput", "designs-cost", "designs-breakdown", "designs-adaptive"}
+
+
+def _texts(fig) -> list[str]:
+    """Every piece of text a figure draws (titles, tick labels, legend entries, notes)."""
+    return [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+
+
+def test_every_quick_figure_names_each_design_by_its_display_name_only(tmp_path, monkeypatch):
+    from experiments.reproduce import reproduce
+
+    monkeypatch.setenv("OOBLAB_RESULTS", str(tmp_path))
+    done = reproduce("designs", quick=True, progress=False)
+    figs = designs.figures(done.table, done.out_dir)
+    simulated = [d for d in registry.all_designs() if SIMULATOR in d.runs_on]
+    raw = {d.name for d in simulated if d.label != d.name}
+    assert raw, "the check needs designs whose display name differs from the registry's"
+    for name, fig in figs.items():
+        words = {w for text in _texts(fig) for w in re.findall(r"[A-Za-z_]+", text)}
+        assert not words & raw, (name, sorted(words & raw))
+    shown = " ".join(_texts(figs["designs-throughput"]))
+    assert all(d.label in shown for d in simulated), shown

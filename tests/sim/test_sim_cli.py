@@ -22,7 +22,7 @@ def run_cli(capsys, *argv):
 def test_defaults_print_a_readable_summary(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "--out", str(tmp_path / "run"))
     assert code == 0
-    assert "oobleck on GPT-3-medium (artifact calibration)" in out and "average throughput" in out
+    assert "Oobleck on GPT-3-medium (artifact calibration)" in out and "average throughput" in out
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
         "config.json",
         "events.jsonl",
