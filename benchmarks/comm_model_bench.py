@@ -1,4 +1,4 @@
-"""How the pipeline-communication term (issue 15) changes templates and plans. Prints
+"""How the pipeline-communication term changes templates and plans. Prints
 figures; asserts nothing.
 
 For each model and cluster, the planner runs twice on the same inputs, with the term

@@ -1,4 +1,4 @@
-"""Every registered design on the paper's figure set, planner calibration (issue 13 target).
+"""Every registered design on the paper's figure set, planner calibration (target: < 5 s per design).
 
 The figure set is `sim_bench.py`'s: 5 models x (5 frequency traces + the 2 scaled spot
 traces, generated look-alikes without ../shared) = 35 runs per design, 105 for the paper's

@@ -1,4 +1,4 @@
-"""A randomized failure campaign on the real backend (issue 17, part 6): a script, not CI.
+"""A randomized failure campaign on the real backend: a script, not CI.
 
 Draws N scenarios from one seed (scenario i depends only on the seed and i, so a shorter
 campaign is a prefix of a longer one), runs each as `ooblab run` (coordinator + spawned

@@ -1,4 +1,4 @@
-"""GEMINI in the planner calibration on the paper's figure set (issue 13's target: < 5 s per
+"""GEMINI in the planner calibration on the paper's figure set (target: < 5 s per
 design). Prints figures; asserts nothing.
 
 The figure set's grid for one design: 5 models x 7 traces (the 5 frequency traces and the 2

@@ -1,4 +1,4 @@
-"""The real backend on a GPU, in one command (issue 17, part 5). Prints figures.
+"""The real backend on a GPU, in one command. Prints figures.
 
 On a machine with at least one CUDA device it runs, each job as `ooblab run` in its own
 session with a wall-clock limit, each compared with the failure-free single-process

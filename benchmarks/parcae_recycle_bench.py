@@ -1,4 +1,4 @@
-"""Parcae and ReCycle on the paper's figure set (issue 13 target: < 5 s per design).
+"""Parcae and ReCycle on the paper's figure set (target: < 5 s per design).
 
 The paper's figure set is 5 models x 7 traces (5 frequency traces, 2 scaled spot traces,
 as `sim_bench.trace_set`) per design, here in the planner calibration. Each design runs the

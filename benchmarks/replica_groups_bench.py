@@ -1,7 +1,7 @@
 """Replica groups on the paper's figure set, planner calibration. Prints figures; asserts nothing.
 
 The figure set of `sim_bench.py` (5 models x 5 frequency traces + the 2 scaled spot traces)
-for the `replica_groups` design: 35 runs, target < 5 s (issue 13). Baseline in the same run:
+for the `replica_groups` design: 35 runs, target < 5 s. Baseline in the same run:
 Oobleck on the same 35 cells. Each set runs twice in one process; the first pass includes
 building the planners' templates, the second shows the per-run cost alone.
 

@@ -1,4 +1,4 @@
-"""Instantiation at scale (issue 12, part 1). Prints figures; asserts nothing.
+"""Instantiation at scale. Prints figures; asserts nothing.
 
 GPT-3 175B (analytic), 8 x A100 80 GB per node, f = 3, global batch 24 x nodes (the issue's
 12,500-node case: 300,000). For each node count:
@@ -9,7 +9,7 @@ GPT-3 175B (analytic), 8 x A100 80 GB per node, f = 3, global batch 24 x nodes (
 2. the whole `ooblab plan` process (text output) under /usr/bin/time -v: wall seconds and
    peak resident memory, killed after --process-limit-s.
 Targets: 12,500 nodes < 5 s and < 2 GB whole process; 1,024 nodes < 1 s.
-The pipeline-communication term (issue 15) is on, as in `ooblab plan`; --no-pipeline-comm
+The pipeline-communication term is on, as in `ooblab plan`; --no-pipeline-comm
 measures the paper's Eq. 1-4 (the figures before the term).
 
     python benchmarks/scale_plan_bench.py [--nodes 256 1024 2048 12500]

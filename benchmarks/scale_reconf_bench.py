@@ -1,4 +1,4 @@
-"""Reconfiguration that keeps state where it is (issue 12, part 2). Prints; asserts nothing.
+"""Reconfiguration that keeps state where it is. Prints; asserts nothing.
 
 GPT-3 175B (analytic, A100 80 GB), 8 GPUs per node, f = 3, global batch 24 x nodes:
 

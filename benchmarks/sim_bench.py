@@ -3,7 +3,7 @@
 1. The paper's figure set in the artifact calibration: 5 models x 5 frequency traces (6h,
    3h, 1h, 30m, 10m; generated exactly by `fixed:interval=...,hour_decimals=3`) x 3 systems,
    plus 5 models x the 2 scaled spot traces (read from ../shared; generated look-alikes when
-   it is absent) x 3 systems: 105 runs. Target < 1 s (issue 14; the artifact's own
+   it is absent) x 3 systems: 105 runs. Target < 1 s (the artifact's own
    simulators take about 50 s on this machine, 45 of them Bamboo's endless zero-length steps
    on the GPT-3 models, which both calibrations skip as out of memory).
 1b. The same set in the artifact-as-run calibration (the artifact's code replayed,

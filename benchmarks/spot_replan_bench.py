@@ -1,6 +1,6 @@
-"""Oobleck's re-instantiations on the 1,024-node spot day (issue 12's spot target), replayed.
+"""Oobleck's re-instantiations on the 1,024-node spot day (target: under 10 s), replayed.
 
-Issue 15's relaunch line (40 s + 3 ms per GPU: 65 s at 8,192 GPUs) outlasts the minute
+The planner calibration's relaunch line (40 s + 3 ms per GPU: 65 s at 8,192 GPUs) outlasts the minute
 between the trace's removals, so Oobleck's start is relaunched about 219 times, each
 instantiating over its node count: 62 distinct counts (929-1,024 nodes), each an exact
 template-mix search (planner/mix.py, cached per count). For each checkout this script

@@ -7,7 +7,7 @@ all-reduce across the pipelines, then AdamW), without the coordinator, and print
 rank's median over the steps of: the schedule (forward + backward + pipeline hops), the
 gradient sync, the optimizer step, the whole step, the schedule's CPU seconds, and the same
 microbatches' forward + backward alone, with no communication ("local"). It is the probe
-behind docs/validation.md's real-compute table: whether the job pays beyond its layer
+behind the real-compute figures in CHANGELOG.md: whether the job pays beyond its layer
 profile, and where.
 
     python benchmarks/step_parts.py --pipelines 2 --stages 2 --microbatches 8

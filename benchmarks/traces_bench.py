@@ -1,4 +1,4 @@
-"""Datacenter trace generation speed (issue 12, part 4). Prints figures; asserts nothing.
+"""Datacenter trace generation speed. Prints figures; asserts nothing.
 
 Target: 100,000 GPUs (12,500 hosts) x 30 days in under about 1 s, since the simulator
 replays such traces. Baseline measured in the same run: building and validating the

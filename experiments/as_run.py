@@ -1,4 +1,4 @@
-"""The artifact as it ran (issue 14): every published cell, what the stated model gives, and
+"""The artifact as it ran: every published cell, what the stated model gives, and
 what each of the artifact's ten departures contributes.
 
 Runs, for the 5 models x the paper's 7 traces (6h ... 10m, and both scaled spot traces) x

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # The artifact as it ran (issue 14)
+# # The artifact as it ran
 #
 # The paper's end-to-end numbers came from the artifact's simulators, whose code departs
 # from the model the paper states in ten ways (`sim/artifact_quirks.py`). Here every

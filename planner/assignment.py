@@ -1,4 +1,4 @@
-"""Which surviving node takes which stage position after a reconfiguration (issue 12).
+"""Which surviving node takes which stage position after a reconfiguration.
 
 A position of a new pipeline is one node's share of its template: the layers the node's
 GPUs must hold (several consecutive stages when a multi-GPU node is split). A node already

@@ -14,7 +14,7 @@ stage in the pipeline), which is exactly S - i whenever the later stages use one
 (always when nodes have one GPU) and an over-estimate otherwise: a conservative check that
 keeps the template search a shortest-path problem.
 
-Pipeline communication (issue 15; on unless `ClusterSpec.pipeline_comm` is False). The
+Pipeline communication (on unless `ClusterSpec.pipeline_comm` is False). The
 tensor at the boundary after layer l is its `output_bytes` (activations forward, their
 gradient backward). Per microbatch, stage i of S adds to its forward time its outgoing
 forward send (i < S - 1) and to its backward time its outgoing backward send (i > 0), each

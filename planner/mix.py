@@ -30,7 +30,7 @@ rounded up by 1e-6 microbatches, so rounding cannot cut a tie: every mix whose v
 the optimum is solved, hence the answer and its tie-break are those of enumerating every
 mix. Partial mixes whose pipeline count cannot reach k (or stay <= M) are cut as well.
 
-Tighter floors (issue 12, round 2). The first stage is not the only one that cannot hide:
+Tighter floors. The first stage is not the only one that cannot hide:
 a stage s of template n starts all-reducing once its layers' last backwards are done, no
 earlier than T_q - b_q(l) for every template q in the mix (T_q its latest pipeline, b_q(l)
 the backward seconds before layer l's stage in q; planner.allreduce).
@@ -54,7 +54,7 @@ is the number of distinct sizes in a mix, not its pipelines (thousands at 12,500
 Sizes are ordered by the bound of running each alone on all N nodes; children go in that
 order, per size most pipelines first.
 
-Pipeline count (issue 12, with the pipeline-communication term). The floors are
+Pipeline count (with the pipeline-communication term). The floors are
 nondecreasing in K (minima over K' >= K; the ring factor 2 (K - 1) / K), and a partial
 mix only knew K >= pipes + ceil(R / largest size left). With the sends charged the optimum at 12,500 nodes is 792 x 14 + 2 x 20 +
 28 x 49 nodes, and thousands of mixes share its makespan (a 14-node pipeline's T(m)) and
@@ -91,7 +91,7 @@ U, and no rule above cuts a mix of value <= U, so the answer is unchanged; on th
 1,024-node spot day's 61 re-instantiations after the first, the nodes expanded fall
 4,840 -> 946.
 
-Capacity per node (issue 12, spot day). Before a class builds its tables: with an
+Capacity per node (the 1,024-node spot day). Before a class builds its tables: with an
 incumbent U, every pipeline of size n of a mix of value <= U in class h runs at most
 cap_n microbatches, caps taken at the tables' deadline (the latest over K >= k_any, as
 above). The mix has some pipeline of h, so its capacity is at most

@@ -12,7 +12,7 @@ The in-node files key "1" means one GPU: the planner treats that all-reduce as f
 (DESIGN 3.2), so only keys >= 2 are kept.
 
 `communication.json` (optional; written by the real backend's profiler, read into
-`ModelProfile.communication`, issue 15) is owned by this module alone: one schema, one
+`ModelProfile.communication`) is owned by this module alone: one schema, one
 validator (`parse_communication`), one error (`ProfileError`, naming the file and the field):
 
     {"source": str,                                        optional ("": the file's path)

@@ -4,7 +4,7 @@ The paper's cost model (Eq. 1-4), like Oobleck's profile format, charges an iter
 forward and backward passes and its all-reduce, and nothing for the optimizer step that
 every rank runs after the gradient synchronisation. On a GPU that step is a few fused
 kernels; on the CPU testbed it is real work: tiny-gpt's AdamW takes about 22 ms for the
-whole model on one core (docs/validation.md), 5% of a data-parallel iteration there. The
+whole model on one core (CHANGELOG.md), 5% of a data-parallel iteration there. The
 profiler (`real.launch.profiler`) times each layer's step and writes, beside `mb*.json`:
 
 ```json

@@ -1,4 +1,4 @@
-"""The ten ways the published artifact's code departs from the model it states (issue 14).
+"""The ten ways the published artifact's code departs from the model it states.
 
 `--calibration artifact` is the stated model (`../shared/calibration/README.md`, top
 half); `--calibration artifact-as-run` is the artifact's code as it ran, every switch

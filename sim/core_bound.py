@@ -14,7 +14,7 @@ every neighbour busy all the time. On 2 cores a tiny-gpt job kept them 94-98% bu
 4, 3 and 2 workers and committed 48-52 samples/s in each; with fewer workers each gets
 more of a core, but the job as a whole gets no more of the machine. The factors, with
 the rest of the iteration (sends, sync, optimizer) left at its unloaded time, let a
-2-worker phase run 27-39% faster than that (docs/validation.md).
+2-worker phase run 27-39% faster than that (CHANGELOG.md).
 
 Off by default (a real cluster gives each worker its own accelerator); the validation
 measures `sample_core_s` in its calibration jobs for real compute

@@ -5,7 +5,7 @@ pipeline send wakes a receiver that may have to wait for a core, and the busier 
 job's own sends keep the cores, the longer that wait. The profile's `hop_overhead_s` is
 measured on short pipelines alone (`real.launch.comm_profile`), so the planner charges
 a send the same whatever the plan. Measured on the testbed (emulated tiny-gpt layers, 60
-ms per microbatch; docs/validation.md), the steady iteration over the plan's prediction
+ms per microbatch; CHANGELOG.md), the steady iteration over the plan's prediction
 was 1.04 for two 3-stage pipelines (24 sends an iteration), 1.16 for two 7-stage ones
 (168) and 1.31 for four (336), while single-stage pipelines, which send nothing, agreed.
 
@@ -18,7 +18,7 @@ jobs on forced plans of deep pipelines, `experiments.validation.loaded_hops`), f
 process-count line and leaves the rate at 0: fitted on sends per second (the evening of
 2026-12-03) the line helped at 32 nodes and overshot at 16, while the waits measured in
 two calm runs followed the job's processes (about 1.1 ms a pass at 12-15, 3.3 ms at
-29-30; docs/validation.md). The line is a setting's own, not a law across settings: its
+29-30; CHANGELOG.md). The line is a setting's own, not a law across settings: its
 per-process slope came out 16 times steeper at 16 nodes than at 32. Off by default.
 The plan is chosen without the term, as the real backend chooses it; only its time
 changes (`sim.contention.PlanScaler` re-times the stages with longer sends). Plans

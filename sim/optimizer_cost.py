@@ -11,7 +11,7 @@ with `contention.json` scales the step by the plan's compute factor, as `sim.con
 scales the layers: the step is the same kind of CPU work, measured beside the same busy
 neighbours. Other plan kinds (Bamboo's) are timed as before.
 
-Measured on the 2-core testbed (tiny-gpt, 4 blocks of hidden 256, docs/validation.md): the
+Measured on the 2-core testbed (tiny-gpt, 4 blocks of hidden 256, CHANGELOG.md): the
 whole model's AdamW step takes about 22 ms on a core of its own, 5% of a 2-worker
 data-parallel iteration (442 ms); the two stages of a 2 x 2 plan take 13-21 ms beside 3
 busy neighbours, 3-4% of its 0.49 s iteration.

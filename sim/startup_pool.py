@@ -6,7 +6,7 @@ testbed that emulates the nodes on one machine, every starting process (a joinin
 worker, each of a restart's relaunched workers) imports its modules on the same few cores:
 a node that joins while a restart's processes start becomes ready only when it has had
 its share of the cores, and the restart's processes are slowed by it in turn. Measured on
-2 cores (docs/validation.md, issue 15): nodes joining during a Varuna restart of 26
+2 cores (CHANGELOG.md): nodes joining during a Varuna restart of 26
 processes took 31-57 s to start against 4.5 s otherwise, and the restart's start-up about
 8 s longer than its calibrated time.
 

@@ -14,7 +14,7 @@ plan's width (whose model exposes the all-reduce in full, so the term adds in fu
 Why: the emulated backend all-reduces its (tiny) gradients for real before it sleeps the
 planner's all-reduce time (`real.worker.gradsync`), so its iteration pays those messages,
 and they grow with the replicas. In the 32-node validation's calibration runs
-(docs/validation.md) the measured iteration exceeded the plan's prediction by 61-71 ms
+(CHANGELOG.md) the measured iteration exceeded the plan's prediction by 61-71 ms
 with 32 single-stage pipelines (62 messages: 63 ms charged here), 58 ms with 31, and
 35-44 ms for Varuna's 15 two-stage pipelines (28 messages: 29 ms).
 

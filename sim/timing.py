@@ -170,7 +170,7 @@ class ArtifactTiming:
 # processes in parallel. Measured by `benchmarks/restart_fit.py` on this testbed's 2-core
 # machine, every process on the one host, 2 restarts at each of 2, 4, 8, 16 and 32
 # processes while other jobs loaded the cores (load average 8-36); the slowest rank's
-# time, least squares a + b n (docs/validation.md has the table):
+# time, least squares a + b n (CHANGELOG.md has the figures):
 #   start-up (spawn, import torch and the worker's modules, check in    -1.9 s + 3.07 s/process
 #     with the store)
 #   group creation (`init_process_group` on the store and the pipeline  -0.01 s + 0.014 s/process

@@ -13,7 +13,7 @@ nodes whose loss leaves a replica of every layer where the plan has one:
   the iterations it redid at the new plan's steady pace (what the simulator's
   reconfiguration pause must cover: detection, teardown, planning, group rebuild, layer
   copies, the new schedules' set-up); `node_startup_s` = the join's process start to
-  its registration. Before issue 15's last round it was one crash (the backward pass of
+  its registration. It was once one crash (the backward pass of
   step `CRASH_STEP`) of the first pipeline's node, in the first generation: one sample
   of a pause that spread by 20-40% between recoveries here, taken where the teardown
   cascade around the gradient ring was longest (from its first ranks, `spread_indices`).
@@ -243,7 +243,7 @@ def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
 
     The simulator times compute from the profile, so a ratio far from 1 says the profile
     was measured in another state of the machine than the runs (on the 2-core testbed
-    0.98-1.69 across three real-compute validations within an hour, docs/validation.md).
+    0.98-1.69 across three real-compute validations within an hour, CHANGELOG.md).
     It is reported, never applied: scaling compute by it would fit the simulator to a run."""
     ratios = {}
     for policy in ("oobleck", "varuna"):

@@ -30,7 +30,7 @@ from .cli import QUICK
 
 NAME = "validation"
 KIND = "validate"
-TARGETS = {"throughput_error": 0.05, "samples_error": 0.05, "recovery_error": 0.15}  # issue 15
+TARGETS = {"throughput_error": 0.05, "samples_error": 0.05, "recovery_error": 0.15}
 SETTINGS = (
     ("emulated", 8, "synthetic"),
     ("emulated", 16, "synthetic"),
@@ -188,6 +188,7 @@ def error_figure(table: pd.DataFrame):
 def timelines_figure(table: pd.DataFrame, out_dir: Path, setting: str):
     import matplotlib.pyplot as plt
 
+    from .. import plots
     from .plots import _steps
 
     rows = table[table["setting"] == setting].reset_index(drop=True)
@@ -215,7 +216,7 @@ def timelines_figure(table: pd.DataFrame, out_dir: Path, setting: str):
                 if pd.notna(row.get(f"{policy}_samples_error"))
                 else ""
             )
-            ax.set_title(f"{row['trace_label']} - {policy} ({errs})", fontsize=9)
+            ax.set_title(f"{row['trace_label']} - {plots.label(policy)} ({errs})", fontsize=9)
             ax.set_ylim(bottom=0)
             ax.set_ylabel("samples/s", fontsize=8)
             if i == len(rows) - 1:

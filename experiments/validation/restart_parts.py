@@ -17,7 +17,7 @@ timed from the parent's first start call:
   which a worker imports when it builds its stage runner (`StageRunner`) and which costs
   about 2.7 CPU-seconds per process here, more than torch itself (2.2): without it the
   slope was 1.27 s per process where the calibration's in-job restart of 15 processes
-  spent 17.4 s from publishing the restarted generation to its being ready (issue 15).
+  spent 17.4 s from publishing the restarted generation to its being ready.
 
 Each part is the slowest rank's (a restart waits for it). What the coordinator adds to
 a real restart (detection, planning, orders, the rest of the stage's set-up) is not here:

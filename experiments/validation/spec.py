@@ -19,7 +19,7 @@ report says), `prepare_model` makes the profile both sides plan with:
 
 Both sides read the same profile directory, so they start from the same plan.
 
-Pipeline communication (issue 15): the synthetic and tiny-gpt profiles carry the
+Pipeline communication: the synthetic and tiny-gpt profiles carry the
 communication figures of this machine (`communication.json` in the profile directory:
 point-to-point latency and bandwidth over gloo loopback, the per-hop overhead of the real
 1F1B schedule; `real.launch.comm_profile`), which the emulated and real runs pay for real.
@@ -78,7 +78,7 @@ class ValidationSpec:
     communication: str | None = None  # a measured communication.json (or its profile directory) instead of measuring
     # calibrate the loaded pipeline sends (`loaded_hops`, emulated compute, 8 nodes and up)
     # and simulate with them; off by default: in two runs it helped at 32 nodes and
-    # overshot at 16 (docs/validation.md, 2026-12-03 evening)
+    # overshot at 16 (CHANGELOG.md, 2026-12-03 evening)
     loaded_sends: bool = False
 
     def __post_init__(self) -> None:

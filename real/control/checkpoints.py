@@ -88,7 +88,7 @@ class CheckpointBook:
     def tick(self) -> None:
         for p in sorted(self.job.ckpt_pending, key=lambda p: (p.step, p.attempt), reverse=True):
             if p not in self.job.ckpt_pending:
-                continue  # superseded by a newer one this round
+                continue  # superseded by a newer one in this pass
             if self._complete(p):
                 self.write_manifest(p)
                 continue

@@ -3,7 +3,7 @@
 Where workers share a few cores (the emulated backend runs dozens of them on 2), an
 iteration's length depends on how busy the cores are, and that differs by plan: on the
 2-core testbed a 30-node job kept the cores 42% busy on single-node pipelines and 72% on
-deep ones, which ran slower than the simulator said (docs/validation.md). The
+deep ones, which ran slower than the simulator said (CHANGELOG.md). The
 coordinator reads the machine's aggregate CPU counters (`/proc/stat`: every process, the
 job's and anyone else's, which is the load its workers compete with) when training
 starts and at each commit; `busy_share` turns two readings into the busy share of all

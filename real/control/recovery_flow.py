@@ -204,7 +204,7 @@ class RecoveryFlow:
         nothing the checkpoint (or the initialisation, or node memory) does not. Its
         survivors may be blocked in the process-group rendezvous, waiting for the dead
         rank until the group timeout (60 s by default); the restart's "stop everything"
-        fences them instead of waiting (issue 15: a removal 0.02 s after a restarted
+        fences them instead of waiting (measured: a removal 0.02 s after a restarted
         generation was published cost a 16-node Varuna run 60 s)."""
         return (
             self.c.design.real.restarts_processes
@@ -223,7 +223,7 @@ class RecoveryFlow:
         rank that was training (had reported ready) was severed or aborted by its watch
         and should report within a moment; one still silent past `straggler_s` is fenced
         and replaced at once where a launcher can start a fresh process, rather than at
-        the teardown timeout (issue 15: a gloo send that the sever did not free held a
+        the teardown timeout (measured: a gloo send that the sever did not free held a
         32-node Oobleck job 60 s); one whose watch noted it `stuck` (waiting on a
         communication with no socket left to shut) goes at once. Ranks not yet ready keep
         the teardown timeout: one blocked in the rendezvous is beyond any sever, and one

@@ -1,4 +1,4 @@
-"""Measure pipeline communication on this machine and write `communication.json` (issue 15).
+"""Measure pipeline communication on this machine and write `communication.json`.
 
 One spawned group of `max(stages)` processes (ports from the OS, `die_with_parent`, every
 wait bounded by `timeout_s`, all reaped on the way out) measures:

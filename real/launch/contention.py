@@ -13,7 +13,7 @@ the same sum at the reference k. Each round's times are first evened to the mean
 share of the busy processes (`cpu_share`): with 3 busy processes on 2 cores the timed
 one may sit alone on a core or beside a load for a whole round (the factor for 2
 neighbours was 0.63 in one sweep and 0.97 in the next on the 2-core testbed; placement
-explained 6-10% of it in the sweeps measured since, docs/validation.md).
+explained 6-10% of it in the sweeps measured since, CHANGELOG.md).
 
 On real GPUs (one per worker) there is no such effect and no reason to run this.
 """
@@ -328,7 +328,7 @@ def profile_with_contention(
     times only: its layer times were a separate measurement of the same thing, and on the
     2-core testbed two passes beside the same 3 neighbours differed by 16% (70.7 against
     84.4 ms over tiny-gpt's layers), so factors relative to one pass applied to the other
-    misplaced every phase by that much (docs/validation.md)."""
+    misplaced every phase by that much (CHANGELOG.md)."""
     counts = _counts(neighbours, reference, rounds, settings)
     with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as pool:
         pool.busy(reference)

@@ -9,7 +9,7 @@ Why the contention profiler needs it: with more busy processes than cores and a 
 that does not divide evenly (3 on 2 cores), the kernel may keep the timed process alone
 on a core for a whole measurement (share 1) or beside a load (share 0.5). On the 2-core
 testbed two sweeps gave the factor for 2 busy neighbours 0.63 and 0.97 (fair share 0.75;
-docs/validation.md). A job's workers block and wake at every pipeline hop, which lets the
+CHANGELOG.md). A job's workers block and wake at every pipeline hop, which lets the
 kernel spread them, so what a worker gets over an iteration is near the mean share of
 the busy processes, not the share one placement gave the timed process.
 `ShareReading.factor` rescales a measured time from the timed process's share to that

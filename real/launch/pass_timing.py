@@ -3,7 +3,7 @@
 `profiler.measure_layer` times one layer alone, the same module over and over: its
 weights and activations stay in the cache. A worker runs its layers one after another,
 each evicting the last, so on a CPU a layer costs it more than alone. On the 2-core
-testbed (tiny-gpt, 4 blocks of hidden 256, one thread per process; docs/validation.md)
+testbed (tiny-gpt, 4 blocks of hidden 256, one thread per process; CHANGELOG.md)
 the model's forward + backward per microbatch, measured at the same hour:
 
 | | alone, layer by layer | inside a pass (this module) | in a data-parallel job |

@@ -10,7 +10,7 @@ on. Then the gradient all-reduce time of every layer versus
 the number of participants 2..P: P processes on gloo (NCCL on GPUs), one subgroup per
 count, the median over repeats, each distinct gradient size measured once.
 
-Pipeline communication (issue 15) is measured apart, by `real.launch.comm_profile`:
+Pipeline communication is measured apart, by `real.launch.comm_profile`:
 `measure_and_write_communication` writes `communication.json` (point-to-point latency and
 bandwidth, the per-hop runtime overhead of the real 1F1B schedule) into the profile
 directory; `ooblab profile` runs it unless `--skip-comm`.

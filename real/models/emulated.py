@@ -12,7 +12,7 @@ gradient bytes would not fit many "nodes" on one machine.
 
 Sleeping processes use no CPU, so dozens of emulated GPUs run on a few cores.
 
-What is emulated and what is real (issue 15):
+What is emulated and what is real:
 - emulated: compute (the sleeps; a sleep overshoots its deadline a little, 0.4-0.9 ms
   per microbatch and stage, forward and backward together, on the loaded 2-core machine:
   `compute_overshoot_s` in `communication_fit.json`; the cost model does not charge it)

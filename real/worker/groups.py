@@ -136,7 +136,7 @@ class Generation:
         store's port is known, so that no store connection is ever taken); on both, note
         where the main thread is blocked (its innermost Python frames), for the report.
         `stuck`: the re-sever found no socket left to shut while the main thread waits on a
-        communication handle, which nothing in this process can free any more (issue 15: a
+        communication handle, which nothing in this process can free any more (measured: a
         gloo send that outlived the sever held 32-node recoveries 6 s, to the coordinator's
         straggler bound, twice at the same reconfiguration); the coordinator fences such a
         rank at once."""

@@ -65,7 +65,7 @@ class AbortWatch:
     With `straggle`: if `stop` has not come `straggle_after_s` after the abort (the main
     thread is still blocked somewhere the abort should have freed it from), `straggle`
     is called once and what it returns is kept in `straggled` for the worker's report.
-    Issue 15: twice in about 1,000 survivor teardowns at 32 ranks, a gloo rank stayed
+    Measured: twice in about 1,000 survivor teardowns at 32 ranks, a gloo rank stayed
     blocked in a send for the whole group timeout (60 s) after its generation's sockets
     were severed, while every other rank failed within 0.8 s."""
 

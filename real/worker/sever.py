@@ -3,7 +3,7 @@
 A gloo rank blocked on a dead peer fails within milliseconds, but a rank blocked on a
 live peer that is itself blocked fails only once that peer has failed, torn down and
 closed its sockets: the failure walks the ring of blocked ranks one teardown at a time.
-Measured here (issue 15): 5.4 and 9.2 s for the nodes of ranks 0 and 1 of a 32-node job,
+Measured here: 5.4 and 9.2 s for the nodes of ranks 0 and 1 of a 32-node job,
 3.6 and 7.0 s for ranks 16 and 8 at the same moments, and shorter for two nodes lost at
 once, whose cascades run side by side. Neither `destroy_process_group` nor
 `_abort_process_group` called from another thread helps: the blocked operation's pending

@@ -1,4 +1,4 @@
-"""No engine or experiment branches on a design's name (issue 13): sim/, real/ and
+"""No engine or experiment branches on a design's name: sim/, real/ and
 experiments/ ask the design (`designs.registry`) for what differs, never compare with its name.
 
 The check walks the source's AST for comparisons (==, !=, in, not in, is, match cases)
@@ -20,7 +20,7 @@ from designs import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("sim", "real", "experiments")
-# Replays the artifact's own three programs (issue 14), one per system it shipped: the names
+# Replays the artifact's own three programs, one per system it shipped: the names
 # it compares are the artifact's systems (`ArtifactHooks.system`), not a design's branch, and
 # no other design can have an as-run replay.
 EXEMPT = {"sim/artifact_replay.py"}

@@ -50,7 +50,7 @@ def test_infeasible_requests_exit_non_zero_with_one_line(args, reason):
     assert len(lines) == 1 and reason in lines[0]
 
 
-# -- --remove / --add (issue 12) ---------------------------------------------------------
+# -- --remove / --add ---------------------------------------------------------
 
 SMALL = ["plan", "--model", "gpt3-350m", "--nodes", "7", "--f", "1", "--global-batch", "64", "--json"]
 

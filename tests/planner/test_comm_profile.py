@@ -1,5 +1,5 @@
 """Pipeline communication: the profile's `communication.json`, its checks, the switch and
-the charge on a template's stages (issue 15)."""
+the charge on a template's stages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The template search stays exact with pipeline communication charged (issue 15).
+"""The template search stays exact with pipeline communication charged.
 
 The reference (`bruteforce.spec_charge`) states the charge from the raw layers and the
 stages' node indices, without CostTables; the search must reach its optimum on every small

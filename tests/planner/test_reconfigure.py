@@ -152,7 +152,7 @@ def test_copy_plan_of_identical_plans_is_empty():
     assert copy_plan(planner, plan, plan) == ()
 
 
-# -- exact node ordering, figures, throughput tolerance (issue 12) ----------------------
+# -- exact node ordering, figures, throughput tolerance ----------------------
 
 
 def two_gpu_planner(num_nodes: int = 10) -> Planner:

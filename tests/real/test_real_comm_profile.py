@@ -1,4 +1,4 @@
-"""Pipeline communication measured for the profile (issue 15): the fits recover what made the
+"""Pipeline communication measured for the profile: the fits recover what made the
 points, the measurement writes `communication.json` through the planner's writer (the
 schema's own tests: tests/planner/test_comm_profile.py), and a short real measurement gives
 figures."""

@@ -1,4 +1,4 @@
-"""Exposure and errors of the real backend (issue 17, parts 1 and 3): where the store and
+"""Exposure and errors of the real backend: where the store and
 gloo listen, the per-job secret, refused registrations, bounded waits, one-line errors.
 
 Listening sockets are read from /proc/net/tcp{,6} and matched to a process through the

@@ -174,7 +174,7 @@ def test_overlapping_measured_recoveries_merge_like_the_simulator_counts_them():
 
 
 def test_the_restart_start_up_share_is_its_phases_up_to_the_respawn():
-    # the 32-node calibration's Varuna restart (docs/validation.md): 45.4 s of 75.9 s
+    # the 32-node calibration's Varuna restart (CHANGELOG.md): 45.4 s of 75.9 s
     rec = {"detection_s": 0.035, "rebuild_s": 4.719, "planning_s": 0.001, "checkpoint_s": 0.0,
            "respawn_s": 40.634, "copy_s": 30.321, "redo_s": 0.739}  # fmt: skip
     assert startup_share(rec, 75.914) == pytest.approx(45.389 / 75.914)
