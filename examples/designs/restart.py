@@ -93,6 +93,7 @@ def pause_s(costs: Any, options: RestartOptions, action: Action, plan: Any, aliv
 
 RESTART = Design(
     name="restart",
+    display="Elastic restart",
     summary="elastic restart: every failure restarts all workers from the last checkpoint",
     options=RestartOptions,
     build=build,
