@@ -21,11 +21,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from designs import registry
+
 from .calibrate import CORE_COST_KEY, calibrate, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
 from .runs import base_run_config, run_policy, twin_timing_for
 from .spec import ValidationSpec, prepare_model, prepare_trace
+
+
+def shown(policy: str) -> str:
+    """A policy as printed lines name it: its design's display name."""
+    return registry.label(policy) or policy
 
 
 def validate(
@@ -70,12 +77,12 @@ def validate(
         progress(
             "calibration pace (the real job's steady iteration over the plan's prediction; far from 1, the profile "
             "was measured in another state of the machine): "
-            + ", ".join(f"{policy} x{ratio:.2f}" for policy, ratio in ratios.items())
+            + ", ".join(f"{shown(policy)} x{ratio:.2f}" for policy, ratio in ratios.items())
         )
     if spec.compute == "real":
         bound = overheads.core_options()
         costs = overheads.details.get(CORE_COST_KEY) or {}
-        jobs = ", ".join(f"{p} {1000 * costs[p]:.1f} ms" for p in ("oobleck", "varuna") if p in costs)
+        jobs = ", ".join(f"{shown(p)} {1000 * costs[p]:.1f} ms" for p in ("oobleck", "varuna") if p in costs)
         progress(
             f"core-seconds a sample cost the calibration jobs ({jobs}): {1000 * bound['sample_core_s']:.1f} ms on "
             f"{bound['compute_cores']:g} cores, the simulator's ceiling at "
@@ -107,7 +114,7 @@ def validate(
         c = result.comparison
         busy = result.phase_busy_shares()
         progress(
-            f"{policy}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
+            f"{shown(policy)}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
             + (f"; cores busy per phase {[f'{b:.0%}' if b is not None else '-' for b in busy]}" if any(busy) else "")
         )

@@ -68,5 +68,5 @@ def test_a_warning_exactly_when_the_drift_passes_the_bar_and_it_says_which_way(c
     warning = check.warning()
     assert (warning is not None) == (abs(check.drift) > DRIFT_WARN)
     if warning is not None:
-        assert warning.startswith("varuna: ") and ("slower" if drift > 0 else "faster") in warning
+        assert warning.startswith("Varuna: ") and ("slower" if drift > 0 else "faster") in warning
         assert ("plans of 8 and 6 nodes" in warning) == (nodes[1] == 6)
