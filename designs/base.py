@@ -60,7 +60,12 @@ class BuildContext:
     `cached(key, make)` returns `make()`, computed once per key for this model, cluster and
     job (the simulator keeps them across a sweep; the real backend builds once anyway).
     `reconfigure_pause_s` is what the engine charges for a reconfiguration (the simulator's
-    timed pause; 0 on the real backend, where it is measured)."""
+    timed pause; 0 on the real backend, where it is measured). `max_nodes` bounds the
+    cluster (the trace's peak in the simulator, `--nodes` on the real backend): a design may
+    size tables by it, but nothing it decides may depend on it, since in the simulator it
+    comes from the trace's future; `start_nodes` is what the job has when it is launched
+    (the nodes of the trace's first instant; None: `max_nodes`), for a design whose job is
+    sized once at launch."""
 
     profile: ModelProfile
     cluster: ClusterSpec
@@ -74,6 +79,12 @@ class BuildContext:
     profiled_microbatch: int | None
     planner_for: Callable[[int], Planner]
     cached: Callable[[Hashable, Callable[[], Any]], Any]
+    start_nodes: int | None = None
+
+    @property
+    def launch_nodes(self) -> int:
+        """The nodes the job is launched with."""
+        return self.max_nodes if self.start_nodes is None else self.start_nodes
 
 
 @dataclass(frozen=True)

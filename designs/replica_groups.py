@@ -12,8 +12,12 @@ Tolerant Llama" (Meta and Crusoe, 2025) trains HSDP this way, groups dropping ou
 back while the others go on. The rules are in `planner.policies.replica_groups`.
 
 What a run does:
-- The global batch is the batch at full strength (all G = max_nodes // group_nodes groups
-  live); each group owns a fixed slice. A step trains on the live groups' slices only: the
+- The global batch is the batch at full strength (all G groups live); each group owns a
+  fixed slice. G is fixed when the job is launched: the nodes it has then (the trace's
+  first instant; `--nodes` on the real backend) // group_nodes, as a torchft job is
+  launched with its number of replica groups; nodes that come later are spares that
+  replace lost ones. Not the trace's peak: no decision may depend on a later event, and
+  a node added at the run's last instant would otherwise change every iteration. A step trains on the live groups' slices only: the
   effective batch shrinks while groups are out, the gradient is the mean over the live
   samples (the SUM all-reduce divided by the participants, each group's own loss being a
   mean over its samples), and the learning rate is unchanged, as in torchft.
@@ -86,11 +90,11 @@ def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
             used = replace(options, group_nodes=planner.min_nodes)
         except InfeasibleError:
             used = replace(options, group_nodes=1)  # the policy reports out of memory
-    groups = ctx.max_nodes // used.group_nodes
+    groups = ctx.launch_nodes // used.group_nodes
     if groups and used.min_groups > groups:
         raise DesignError(
             f"replica_groups: min_groups {used.min_groups} is more than the {groups} group(s) of "
-            f"{used.group_nodes} node(s) that {ctx.max_nodes} nodes form"
+            f"{used.group_nodes} node(s) that the {ctx.launch_nodes} nodes at launch form"
         )
     policy = ReplicaGroupsPolicy(
         planner,

@@ -310,6 +310,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         profiled_microbatch=None if analytic else microbatch,
         planner_for=lambda f: _cached_planner(name, cluster, batch, microbatch, f),
         cached=lambda key, make: _memo((name, cluster, batch, microbatch, analytic), key, make),
+        start_nodes=len(trace.initial_nodes),
     )
     try:
         built: PolicyBuild = design.build(ctx, options)

@@ -47,6 +47,7 @@ from .decisions import (
     Decision,
     Event,
     NodesRemoved,
+    PauseEnded,
     RestartFromCheckpoint,
     RestartFromSnapshot,
     Start,
@@ -134,7 +135,7 @@ class SnapshotTraffic:
 
 @dataclass(frozen=True)
 class GeminiMemory:
-    """What the policy keeps between calls: whether the job has started, the iteration the
+    """What the policy keeps between calls: whether the job's first start completed, the iteration the
     plan now running started from, and the last complete in-memory copy (its iteration and
     each state's live holders, by the node that had it)."""
 
@@ -210,8 +211,13 @@ class GeminiPolicy:
         return replace(memory, snapshot=c, holders=tuple(where.items()))
 
     def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
+        reason = self.infeasible_reason()
+        if reason is not None:
+            return Decision(None, (WaitForNodes(0, reason),), GeminiMemory())
         plan = current.plan if current is not None else None
         memory = current.memory if current is not None and current.memory is not None else GeminiMemory()
+        if isinstance(event, PauseEnded) and plan is not None and not memory.started:
+            memory = replace(memory, started=True)  # the first start is over: from now on there is state to restore
         if isinstance(event, NodesRemoved):
             memory = self.caught_up(memory, plan, view.iterations_done).without(event.nodes)
             hit = sorted(set(event.nodes) & set(plan.nodes)) if plan is not None else []
@@ -228,8 +234,8 @@ class GeminiPolicy:
             note = f"{len(view.ready)} usable nodes, the plan needs {need}"
             return Decision(None, (WaitForNodes(need, note),), memory)
         plan = self.planner.instantiate(view.ready)
-        if not memory.started:
-            return Decision(plan, (Start(),), GeminiMemory(True, view.iterations_done))
+        if not memory.started:  # (again, when a loss interrupts the first start: nothing to restore yet)
+            return Decision(plan, (Start(),), GeminiMemory(False, view.iterations_done))
         lost = memory.lost_states()
         if memory.snapshot is not None and not lost and memory.snapshot >= view.checkpoint_iterations:
             note = f"{why}: from peers' memory at iteration {memory.snapshot}"
@@ -237,7 +243,7 @@ class GeminiPolicy:
         if memory.snapshot is None:
             reason = "no copy in memory yet"
         elif lost:
-            reason = f"every holder of {list(lost)}'s state is gone"
+            reason = f"every holder of {sorted(lost)}'s state is gone"  # sorted: the same run files in every process
         else:
             reason = f"the checkpoint at {view.checkpoint_iterations} is newer than the copy at {memory.snapshot}"
         note = f"{why}: from the checkpoint ({reason})"

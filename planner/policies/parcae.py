@@ -77,7 +77,8 @@ class ParcaeSettings:
 class ParcaeMemory:
     """`base`: the plan whose nodes hold the model state; `counts`: the live count seen at
     the end of each completed interval (the last `window`), `last_k` the interval of the
-    last observation and `last_count` what it saw."""
+    last observation and `last_count` what it saw; `saving`: the plan whose survivors write
+    the checkpoint taken before a wait (None: none under way)."""
 
     base: VarunaPlan | None = None
     started: bool = False
@@ -86,6 +87,7 @@ class ParcaeMemory:
     last_k: int = 0
     last_count: int = 0
     forecast: tuple[int, ...] = field(default=())
+    saving: VarunaPlan | None = None
 
 
 class ParcaePolicy:
@@ -235,7 +237,7 @@ class ParcaePolicy:
         if isinstance(event, NodesRemoved):
             return self._on_removal(view, event, plan, memory)
         if isinstance(event, PauseEnded) and plan is not None:
-            memory = replace(memory, base=plan, started=True)
+            memory = replace(memory, base=plan, started=True, saving=None)
         if plan is None:
             return self._launch(view, memory)
         if isinstance(event, IterationEnd):
@@ -268,6 +270,17 @@ class ParcaePolicy:
     def _on_removal(
         self, view: ClusterView, event: NodesRemoved, plan: VarunaPlan | None, memory: ParcaeMemory
     ) -> Decision:
+        saving = memory.saving
+        gone = sorted(set(event.nodes) & set(saving.nodes)) if saving is not None else []
+        if saving is not None and gone and view.iterations_done > view.checkpoint_iterations:
+            # a node lost while the checkpoint before a wait is written: the survivors write
+            # it again while every stage has a live replica (as Varuna's); else it is lost
+            if saving.stages_without_holder(set(view.ready)):
+                why = f"lost {gone} while checkpointing: a stage has no live replica, back to the last checkpoint"
+                return self._launch(view, replace(memory, base=None, started=True), note=why)
+            why = f"lost {gone} while checkpointing before a wait"
+            wait = WaitForNodes(self.min_nodes or 0, f"{why}: too few nodes")
+            return Decision(None, (Checkpoint(why), wait), memory)
         base = memory.base
         involved = set(plan.nodes if plan is not None else ()) | set(base.nodes if base is not None else ())
         lost = sorted(set(event.nodes) & involved)
@@ -285,7 +298,9 @@ class ParcaePolicy:
         if best is None:
             saves = (Checkpoint(why),) if view.iterations_done > view.checkpoint_iterations else ()
             wait = WaitForNodes(self.min_nodes or 0, f"{why}: too few nodes")
-            return Decision(None, (*saves, wait), replace(memory, base=None, started=True))
+            return Decision(
+                None, (*saves, wait), replace(memory, base=None, started=True, saving=base if saves else None)
+            )
         return self._migrate(view, base, best, replace(memory, forecast=counts[1:]), why)
 
     def _launch(self, view: ClusterView, memory: ParcaeMemory, note: str = "") -> Decision:
@@ -297,4 +312,4 @@ class ParcaePolicy:
             return Decision(None, (WaitForNodes(self.min_nodes or 0, why, rollback=restart),), memory)
         plan = place(config, view.ready, self.g)
         action = RestartFromCheckpoint(note) if restart else Start()
-        return Decision(plan, (action,), replace(memory, base=None), wake_at_s=self._next_tick_s(memory))
+        return Decision(plan, (action,), replace(memory, base=None, saving=None), wake_at_s=self._next_tick_s(memory))

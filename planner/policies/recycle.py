@@ -124,12 +124,15 @@ def canonical(failed: Iterable[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
 @dataclass(frozen=True)
 class RecycleMemory:
     """`base`: the healthy grid whose workers hold the state; `replan_after`: re-plan at the
-    first checkpoint that completes after this many committed iterations (None: no)."""
+    first checkpoint that completes after this many committed iterations (None: no);
+    `saving`: the grid whose survivors write the checkpoint a re-plan takes first (None:
+    no such checkpoint under way)."""
 
     base: RecyclePlan | None = None
     started: bool = False
     replan_after: int | None = None
     notes: tuple[str, ...] = field(default=())
+    saving: RecyclePlan | None = None
 
 
 class RecyclePolicy:
@@ -262,8 +265,8 @@ class RecyclePolicy:
 
     def _replan(self, view: ClusterView, plan: RecyclePlan, memory: RecycleMemory, why: str) -> Decision:
         new = self.plan_for(view.ready)
-        after = RecycleMemory(None, True)
         saves = (Checkpoint(why),) if view.iterations_done > view.checkpoint_iterations else ()
+        after = RecycleMemory(None, True, saving=plan if saves else None)
         if new is None:
             return Decision(None, (*saves, WaitForNodes(self.min_nodes or 0, why)), after)
         return Decision(new, (*saves, Restart(why)), after)
@@ -273,6 +276,20 @@ class RecyclePolicy:
     ) -> Decision:
         base = memory.base
         lost = sorted(set(event.nodes) & set(plan.nodes if plan is not None else ()))
+        saving = memory.saving
+        if saving is not None and view.iterations_done > view.checkpoint_iterations:
+            # a node lost while the re-plan's checkpoint is written: the survivors of the grid
+            # still hold every stage unless all of a stage's workers are gone, so the
+            # checkpoint is written again from them (as Varuna's is) instead of rolling back
+            gone = sorted(set(event.nodes) & set(saving.nodes))
+            ready = set(view.ready)
+            failed = frozenset(
+                saving.failed | {slot for n, slots in saving.slots.items() if n not in ready for slot in slots}
+            )
+            c = saving.config
+            if gone and not any(all((p, s) in failed for p in range(c.width)) for s in range(c.depth)):
+                kept = replace(saving, failed=failed)
+                return self._replan(view, kept, memory, why=f"lost {gone} while checkpointing before a re-plan")
         if not lost:
             return self._keep(view, plan, memory) if plan is not None else Decision(None, (Continue(),), memory)
         if base is None or view.job_state == "restarting" or plan is None:

@@ -48,6 +48,7 @@ from .decisions import (
     Event,
     IterationEnd,
     NodesReady,
+    PauseEnded,
     Reinstantiate,
     RestartFromCheckpoint,
     Start,
@@ -92,12 +93,15 @@ class GroupsPlan(ExecutionPlan):
 class GroupsMemory:
     """`slots[i]`: group i's nodes in stage order (None: missing); `live`: the groups in the
     quorum (they hold the live state); `healing`: (group, time it holds the live state);
-    `started`: training began (so the live state, or a checkpoint, exists)."""
+    `started`: a start completed (so the live state, or a checkpoint, exists);
+    `launching`: a start or a restart from the checkpoint is under way, `live` being the
+    groups it launches, which hold nothing until it ends."""
 
     slots: tuple[tuple[str | None, ...], ...]
     live: frozenset[int] = frozenset()
     healing: tuple[tuple[int, float], ...] = ()
     started: bool = False
+    launching: bool = False
 
     def complete(self) -> list[int]:
         return [i for i, slot in enumerate(self.slots) if all(n is not None for n in slot)]
@@ -216,6 +220,20 @@ class ReplicaGroupsPolicy:
         copies = self.copies(0, 1, slots)
         return Reconfiguration(None, copies).copy_time_s(self.planner.cluster.inter_node_bw_bytes_per_s)
 
+    def _launch(
+        self, slots: tuple[tuple[str | None, ...], ...], complete: list[int], *, restart: bool, why: str = ""
+    ) -> Decision:
+        """Start (or, once a start completed, restart from the last checkpoint) every
+        complete group; wait for nodes while fewer than `min_groups` are complete."""
+        if len(complete) >= self.min_groups:
+            action = RestartFromCheckpoint(why) if restart else Start()
+            mem = GroupsMemory(slots, frozenset(complete), (), restart, launching=True)
+            return Decision(self.plan(complete, slots), (action,), mem)
+        need = self.min_groups * self.group_nodes
+        short = f"{len(complete)} complete group(s) of {self.group_nodes} node(s), the quorum needs {self.min_groups}"
+        why = f"{why}; {short}" if why else short
+        return Decision(None, (WaitForNodes(need, why, rollback=restart),), GroupsMemory(slots, started=restart))
+
     # -- entry point ---------------------------------------------------------------------
     def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
         if self._reason is not None:
@@ -224,27 +242,26 @@ class ReplicaGroupsPolicy:
         if memory is None:
             memory = GroupsMemory(tuple((None,) * self.group_nodes for _ in range(self.num_groups)))
         plan = current.plan if current is not None else None
+        if isinstance(event, PauseEnded) and memory.launching:
+            memory = replace(memory, launching=False, started=True)  # the launched groups hold the state now
         slots, hit = fill_slots(memory.slots, view.ready)
         complete = [i for i in range(self.num_groups) if all(n is not None for n in slots[i])]
-        need = self.min_groups * self.group_nodes
+        if memory.launching:
+            lost = sorted(memory.live & hit)
+            if not lost:  # the launch goes on; groups completed meanwhile heal once it is over
+                return Decision(plan, (Continue(),), replace(memory, slots=slots))
+            # no collective runs while processes start, so nothing waits for a detector: the
+            # launch begins again on the groups complete now, and is charged again in full
+            why = f"lost a node of group(s) {lost} while launching"
+            return self._launch(slots, complete, restart=memory.started, why=why)
         if not memory.started:
-            mem = replace(memory, slots=slots)
-            if len(complete) >= self.min_groups:
-                return Decision(
-                    self.plan(complete, slots), (Start(),), replace(mem, live=frozenset(complete), started=True)
-                )
-            why = f"{len(complete)} complete group(s) of {self.group_nodes} node(s), the quorum needs {self.min_groups}"
-            return Decision(None, (WaitForNodes(need, why),), mem)
+            return self._launch(slots, complete, restart=False)
         lost_live = memory.live & hit
         live = memory.live - hit
         if not live:  # no group holds the live state: back to the last checkpoint
-            mem = GroupsMemory(slots, frozenset(), (), True)
             why = f"lost group(s) {sorted(lost_live)}: no group holds the live state" if lost_live else "quorum reached"
-            if len(complete) >= self.min_groups:
-                return Decision(
-                    self.plan(complete, slots), (RestartFromCheckpoint(why),), replace(mem, live=frozenset(complete))
-                )
-            return Decision(None, (WaitForNodes(need, why, rollback=True),), mem)
+            return self._launch(slots, complete, restart=True, why=why)
+        need = self.min_groups * self.group_nodes
         # some groups hold the live state; complete groups outside the quorum heal from them
         healing = dict((g, t) for g, t in memory.healing if g in complete and g not in live and g not in hit)
         for g in complete:

@@ -31,7 +31,9 @@ from planner.policies import (
     IterationEnd,
     NodesReady,
     NodesRemoved,
+    PauseEnded,
     Reinstantiate,
+    RestartFromCheckpoint,
     Start,
     WaitForNodes,
 )
@@ -131,6 +133,8 @@ def test_a_healing_group_joins_at_the_first_iteration_end_after_its_copy():
     assert policy.heal_s == pytest.approx(10.0)
     d = policy.decide(view(0, nodes(4), "waiting"), NodesReady(tuple(nodes(4))), None)
     assert isinstance(d.actions[0], Start) and d.plan.groups == (0, 1)
+    d = policy.decide(view(40, nodes(4), "restarting"), PauseEnded("restarting"), d)  # the start is over
+    assert isinstance(d.actions[0], Continue) and d.memory.started and not d.memory.launching
     d = policy.decide(view(100, ["n1", "n2", "n3"]), NodesRemoved(("n4",)), d)
     assert [type(a) for a in d.actions] == [Detect, Reinstantiate] and d.plan.groups == (0,)
     assert d.plan.partial and d.plan.global_batch == 4 and d.plan.first_microbatches == (0,)
@@ -143,9 +147,32 @@ def test_a_healing_group_joins_at_the_first_iteration_end_after_its_copy():
     assert not d.check_at_iteration_end
 
 
+def test_a_loss_during_a_launch_launches_again_without_detection():
+    policy = policy_for(6, 8)  # 3 groups of 2
+    d = policy.decide(view(0, nodes(7), "waiting"), NodesReady(tuple(nodes(7))), None)
+    assert isinstance(d.actions[0], Start) and d.plan.groups == (0, 1, 2) and d.memory.launching
+    # a spare leaves: the start goes on
+    d = policy.decide(view(3, nodes(6), "restarting"), NodesRemoved(("n7",)), d)
+    assert d.actions == (Continue(),) and d.memory.launching and not d.memory.started
+    # a launched group loses a node: no collective runs yet, so no detection; start again
+    d = policy.decide(view(5, ["n1", "n2", "n3", "n5", "n6"]), NodesRemoved(("n4",)), d)
+    assert [type(a) for a in d.actions] == [Start] and d.plan.groups == (0, 2) and d.memory.launching
+    d = policy.decide(view(45, ["n1", "n2", "n3", "n5", "n6"], "restarting"), PauseEnded("restarting"), d)
+    assert d.memory.started and not d.memory.launching and d.memory.live == frozenset({0, 2})
+    # every live group loses a node, two come back: a restart from the checkpoint, and a
+    # loss during it restarts it again (it holds no live state yet)
+    d = policy.decide(view(100, ["n3"]), NodesRemoved(("n1", "n2", "n5", "n6")), d)
+    assert d.plan is None and d.rolls_back
+    d = policy.decide(view(150, ["n3", "n8", "n9"], "waiting"), NodesReady(("n8", "n9")), d)
+    assert [type(a) for a in d.actions] == [RestartFromCheckpoint] and d.memory.launching
+    d = policy.decide(view(155, ["n3", "n9"], "restarting"), NodesRemoved(("n8",)), d)
+    assert d.plan is None and [type(a) for a in d.actions] == [WaitForNodes] and d.rolls_back
+
+
 def test_below_min_groups_the_quorum_waits_with_the_state_in_memory():
     policy = policy_for(6, 9, min_groups=2)
     d = policy.decide(view(0, nodes(6), "waiting"), NodesReady(tuple(nodes(6))), None)
+    d = policy.decide(view(5, nodes(6), "restarting"), PauseEnded("restarting"), d)
     d = policy.decide(view(10, ["n1", "n2", "n3", "n5"]), NodesRemoved(("n4", "n6")), d)
     assert d.plan is None and [type(a) for a in d.actions] == [Detect, WaitForNodes]
     assert not d.rolls_back and d.memory.live == frozenset({0})
