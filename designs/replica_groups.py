@@ -14,10 +14,12 @@ back while the others go on. The rules are in `planner.policies.replica_groups`.
 What a run does:
 - The global batch is the batch at full strength (all G groups live); each group owns a
   fixed slice. G is fixed when the job is launched: the nodes it has then (the trace's
-  first instant; `--nodes` on the real backend) // group_nodes, as a torchft job is
-  launched with its number of replica groups; nodes that come later are spares that
-  replace lost ones. Not the trace's peak: no decision may depend on a later event, and
-  a node added at the run's last instant would otherwise change every iteration. A step trains on the live groups' slices only: the
+  first instant; `--nodes` on the real backend) // group_nodes, or `groups` when set, as a
+  torchft job is launched with its number of replica groups; nodes that come later fill
+  groups still missing nodes, then wait as spares. Not the trace's peak by default: no
+  decision may depend on a later event (a node added at the run's last instant would
+  otherwise change every iteration); `groups` says how many the allocation was made for,
+  and the groups missing nodes then train nothing until their nodes arrive. A step trains on the live groups' slices only: the
   effective batch shrinks while groups are out, the gradient is the mean over the live
   samples (the SUM all-reduce divided by the participants, each group's own loss being a
   mean over its samples), and the learning rate is unchanged, as in torchft.
@@ -80,6 +82,13 @@ class ReplicaGroupsOptions:
     )  # fmt: skip
     quorum_s: float = option(DEFAULT_QUORUM_S, unit="s", doc="every step's quorum", where=(PLANNER,), minimum=0)
     min_groups: int = option(1, doc="the quorum waits for this many live groups", where=(PLANNER, REAL), minimum=1)
+    groups: int = option(
+        0,
+        doc="replica groups the job is launched for (0: as many as the nodes at launch form); "
+        "groups whose nodes are not there yet train nothing until they are",
+        where=(PLANNER, REAL),
+        minimum=0,
+    )
 
 
 def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
@@ -90,11 +99,12 @@ def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
             used = replace(options, group_nodes=planner.min_nodes)
         except InfeasibleError:
             used = replace(options, group_nodes=1)  # the policy reports out of memory
-    groups = ctx.launch_nodes // used.group_nodes
+    groups = used.groups or ctx.launch_nodes // used.group_nodes
     if groups and used.min_groups > groups:
         raise DesignError(
             f"replica_groups: min_groups {used.min_groups} is more than the {groups} group(s) of "
-            f"{used.group_nodes} node(s) that the {ctx.launch_nodes} nodes at launch form"
+            f"{used.group_nodes} node(s) "
+            + ("set by groups" if used.groups else f"that the {ctx.launch_nodes} nodes at launch form")
         )
     policy = ReplicaGroupsPolicy(
         planner,

@@ -34,6 +34,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from planner.records import upgrade_summary
+
 Runner = Callable[["RunSpec", Path], Mapping[str, Any]]
 
 
@@ -68,7 +70,7 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
     summary, marker = run_dir / "summary.json", run_dir / "spec.json"
     if summary.exists() and marker.exists() and marker.read_text() == spec.canonical():
-        return json.loads(summary.read_text())
+        return upgrade_summary(json.loads(summary.read_text()))
     return None
 
 

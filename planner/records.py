@@ -66,7 +66,12 @@ class TimeBreakdown:
     lost_work_s: float = 0.0  # iterations computed and then thrown away
     redundant_compute_s: float = 0.0  # Bamboo's extra forward passes and fail-over slowdown
     waiting_s: float = 0.0  # too few nodes to train
-    idle_gpu_s: float = 0.0  # GPU-seconds of present nodes outside the plan (not in the sum)
+
+    def effective_training_time(self) -> float:
+        """Useful compute over the run's wall-clock time (Kokolis et al., arXiv 2410.21680:
+        effective training time ratio, ETTR); 0 for a run of no time."""
+        total = self.total_s()
+        return self.useful_compute_s / total if total > 0 else 0.0
 
     def total_s(self) -> float:
         return (
@@ -85,7 +90,10 @@ class RunSummary:
     """The headline numbers of one run.
 
     `avg_samples_per_s` = committed samples / (time of the last completed iteration -
-    time training first started), the artifact's definition (DESIGN 4)."""
+    time training first started), the artifact's definition (DESIGN 4). `breakdown` holds
+    wall-clock seconds only (they sum to the run's span); `idle_gpu_s` is GPU-seconds, of
+    GPUs present but outside the plan; `to_dict` adds `effective_training_time`, useful
+    compute over wall-clock time, the same in every engine."""
 
     policy: str
     model: str
@@ -106,12 +114,31 @@ class RunSummary:
     num_failed_checkpoints: int = (
         0  # checkpoints begun and never completed (the real backend's; the simulator's never fail)
     )
+    idle_gpu_s: float = 0.0  # GPU-seconds (not wall-clock) of present GPUs outside the plan
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("breakdown", "extra")}
         data["breakdown"] = asdict(self.breakdown)
+        data["effective_training_time"] = self.breakdown.effective_training_time()
         data.update(self.extra)
         return data
+
+
+def upgrade_summary(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved `summary.json` in today's keys: the one place older keys are mapped
+    (`breakdown.idle_gpu_s`, GPU-seconds among wall-clock seconds, is `idle_gpu_s`;
+    `effective_training_time` is added where it is missing)."""
+    out = dict(data)
+    breakdown = dict(out.get("breakdown") or {})
+    if "idle_gpu_s" in breakdown:
+        out.setdefault("idle_gpu_s", breakdown.pop("idle_gpu_s"))
+        out["breakdown"] = breakdown
+    if breakdown and "effective_training_time" not in out:
+        known = {f.name for f in fields(TimeBreakdown)}
+        out["effective_training_time"] = TimeBreakdown(
+            **{k: float(v) for k, v in breakdown.items() if k in known}
+        ).effective_training_time()
+    return out
 
 
 def _clean(value: Any) -> Any:

@@ -213,7 +213,10 @@ def render(result, where) -> str:
         ("waiting for nodes", b.waiting_s),
     ):
         lines.append(f"  {label:<18} {value / 3600:9.2f} h  {100 * value / total:5.1f} %")
-    lines.append(f"  {'idle GPUs':<18} {b.idle_gpu_s / 3600:9.2f} GPU-h")
+    lines.append(
+        f"  {'effective training':<18} {100 * b.effective_training_time():9.1f} %  (useful compute / wall-clock)"
+    )
+    lines.append(f"  {'idle GPUs':<18} {s.idle_gpu_s / 3600:9.2f} GPU-h (GPUs present outside the plan)")
     if where is not None:
         lines += ["", f"run files: {where}"]
     return "\n".join(lines)

@@ -117,5 +117,4 @@ class Ledger:
             lost_work_s=self.lost_work_s,
             redundant_compute_s=self.redundant_s + self.pending_redundant_s,
             waiting_s=self.waiting_s,
-            idle_gpu_s=self.idle_gpu_s,
         )

@@ -117,6 +117,7 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         cost_usd=node_hours * setup.price_per_node_hour,
         breakdown=led.breakdown(),
         extra=extra,
+        idle_gpu_s=led.idle_gpu_s,
     )
 
 

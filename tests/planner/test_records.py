@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from planner.records import EventRecord, RunSummary, TimeBreakdown, TimelineRow, read_events, read_timeline, write_run
+from planner.records import (
+    EventRecord,
+    RunSummary,
+    TimeBreakdown,
+    TimelineRow,
+    read_events,
+    read_timeline,
+    upgrade_summary,
+    write_run,
+)
 
 
 def test_run_record_round_trip(tmp_path):
@@ -45,3 +54,17 @@ def test_run_record_round_trip(tmp_path):
         "node": "n0",
     }
     assert read_events(out) == [{"time_s": 0.0, "kind": "add", "node": "n0"}]
+
+
+def test_the_summary_says_its_units_and_old_files_are_read_in_todays_keys(tmp_path):
+    summary = RunSummary(
+        "oobleck", "m", "t", "planner", 100.0, 1.0, 10, 1, 0, 0, 0, 0, 0.1, 0.0,
+        TimeBreakdown(useful_compute_s=98.0, waiting_s=2.0), idle_gpu_s=7200.0,
+    )  # fmt: skip
+    data = json.loads((write_run(tmp_path / "r", {}, summary, [], []) / "summary.json").read_text())
+    assert "idle_gpu_s" not in data["breakdown"] and data["idle_gpu_s"] == 7200.0
+    assert data["effective_training_time"] == 0.98
+    # a summary written before: GPU-seconds inside the wall-clock breakdown, no ratio
+    old = {**data, "breakdown": {**data["breakdown"], "idle_gpu_s": 7200.0}}
+    del old["idle_gpu_s"], old["effective_training_time"]
+    assert upgrade_summary(old) == data

@@ -63,8 +63,9 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     assert len(shares) == len(summary["iteration_times_s"]) == 3 and summary["cpu_cores"] >= 1
     if os.path.exists("/proc/stat"):
         assert all(0.0 <= s <= 1.0 for s in shares), shares
-    assert sum(summary["breakdown"][k] for k in summary["breakdown"] if k != "idle_gpu_s") == pytest.approx(
-        summary["duration_s"]
+    assert sum(summary["breakdown"].values()) == pytest.approx(summary["duration_s"])
+    assert summary["effective_training_time"] == pytest.approx(
+        summary["breakdown"]["useful_compute_s"] / summary["duration_s"]
     )
     rows = read_timeline(tmp_path)
     assert [r.state for r in rows][:2] == ["waiting", "running"] and rows[-1].state == "finished"

@@ -69,8 +69,10 @@ def test_json_holds_the_summary_fields(capsys, policy, calibration, model):
         "lost_work_s",
         "redundant_compute_s",
         "waiting_s",
-        "idle_gpu_s",
-    }
+    }  # wall-clock seconds only; GPU-seconds apart
+    assert data["idle_gpu_s"] >= 0
+    b = data["breakdown"]
+    assert data["effective_training_time"] == pytest.approx(b["useful_compute_s"] / sum(b.values()))
     assert data["committed_samples"] > 0 and data["policy"] == policy and data["calibration"] == calibration
 
 
