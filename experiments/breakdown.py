@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
@@ -62,7 +64,7 @@ def _titled(data: pd.DataFrame, column: str) -> pd.DataFrame:
     """Panel titles that name the systems left out (out of memory, or rejected)."""
     titles = {}
     for value, rows in data.groupby(column, sort=False):
-        out = [plots.label(s) for s in rows.loc[rows["outcome"] != "ok", "system"]]
+        out = [plots.label(s) for s in rows.loc[~rows["outcome"].isin(RAN_OUTCOMES), "system"]]
         titles[value] = f"{value}" + (f" ({', '.join(out)}: OOM)" if out else "")
     return data.assign(panel_title=data[column].map(titles))
 
@@ -75,13 +77,13 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
         focus = FIG1_MODEL if FIG1_MODEL in models else models[0]
         one = _titled(data[data["model"] == focus].assign(where=lambda d: d["trace_label"]), "where")
         figs[f"fig01-{calibration}"] = plots.time_breakdown(
-            one[one["outcome"] == "ok"], group="system", panel="panel_title", title=f"{focus}; {title}"
+            one[one["outcome"].isin(RAN_OUTCOMES)], group="system", panel="panel_title", title=f"{focus}; {title}"
         )
         for key in TRACES:
             rows = _titled(data[data["trace_key"] == key], "model")
             label = rows["trace_label"].iloc[0]
             figs[f"fig12-{calibration}-{key}"] = plots.time_breakdown(
-                rows[rows["outcome"] == "ok"], group="system", panel="panel_title", title=f"{label}; {title}"
+                rows[rows["outcome"].isin(RAN_OUTCOMES)], group="system", panel="panel_title", title=f"{label}; {title}"
             )
     return figs
 

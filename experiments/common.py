@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 MODELS = ("BERT-large", "GPT-2-ours", "GPT-3-medium", "GPT-3-2_7b", "GPT-3-6_7b")
 SYSTEMS = ("oobleck", "bamboo", "varuna")
 CALIBRATIONS = ("artifact", "planner")
@@ -41,11 +43,13 @@ def spot_options(calibration: str, model: str, system: str) -> dict:
 
 def notes(table: pd.DataFrame) -> pd.Series:
     """A short text per row for figures: 'OOM' for a system that cannot hold the model,
-    'error' for a configuration the planner rejected, '' otherwise."""
+    'n/a' for a configuration the planner rejected, 'no nodes' for a run that never had
+    enough nodes to start, '' otherwise."""
     outcome = table["outcome"] if "outcome" in table else pd.Series("ok", index=table.index)
     text = pd.Series("", index=table.index)
     text[outcome == "infeasible"] = "OOM"
     text[outcome == "error"] = "n/a"
+    text[outcome == "never-trained"] = "no nodes"
     return text
 
 
@@ -53,7 +57,7 @@ def runnable(table: pd.DataFrame) -> pd.DataFrame:
     """Runs that trained (drops out-of-memory systems and rejected configurations)."""
     if "outcome" not in table:
         return table
-    return table[table["outcome"] == "ok"]
+    return table[table["outcome"].isin(RAN_OUTCOMES)]
 
 
 def mean_std(table: pd.DataFrame, by: list[str], value: str, *, name: str | None = None) -> pd.DataFrame:

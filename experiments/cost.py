@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, notes, spot_options
@@ -96,7 +98,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     table.loc[(table["note"] == "") & table["usd_per_m"].isna(), "note"] = "no progress"
     for calibration, data in by_calibration(table):
         spot = data[data["market"] == "spot"]
-        ondemand = data[(data["market"] == "on-demand") & (data["outcome"] == "ok")]
+        ondemand = data[(data["market"] == "on-demand") & (data["outcome"].isin(RAN_OUTCOMES))]
         reference = ondemand.groupby("model")["usd_per_m"].min().to_dict()
         labels = {k: SHORT.get(k, k) for k in spot["trace_key"]}
         order = [labels[k] for k in TRACE_ORDER if k in labels]

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import MODELS, notes, run_throughput
@@ -155,7 +157,7 @@ def measures(table: pd.DataFrame) -> pd.DataFrame:
     """Every run with `run_samples_per_s`, `share_of_best` (of the best default design on
     the same trace and model; NaN where the run did not train), `usd_per_m` and `note`."""
     out = table.assign(run_samples_per_s=run_throughput(table), note=notes(table))
-    trained = out["outcome"] == "ok"
+    trained = out["outcome"].isin(RAN_OUTCOMES)
     out.loc[~trained, "run_samples_per_s"] = math.nan
     best = (
         out[out["schedule"] == "default"]
@@ -283,7 +285,10 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
             width_in=plots.FULL_IN,
         ),
         "designs-breakdown": plots.time_breakdown(
-            plain[plain["outcome"] == "ok"], group="system", panel="where", title="Where the time went, every design"
+            plain[plain["outcome"].isin(RAN_OUTCOMES)],
+            group="system",
+            panel="where",
+            title="Where the time went, every design",
         ),
     }
     tried = set(ran.loc[ran["schedule"] != "default", "policy"])

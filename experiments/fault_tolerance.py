@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import RUN_THROUGHPUT_LABEL, mean_std, run_throughput
@@ -77,7 +79,7 @@ def specs(setting: Setting) -> list[RunSpec]:
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     table = table.assign(run_samples_per_s=run_throughput(table))
-    generated = table[(table["burst"] > 0) & (table["outcome"] == "ok")]
+    generated = table[(table["burst"] > 0) & (table["outcome"].isin(RAN_OUTCOMES))]
     if generated.empty:
         return {"fault-tolerance": plots.text_figure("no run could be planned")}
     throughput = mean_std(generated, ["model", "fault_tolerance", "burst"], "run_samples_per_s")
@@ -109,7 +111,7 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
             title=title,
         ),
     }
-    real = table[(table["burst"] < 0) & (table["outcome"] == "ok")]
+    real = table[(table["burst"] < 0) & (table["outcome"].isin(RAN_OUTCOMES))]
     if not real.empty:
         real = real.assign(
             where=real["trace_label"].str.split(" \\(").str[0]

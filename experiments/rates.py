@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import (
@@ -67,7 +69,7 @@ def specs(setting: Setting) -> list[RunSpec]:
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
-    ran = table[table["outcome"] == "ok"]
+    ran = table[table["outcome"].isin(RAN_OUTCOMES)]
     ran = ran.assign(run_samples_per_s=run_throughput(ran))
     for calibration, data in by_calibration(ran):
         summary = mean_std(data, ["model", "system", "rate"], "run_samples_per_s")

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots
 from .base import Experiment, Setting
 from .common import SYSTEMS, mean_std
@@ -136,7 +138,7 @@ def specs(setting: Setting) -> list[RunSpec]:
 
 def measures(table: pd.DataFrame) -> pd.DataFrame:
     """The runs that trained, with the derived measures of the module doc added."""
-    ran = table[table["outcome"] == "ok"].copy()
+    ran = table[table["outcome"].isin(RAN_OUTCOMES)].copy()
     wall_s = ran["duration_s"].astype(float)
     samples = ran["committed_samples"].astype(float)
     gpus = ran["node_hours"].astype(float) * 3600.0 / wall_s * GPUS_PER_NODE

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import (
@@ -78,7 +80,7 @@ def specs(setting: Setting) -> list[RunSpec]:
 
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
     figs = {}
-    data = table[table["outcome"] == "ok"]
+    data = table[table["outcome"].isin(RAN_OUTCOMES)]
     data = data.assign(
         run_samples_per_s=run_throughput(data),
         where=data["model"]

@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from .sweep import RunSpec
 from .tracesrc import TraceChoice
 
@@ -122,4 +124,8 @@ def timeline(out_dir: str | Path, key: str) -> pd.DataFrame:
 
 def ok(table: pd.DataFrame) -> pd.Series:
     """Rows of runs that ran (possibly as 'infeasible', i.e. out of memory)."""
-    return table["outcome"].isin(["ok", "infeasible"]) if "outcome" in table else pd.Series(True, index=table.index)
+    return (
+        table["outcome"].isin([*RAN_OUTCOMES, "infeasible"])
+        if "outcome" in table
+        else pd.Series(True, index=table.index)
+    )

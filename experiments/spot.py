@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.records import RAN_OUTCOMES
+
 from . import plots, tracesrc
 from .base import Experiment, Setting
 from .common import CALIBRATION_TITLES, CALIBRATIONS, MODELS, SYSTEMS, by_calibration, spot_options
@@ -72,7 +74,7 @@ def panel(rows: pd.DataFrame, out_dir: Path, title: str) -> plots.TimelinePanel:
     """One model on one trace: every system's timeline and average."""
     timelines, averages, missing = {}, {}, []
     for _, row in rows.iterrows():
-        if row.get("outcome") != "ok":
+        if row.get("outcome") not in RAN_OUTCOMES:
             missing.append(
                 f"{plots.label(row['system'])}: {'out of memory' if row.get('outcome') == 'infeasible' else 'n/a'}"
             )

@@ -55,6 +55,13 @@ class EventRecord:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
+# `outcome` in a summary: trained; never started (too few nodes, or the run ended first; the
+# reason in `infeasible_reason`); cannot run at all (the model fits nowhere). Experiments
+# count the first two as runs (a never-trained one committed nothing).
+OK, NEVER_TRAINED, INFEASIBLE = "ok", "never-trained", "infeasible"
+RAN_OUTCOMES = (OK, NEVER_TRAINED)
+
+
 @dataclass(frozen=True)
 class TimeBreakdown:
     """Where the wall-clock time of a run went, in seconds (summing to the run's span)."""

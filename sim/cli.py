@@ -188,8 +188,10 @@ def render(result, where) -> str:
         f"{registry.label(s.policy) or s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
         f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
     ]
-    if s.extra.get("outcome") != "ok":
+    if s.extra.get("outcome") == "infeasible":
         lines.append(f"  cannot run: {s.extra.get('infeasible_reason')}")
+    elif s.extra.get("outcome") != "ok":
+        lines.append(f"  {s.extra.get('infeasible_reason')}")
     lines += [
         "",
         f"average throughput   {s.avg_samples_per_s:10.2f} samples/s",

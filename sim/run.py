@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planner.records import EventRecord, RunSummary, TimelineRow, write_run
+from planner.records import INFEASIBLE, NEVER_TRAINED, OK, EventRecord, RunSummary, TimelineRow, write_run
 from traces.model import Trace
 
 from . import artifact_data as art
@@ -74,6 +75,24 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 
 
+def outcome(infeasible: str | None, first_start: float | None, events: Sequence[EventRecord]) -> dict[str, Any]:
+    """`outcome` and `infeasible_reason`: why a run trained nothing, when it did not (the
+    reason of the last wait for nodes, from the run's decisions)."""
+    if infeasible is not None:
+        return {"outcome": INFEASIBLE, "infeasible_reason": infeasible}
+    if first_start is None:
+        waits = (
+            a.get("reason")
+            for e in reversed(events)
+            if e.kind == "decision"
+            for a in e.detail.get("actions", ())
+            if a.get("action") == "WaitForNodes" and a.get("reason")
+        )
+        why = next(waits, None) or "the run ended before its first start completed"
+        return {"outcome": NEVER_TRAINED, "infeasible_reason": f"never trained: {why}"}
+    return {"outcome": OK, "infeasible_reason": None}
+
+
 def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     config = setup.config
     led = sim.ledger
@@ -85,8 +104,7 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     node_hours = led.node_s / 3600.0
     counts = sim.counts
     extra = {
-        "outcome": "ok" if sim.infeasible is None else "infeasible",
-        "infeasible_reason": sim.infeasible,
+        **outcome(sim.infeasible, sim.first_start_t, sim.events),
         "first_start_s": sim.first_start_t,
         "last_iteration_s": sim.last_iteration_t,
         "removals": counts["removals"],
@@ -159,8 +177,7 @@ def _replayed(setup: Setup) -> SimResult:
         cost_usd=node_hours * setup.price_per_node_hour,
         breakdown=rep.breakdown(),
         extra={
-            "outcome": "ok" if rep.infeasible is None else "infeasible",
-            "infeasible_reason": rep.infeasible,
+            **outcome(rep.infeasible, rep.first_ms, rep.events),
             "first_start_s": None if rep.first_ms is None else rep.first_ms / 1000,
             "last_iteration_s": None if rep.last_step_t is None else rep.last_step_t / 1000,
             "removals": c["removals"],

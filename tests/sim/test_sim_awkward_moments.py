@@ -253,3 +253,12 @@ def test_recycle_loss_during_the_replan_checkpoint_keeps_the_work(second_s):
     assert taken[1800.0] == ["Checkpoint", "Restart"]
     assert taken[second_s] == (["Checkpoint", "Restart"] if second_s < 1801 else ["RestartFromCheckpoint"])
     assert result.summary.breakdown.lost_work_s < 60.0
+
+
+def test_a_run_that_never_trains_says_so_and_why():
+    never = simulate(SimConfig(policy="oobleck", model="GPT-3-medium", min_nodes=1000))
+    assert never.summary.committed_samples == 0
+    assert never.summary.extra["outcome"] == "never-trained"
+    assert never.summary.extra["infeasible_reason"] == "never trained: 30 usable nodes, the artifact's model needs 1000"
+    trained = simulate(SimConfig(policy="oobleck", model="GPT-3-medium"))
+    assert trained.summary.extra["outcome"] == "ok" and trained.summary.extra["infeasible_reason"] is None
