@@ -17,6 +17,10 @@
   artifact's model of Bamboo, which the artifact calibration keeps).
 - Nodes that became usable during a reconfiguration or restart join it (Bamboo's
   rendezvous takes whoever is there when it completes). Restarts form a fresh grid.
+- A node lost during a reconfiguration: the grid being formed holds nothing yet (its
+  copies are in flight), so the loss is judged on the grid that trained last, which still
+  holds the state (`BambooMemory.held`): fatal when some stage then has no live holder,
+  else the reconfiguration is formed again from that grid's holders.
 - With a layout (planner calibration) a reconfiguration names its layer copies: each node
   needs its own and its successor's stage, from any surviving holder.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..profile import ModelProfile
@@ -52,6 +56,19 @@ from .decisions import (
 
 DEFAULT_DEPTH = 12
 DEFAULT_OVERLOAD_THRESHOLD = 0.05
+
+
+@dataclass(frozen=True)
+class BambooMemory:
+    """What a reconfiguration remembers: the job has started, and `held` is the grid that
+    trained last, whose nodes hold the state until the new grid's copies are done (truthy
+    as `started`, like the plain flag the other decisions keep)."""
+
+    started: bool
+    held: BambooPlan | None = None
+
+    def __bool__(self) -> bool:
+        return self.started
 
 
 @dataclass(frozen=True)
@@ -180,7 +197,12 @@ class BambooPolicy:
             return Decision(None, (WaitForNodes(0, reason),))
         plan: BambooPlan | None = current.plan if current is not None else None
         started = bool(current is not None and current.memory)
+        held = current.memory.held if current is not None and isinstance(current.memory, BambooMemory) else None
         if isinstance(event, NodesRemoved):
+            if held is not None and view.job_state == "reconfiguring":
+                if not set(event.nodes) & (set(held.nodes) | set(plan.nodes if plan is not None else ())):
+                    return Decision(plan, (Continue(),), current.memory if current is not None else True)
+                return self._lost_while_reconfiguring(view, event, held)
             return self._on_removal(view, event, plan, started)
         if plan is None:
             return self._form(view, None, started, restart=started)
@@ -228,6 +250,20 @@ class BambooPolicy:
             actions.append(FailOver(node, pred, (p, s)))
         new = BambooPlan(self.depth, tuple(tuple(r) for r in owners), plan.spares, tuple(sorted(covered)))
         return Decision(new, tuple(actions), started, check_at_iteration_end=True)
+
+    def _lost_while_reconfiguring(self, view: ClusterView, event: NodesRemoved, held: BambooPlan) -> Decision:
+        """A node lost while a reconfiguration from `held` (the grid that trained last, whose
+        nodes hold the state) is under way: fatal when a stage has no live holder left in
+        `held`, else the reconfiguration formed again from `held`."""
+        alive, d = set(view.ready), self.depth
+        gone = sorted(n for n in event.nodes if n in set(held.nodes))
+        bare = [t for t in range(d) if not any(n in alive for row in held.owners for n in (row[t], row[(t - 1) % d]))]
+        if bare:
+            return self._fatal(view, f"lost {gone} while reconfiguring: stage {bare[0]} has no live holder", True)
+        decision = self._form(view, held, True, restart=False, why=f"lost {gone} while reconfiguring")
+        if decision.plan is not None and any(isinstance(a, Reinstantiate) for a in decision.actions):
+            return replace(decision, memory=BambooMemory(True, held))
+        return decision
 
     def _fatal(self, view: ClusterView, why: str, started: bool) -> Decision:
         grid = form_grid(view.ready, self.depth)
@@ -290,7 +326,7 @@ class BambooPolicy:
             return Decision(grid, (RestartFromCheckpoint("a stage has no surviving copy"),), True)
         if copies:
             actions.append(CopyLayers(copies))
-        return Decision(grid, tuple(actions), True)
+        return Decision(grid, tuple(actions), BambooMemory(True, old))
 
     # -- copy plans ----------------------------------------------------------------------
     def copies(self, old: BambooPlan, new: BambooPlan) -> tuple[LayerCopy, ...] | None:

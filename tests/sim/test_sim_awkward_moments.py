@@ -262,3 +262,19 @@ def test_a_run_that_never_trains_says_so_and_why():
     assert never.summary.extra["infeasible_reason"] == "never trained: 30 usable nodes, the artifact's model needs 1000"
     trained = simulate(SimConfig(policy="oobleck", model="GPT-3-medium"))
     assert trained.summary.extra["outcome"] == "ok" and trained.summary.extra["infeasible_reason"] is None
+
+
+@pytest.mark.parametrize("second_s", [1810.0, 1830.0])
+def test_bamboo_judges_a_loss_during_a_reconfiguration_on_the_grid_that_holds_the_state(second_s):
+    """16 nodes; n0 leaves at 1,800 s and its predecessor n11 covers its stage; at 1,825.6 s
+    a reconfiguration starts (copies to a spare). n11, the last holder of that stage, lost
+    before it (1,810 s) or during it (1,830 s): fatal both times, back to the checkpoint,
+    since the copies to the new grid had not completed."""
+    rows = [(0.0, "add", [f"n{i}" for i in range(16)]), (1800.0, "remove", "n0"), (second_s, "remove", "n11")]
+    result = simulate(SimConfig(policy="bamboo", model="GPT-3-medium", calibration="planner", trace="hand"),
+                      trace=make_trace([*rows, (7200.0, "add", "late")]))  # fmt: skip
+    taken = {e.time_s: [a["action"] for a in e.detail["actions"]] for e in decisions(result)}
+    assert taken[second_s] == ["RestartFromCheckpoint"]
+    if second_s > 1825.6:
+        assert any("Reinstantiate" in a for t, a in taken.items() if 1800.0 < t < second_s)
+    assert result.summary.breakdown.lost_work_s > 1700.0
