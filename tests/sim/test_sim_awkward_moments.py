@@ -4,6 +4,8 @@ processes.
 
 Properties (hypothesis, on traces whose removals are placed a few seconds after nodes
 become ready, inside the launch that follows, as well as at random):
+- the summary holds: wall-clock buckets add up to the run's span, effective training time
+  is theirs, samples are whole batches, and `outcome` says whether the run trained;
 - a launch (start, restart, restart from a checkpoint or a snapshot) completes before
   training goes on, or begins again: while one is under way a design may only wait, go on
   with it or launch again, never reconfigure live state that the launch has not built yet;
@@ -109,12 +111,29 @@ def launch_violations(result) -> list[str]:
     return bad
 
 
+def summary_holds(result, trace: Trace) -> None:
+    """Wall-clock buckets, each >= 0, add up to the trace's span; the ratio is theirs;
+    samples are whole iterations' batches (or the part of it a partial plan trains)."""
+    s = result.summary
+    buckets = vars(s.breakdown)
+    assert all(v >= -1e-9 for v in buckets.values()), buckets
+    assert sum(buckets.values()) == pytest.approx(trace.duration_s, rel=1e-9, abs=1e-6)
+    assert s.to_dict()["effective_training_time"] == pytest.approx(s.breakdown.useful_compute_s / trace.duration_s)
+    assert (
+        0 <= s.committed_samples <= s.num_iterations * s.extra["samples_per_iteration"]
+        or s.extra.get("samples_per_iteration") is None
+    )
+    assert s.extra["outcome"] in ("ok", "never-trained", "infeasible")
+    assert (s.extra["outcome"] == "ok") == (s.extra["first_start_s"] is not None)
+
+
 @pytest.mark.parametrize("design", simulated())
 @SETTINGS
 @given(trace=awkward_traces())
 def test_a_launch_completes_or_begins_again_before_training(design, trace):
     result = simulate(planner_config(design), trace=trace)
     assert not launch_violations(result)
+    summary_holds(result, trace)
 
 
 @pytest.mark.parametrize("design", with_artifact())
@@ -123,6 +142,7 @@ def test_a_launch_completes_or_begins_again_before_training(design, trace):
 def test_a_launch_completes_or_begins_again_in_the_artifact_calibration(design, trace):
     result = simulate(SimConfig(policy=design, model="GPT-3-medium", trace="hand"), trace=trace)
     assert not launch_violations(result)
+    summary_holds(result, trace)
 
 
 def cut(trace: Trace, at_s: float) -> Trace:
@@ -278,3 +298,19 @@ def test_bamboo_judges_a_loss_during_a_reconfiguration_on_the_grid_that_holds_th
     if second_s > 1825.6:
         assert any("Reinstantiate" in a for t, a in taken.items() if 1800.0 < t < second_s)
     assert result.summary.breakdown.lost_work_s > 1700.0
+
+
+@SETTINGS
+@given(f=st.integers(1, 3), data=st.data())
+def test_oobleck_with_f_survives_any_f_simultaneous_losses_without_a_restart(f, data):
+    """16 nodes hold at least f + 1 pipelines (GPT-3 1.3B needs two V100s a replica); any f
+    of them lost at the same instant leave a live replica of every layer: a live
+    reconfiguration, no restart, no rollback."""
+    lost = data.draw(st.lists(st.integers(0, 15), min_size=f, max_size=f, unique=True))
+    rows = [(0.0, "add", [f"n{i}" for i in range(16)]), (1800.0, "remove", [f"n{i}" for i in lost])]
+    config = planner_config("oobleck", model="gpt3-1.3b", global_batch=512, fault_tolerance=f)
+    result = simulate(config, trace=make_trace([*rows, (5400.0, "add", "late")]))
+    at = [e for e in decisions(result) if e.time_s == 1800.0]
+    assert at and {a["action"] for a in at[0].detail["actions"]} <= {"Reinstantiate", "CopyLayers"}
+    assert result.summary.num_restarts == 0 and result.summary.extra["rollbacks"] == 0
+    assert result.summary.failures_survived == f
