@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from planner.errors import InfeasibleError
 from planner.policies import (
     Action,
     ArtifactOobleckPolicy,
@@ -67,6 +68,23 @@ class OobleckOptions:
 
 def build(ctx: BuildContext, options: OobleckOptions) -> PolicyBuild:
     planner = ctx.planner_for(options.fault_tolerance)
+    try:
+        n0 = planner.min_nodes
+    except InfeasibleError:
+        n0 = 0  # the policy reports out of memory
+    microbatches = planner.job.num_microbatches
+    if microbatches < options.fault_tolerance + 1:
+        raise DesignError(
+            f"oobleck: global batch {ctx.global_batch} is {microbatches} microbatch(es) of {ctx.microbatch_size}, "
+            f"which cannot feed f + 1 = {options.fault_tolerance + 1} pipelines (each needs at least one)"
+        )
+    most = ctx.max_nodes // n0 if n0 else 0
+    if most and options.fault_tolerance + 1 > most:
+        raise DesignError(
+            f"oobleck: fault_tolerance {options.fault_tolerance} needs {options.fault_tolerance + 1} pipelines of at "
+            f"least {n0} node(s); the {ctx.max_nodes} nodes the cluster ever has hold at most {most} "
+            f"(fault_tolerance <= {most - 1})"
+        )
     policy = OobleckPolicy(
         planner,
         checkpoints=ctx.checkpoints,

@@ -39,11 +39,19 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line naming the problem (exit 2), not the usage block;
+    sub-command parsers are of this class too (argparse makes them from the parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv` naming a known sub-command first, only its part's."""
     command = argv[0] if argv else None
     parts = (COMMANDS[command],) if command in COMMANDS else _PARTS
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ooblab",
         description="Testbed for resilient distributed training on preemptible GPUs.",
     )
@@ -68,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except BrokenPipeError:  # e.g. `ooblab plan --json | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's convention for SIGINT
+        print(f"ooblab {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ def plan_from_args(args) -> tuple[Planner, TemplateSet, ExecutionPlan]:
 
 def run(args) -> int:
     try:
+        cli_reconf.check_arguments(args)
         planner, templates, plan = plan_from_args(args)
         change = None
         if args.remove is not None or args.add is not None or args.throughput_tolerance is not None:

@@ -9,12 +9,13 @@ within `--join-horizon-s`). Bad input raises `PlannerError` with a one-line reas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .errors import PlannerError
 from .plan import ExecutionPlan
 from .planner import Planner
-from .reconfigure import Reconfiguration, lost_layers, on_addition, on_removal
+from .reconfigure import DEFAULT_JOIN_HORIZON_S, Reconfiguration, lost_layers, on_addition, on_removal
 
 GIB = 2**30
 
@@ -38,9 +39,22 @@ def register_arguments(parser) -> None:
     parser.add_argument(
         "--join-horizon-s",
         type=float,
-        default=1800.0,
-        help="with --add: seconds over which a join must pay for its copies",
+        default=None,
+        help=f"with --add: seconds over which a join must pay for its copies (default {DEFAULT_JOIN_HORIZON_S:g})",
     )
+
+
+def check_arguments(args) -> None:
+    """Refuse, before any planning, the change options that would be ignored or are out of range."""
+    if args.throughput_tolerance is not None and args.remove is None:
+        raise PlannerError("--throughput-tolerance applies to --remove only")
+    if args.join_horizon_s is not None:
+        if args.add is None:
+            raise PlannerError("--join-horizon-s applies to --add only")
+        if not (math.isfinite(args.join_horizon_s) and args.join_horizon_s > 0):
+            raise PlannerError(f"--join-horizon-s must be a number of seconds > 0, got {args.join_horizon_s:g}")
+    if args.add is not None and args.add < 1:
+        raise PlannerError(f"--add {args.add}: give a positive number of nodes")
 
 
 def _ranges(layers) -> str:
@@ -116,7 +130,8 @@ def reconfigure(planner: Planner, plan: ExecutionPlan, args) -> tuple[dict, Reco
         raise PlannerError(f"--add {args.add}: give a positive number of nodes")
     start = len(plan.nodes)
     added = [f"node{start + i}" for i in range(args.add)]
-    result = on_addition(planner, plan, added, horizon_s=args.join_horizon_s)
+    horizon_s = DEFAULT_JOIN_HORIZON_S if args.join_horizon_s is None else args.join_horizon_s
+    result = on_addition(planner, plan, added, horizon_s=horizon_s)
     return {"add": added}, result
 
 

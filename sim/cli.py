@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 from designs import cli as design_cli
 from designs import registry
@@ -157,12 +159,26 @@ def _option_names() -> set[str]:
     return {s.name for d in registry.all_designs() for s in d.option_specs}
 
 
+def check_output_dir(path: Path) -> None:
+    """Refuse, before the run, a directory its files cannot be written into."""
+    if path.exists() and not path.is_dir():
+        raise SimError(f"--out {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SimError(f"--out {path}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SimError(f"--out {path}: cannot write into it")
+
+
 def run(args) -> int:
     from .run import simulate  # simpy and the planner load only when simulating
 
     try:
         design_cli.load_modules(args)
         config = config_from_args(args)
+        if not args.no_write and args.out is not None:
+            check_output_dir(Path(args.out))
         result = simulate(config)
     except ValueError as exc:  # SimError, TraceError, PlannerError: all name the problem
         print(f"ooblab simulate: error: {exc}", file=sys.stderr)

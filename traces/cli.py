@@ -132,6 +132,10 @@ def _convert(args: argparse.Namespace) -> int:
         trace = cap(trace, args.cap)
     if args.compress is not None:
         trace = compress(trace, args.compress)
+    if not len(trace):
+        raise TraceError(
+            "the transformations leave no event (a cap of 0, or a window past the trace): nothing to write"
+        )
     _write(trace, args.output)
     return 0
 

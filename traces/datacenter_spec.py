@@ -73,6 +73,9 @@ def profile_from_keys(keys: dict[str, str]) -> DatacenterProfile:
         hosts_per_rack=_number(keys, "hosts_per_rack", int, prof.hosts_per_rack),
         repair_sigma=_number(keys, "repair_sigma", float, prof.repair_sigma),
     )
+    for key in ("gpus_per_host", "hosts_per_rack"):
+        if getattr(prof, key) < 1:
+            raise TraceError(f"{key}={keys.get(key)!r} must be a whole number >= 1")
     comps = {c.name: c for c in prof.components}
     for name in COMPONENTS:
         for what in ("mtbf", "repair"):

@@ -91,7 +91,10 @@ def generate(spec: str, *, rng: np.random.Generator | None = None) -> Trace:
     """The trace a generator spec describes (see the module docstring)."""
     name, keys = parse_spec(spec)
     if "seed" in keys:
-        rng = np.random.default_rng(_int(keys, "seed", None, spec))
+        seed = _int(keys, "seed", None, spec)
+        if seed < 0:
+            raise TraceError(f"seed={keys['seed']!r} must be a whole number >= 0", source=spec)
+        rng = np.random.default_rng(seed)
     try:
         if name == "fixed":
             if "interval" not in keys:

@@ -116,7 +116,7 @@ class Coordinator:
         self.local = local
         self.initial_nodes = list(self.trace.initial) if self.trace else config.node_names()
         names = list(dict.fromkeys(self.initial_nodes + [e.node for e in (self.trace.events if self.trace else ())]))
-        self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node)
+        self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node, config.steps)
         if config.pipelines is not None:
             if self.design.real.forced_start is None:
                 takers = [d.name for d in designs.all_designs() if d.real.forced_start is not None]

@@ -74,16 +74,25 @@ class Injection:
         return cls(**data)
 
 
-def parse_injections(text: str | None, nodes: Sequence[str] | None, gpus_per_node: int = 1) -> tuple[Injection, ...]:
+def parse_injections(
+    text: str | None, nodes: Sequence[str] | None, gpus_per_node: int = 1, steps: int | None = None
+) -> tuple[Injection, ...]:
     """Parse and check a schedule against the job's node names (None: names are not known
-    in advance, as on a multi-machine job); raise InjectionError."""
+    in advance, as on a multi-machine job) and its steps (numbered 0 .. steps - 1; None:
+    not checked): an injection that could never fire is refused. Raise InjectionError."""
     if text is None or not text.strip():
         return ()
     known = None if nodes is None else list(nodes)
     entries = [part.strip() for part in text.split(",")]
     out: list[Injection] = []
     for index, entry in enumerate(entries):
-        out.append(_parse_entry(index, entry, known, gpus_per_node))
+        item = _parse_entry(index, entry, known, gpus_per_node)
+        if steps is not None and item.step is not None and item.step >= steps:
+            raise InjectionError(
+                f"--inject entry {index + 1} ({entry!r}): step {item.step} is past the run's "
+                f"{steps} steps (0 .. {steps - 1}), so it would never happen"
+            )
+        out.append(item)
     _check_order(out)
     return tuple(out)
 

@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -49,6 +51,15 @@ def test_ooblab_designs_json_lists_every_option_with_type_default_unit_and_doc(c
     assert "depth (int, default 12" in capsys.readouterr().out
 
 
+@dataclass(frozen=True)
+class FakePlanner:
+    """Stands in for the job's planner at fault tolerance f: what a design's build asks of it."""
+
+    f: int
+    min_nodes: int = 1
+    job: Any = field(default_factory=lambda: SimpleNamespace(num_microbatches=8))
+
+
 def context(**changes) -> BuildContext:
     values = dict(
         profile=None,
@@ -61,7 +72,7 @@ def context(**changes) -> BuildContext:
         reconfigure_pause_s=2.5,
         profile_for=lambda b: None,
         profiled_microbatch=None,
-        planner_for=lambda f: ("planner", f),
+        planner_for=FakePlanner,
         cached=lambda key, make: make(),
     )
     return BuildContext(**{**values, **changes})
@@ -70,7 +81,7 @@ def context(**changes) -> BuildContext:
 def test_options_and_the_context_reach_the_oobleck_policy():
     design, options = registry.resolve("oobleck", {"join_horizon_s": 60, "fault_tolerance": 2}, "planner")
     built = design.build(context(), options)
-    assert isinstance(built.policy, OobleckPolicy) and built.policy.planner == ("planner", 2)
+    assert isinstance(built.policy, OobleckPolicy) and built.policy.planner == FakePlanner(2)
     policy = built.policy
     assert (policy.join_horizon_s, policy.reconfigure_pause_s, policy.checkpoints) == (60.0, 2.5, CheckpointSchedule(7))
 

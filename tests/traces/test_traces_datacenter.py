@@ -344,7 +344,7 @@ def test_spec_keys_reach_the_generator():
         ("datacenter:gpu_repair=0h", "gpu_repair must be > 0"),
         ("datacenter:profile=llama2", "unknown datacenter profile 'llama2'"),
         ("datacenter:profile=llama3-hardware,software_repair=1h", "profile llama3-hardware has no software component"),
-        ("datacenter:hosts_per_rack=0", "hosts_per_rack must be >= 1"),
+        ("datacenter:hosts_per_rack=0", "hosts_per_rack='0' must be a whole number >= 1"),
         ("datacenter:repair_sigma=-1", "repair_sigma must be >= 0"),
         ("datacenter:spare_delay=soon", "duration 'soon' must be a number and a unit"),
         ("datacenter:gpu_mtbf=0d", "gpu_mtbf must be > 0"),

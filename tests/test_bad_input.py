@@ -1,0 +1,57 @@
+"""Bad input, subcommand by subcommand: one line naming the problem and exit 2, checked
+before any work starts (no run, no worker, no listening socket); or, where running on is
+right, a visible note. Each row is (argv, exit code, words the output must hold)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ooblab.cli import main
+
+ROWS = [
+    # trace specs
+    (["traces", "info", "spot:seed=-1"], 2, "seed='-1' must be a whole number >= 0"),
+    (["traces", "info", "datacenter:gpus_per_host=0"], 2, "gpus_per_host='0' must be a whole number >= 1"),
+    (["traces", "info", "datacenter:hosts_per_rack=0"], 2, "hosts_per_rack='0' must be a whole number >= 1"),
+    (["traces", "info", "nosuch:x=1"], 2, "nosuch"),
+    (["traces", "convert", "fixed:interval=1h", "--cap", "0", "-o", "{tmp}/x.csv"], 2, "leave no event"),
+    # plan
+    (["plan", "--add", "1", "--join-horizon-s", "-5"], 2, "--join-horizon-s must be a number of seconds > 0"),
+    (["plan", "--join-horizon-s", "100"], 2, "--join-horizon-s applies to --add only"),
+    (["plan", "--throughput-tolerance", "0.1"], 2, "--throughput-tolerance applies to --remove only"),
+    (["plan", "--f", "40"], 2, "f = 40"),
+    (["plan", "--global-batch", "1"], 2, "with 1 microbatches"),
+    # simulate
+    (["simulate", "--calibration", "bogus"], 2, "invalid choice: 'bogus'"),
+    (["simulate", "--design", "nosuch", "--no-write"], 2, "unknown design 'nosuch'"),
+    (["simulate", "--calibration", "planner", "--fault-tolerance", "40", "--no-write"], 2, "fault_tolerance <= 29"),
+    (["simulate", "--calibration", "planner", "--global-batch", "1", "--no-write"], 2, "cannot feed f + 1 = 2"),
+    (["simulate", "--out", "{tmp}/a-file"], 2, "exists and is not a directory"),
+    (["simulate", "--out", "/proc/no-such-dir/run"], 2, "cannot create it"),
+    (["simulate", "--set", "min_nodes=1000", "--no-write"], 0, "never trained: 30 usable nodes"),
+    # the real backend, before any worker starts or any port is opened
+    (["run", "--nodes", "2", "--steps", "3", "--inject", "50:node1:crash"], 2, "step 50 is past the run's 3 steps"),
+    (["run", "--nodes", "2", "--steps", "3", "--inject", "1:node9:crash"], 2, "unknown worker 'node9'"),
+    (["run", "--nodes", "2", "--global-batch", "1", "--steps", "2"], 2, "cannot feed f + 1 = 2"),
+    (["coordinator", "--nodes", "2", "--global-batch", "1", "--port", "0"], 2, "cannot feed f + 1 = 2"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("argv,code,words", ROWS, ids=[" ".join(r[0])[:60] for r in ROWS])
+def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
+    (tmp_path / "a-file").write_text("")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        got = main(argv)
+    except SystemExit as exc:  # argparse exits itself
+        got = int(exc.code or 0)
+    out = capsys.readouterr()
+    assert got == code, (got, out.err[-500:])
+    text = out.err if code else out.out
+    assert words in text, text[-500:]
+    if code:
+        lines = [line for line in out.err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in out.err, out.err
