@@ -92,6 +92,8 @@ def load_file(path: str | Path) -> list[str]:
     file = Path(path).resolve()
     if str(file) in _files:
         return list(_files[str(file)])
+    if not file.exists():
+        raise DesignError(f"design module {path}: no such file")
     if not file.is_file() or file.suffix != ".py":
         raise DesignError(f"design module {path} is not a .py file")
     name = f"ooblab_design_module_{len(_files)}_{file.stem}"

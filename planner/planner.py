@@ -84,12 +84,18 @@ class Planner:
         """n0: the fewest nodes that hold one replica (searched up to the cluster size)."""
         sizes = self.feasible_sizes(max(self.cluster.num_nodes, self._floor_limit))
         if not sizes:
-            raise InfeasibleError(
-                f"{self.profile.name} does not fit on {self.cluster.num_nodes} node(s) of "
-                f"{self.cluster.gpus_per_node} x {self.cluster.gpu.name}: model state is "
-                f"{self.profile.state_bytes / 2**30:.1f} GiB, the cluster has "
-                f"{self.cluster.num_nodes * self.cluster.gpus_per_node * self.cluster.usable_memory_bytes / 2**30:.1f} GiB usable"
-            )
+            c, p = self.cluster, self.profile
+            usable = c.num_nodes * c.gpus_per_node * c.usable_memory_bytes
+            where = f"{p.name} does not fit on {c.num_nodes} node(s) of {c.gpus_per_node} x {c.gpu.name}"
+            if p.state_bytes <= usable:  # enough memory in all, but no layout of the layers over the GPUs
+                why = (
+                    f"model state is {p.state_bytes / 2**30:.1f} GiB of the cluster's {usable / 2**30:.1f} GiB, "
+                    f"but the template search found no layout of its {p.num_layers} layers over "
+                    f"{c.gpus_per_node} GPU(s) a node that fits each GPU's memory"
+                )
+            else:
+                why = f"model state is {p.state_bytes / 2**30:.1f} GiB, the cluster has {usable / 2**30:.1f} GiB usable"
+            raise InfeasibleError(f"{where}: {why}")
         return sizes[0]
 
     def template(self, num_nodes: int) -> PipelineTemplate | None:

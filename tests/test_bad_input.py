@@ -23,6 +23,8 @@ ROWS = [
     (["plan", "--throughput-tolerance", "0.1"], 2, "--throughput-tolerance applies to --remove only"),
     (["plan", "--f", "40"], 2, "f = 40"),
     (["plan", "--global-batch", "1"], 2, "with 1 microbatches"),
+    (["plan", "--gpus-per-node", "1000", "--model", "gpt3-350m"], 2, "found no layout of its 26 layers"),
+    (["plan", "--model", "gpt3-175b", "--nodes", "2"], 2, "the cluster has 30.0 GiB usable"),
     # simulate
     (["simulate", "--calibration", "bogus"], 2, "invalid choice: 'bogus'"),
     (["simulate", "--design", "nosuch", "--no-write"], 2, "unknown design 'nosuch'"),
@@ -31,6 +33,8 @@ ROWS = [
     (["simulate", "--out", "{tmp}/a-file"], 2, "exists and is not a directory"),
     (["simulate", "--out", "/proc/no-such-dir/run"], 2, "cannot create it"),
     (["simulate", "--set", "min_nodes=1000", "--no-write"], 0, "never trained: 30 usable nodes"),
+    (["simulate", "--design-module", "{tmp}/nosuch.py", "--no-write"], 2, "nosuch.py: no such file"),
+    (["simulate", "--design-module", "{tmp}/a-file", "--no-write"], 2, "a-file is not a .py file"),
     # the real backend, before any worker starts or any port is opened
     (["run", "--nodes", "2", "--steps", "3", "--inject", "50:node1:crash"], 2, "step 50 is past the run's 3 steps"),
     (["run", "--nodes", "2", "--steps", "3", "--inject", "1:node9:crash"], 2, "unknown worker 'node9'"),

@@ -194,7 +194,7 @@ BROKEN = "from designs import Design\nD = Design('x', 'y', dict, build=print)\n"
         (["simulate", "--policy", "varuna", "--calibration", "planner", "--set", "rollback=false"], "varuna_rollback has no effect in the planner calibration"),
         (["simulate", "--design-module", "EMPTY"], "defines no design (a module-level designs.Design); known designs: oobleck"),
         (["simulate", "--design-module", "BROKEN"], "a design's options must be a dataclass"),
-        (["simulate", "--design-module", "no/such/file.py"], "is not a .py file"),
+        (["simulate", "--design-module", "no/such/file.py"], "design module no/such/file.py: no such file"),
         (["run", "--design", "nope"], "unknown design 'nope'; known designs: oobleck"),
         (["run", "--design", "oobleck", "--set", "rollback=false"], "rollback is an option of varuna, not of oobleck"),
         (["run", "--design", "oobleck", "--set", "speed=3"], "unknown option 'speed' of design oobleck; its options: fault_tolerance"),
