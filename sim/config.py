@@ -57,6 +57,10 @@ PLANNER_ONLY = (
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
 
+# the longest run `duration_s` may ask for: beyond the trace it holds the last membership
+MAX_DURATION_S = 366 * 86400.0
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Everything a run depends on (None: the calibration's default)."""
@@ -223,6 +227,11 @@ class SimConfig:
                     and value == 0
                 ):
                     raise SimError(f"{f.name} must be > 0")
+        if self.duration_s is not None and self.duration_s > MAX_DURATION_S:
+            raise SimError(
+                f"duration_s {self.duration_s:g} is past the bound of {MAX_DURATION_S:g} s (a year): past its last "
+                "event a trace's membership is held as it is, so a longer run is extrapolation; give a longer trace"
+            )
         if (self.compute_cores is None) != (self.sample_core_s is None):
             raise SimError(
                 "compute_cores and sample_core_s bound throughput together (the host's cores and the "

@@ -106,6 +106,7 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     derived = {
         "trace_name": trace.name,
         "trace_events": len(trace),
+        "trace_span_s": trace.duration_s,
         "node_startup_s": startup,
         "price_per_node_hour": price,
     }
