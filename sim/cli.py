@@ -204,6 +204,9 @@ def render(result, where) -> str:
         f"{registry.label(s.policy) or s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
         f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
     ]
+    last = c.get("trace_last_instant_events", 0)
+    if last:
+        lines.append(f"  its last instant ends the run: the {last} event(s) there are not processed")
     held = s.duration_s - c.get("trace_span_s", s.duration_s)
     if held > 1e-9:
         lines.append(f"  the trace's last membership held for the last {held / 3600:.2f} h (past its last event)")

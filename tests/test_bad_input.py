@@ -35,6 +35,7 @@ ROWS = [
     (["simulate", "--set", "min_nodes=1000", "--no-write"], 0, "never trained: 30 usable nodes"),
     (["simulate", "--duration-s", "1e12", "--no-write"], 2, "duration_s 1e+12 is past the bound"),
     (["simulate", "--duration-s", "100000", "--no-write"], 0, "last membership held for the last 12.78 h"),
+    (["simulate", "--no-write"], 0, "its last instant ends the run: the 1 event(s) there are not processed"),
     (["simulate", "--design-module", "{tmp}/nosuch.py", "--no-write"], 2, "nosuch.py: no such file"),
     (["simulate", "--design-module", "{tmp}/a-file", "--no-write"], 2, "a-file is not a .py file"),
     # the real backend, before any worker starts or any port is opened
