@@ -92,6 +92,11 @@ class GeminiOptions:
 
 def build(ctx: BuildContext, options: GeminiOptions) -> PolicyBuild:
     planner = ctx.planner_for(0)  # no redundant stages: the copies live in CPU memory
+    if options.replicas >= ctx.max_nodes:
+        raise DesignError(
+            f"gemini: replicas {options.replicas} copies each node's state to {options.replicas} peers, "
+            f"but the cluster never has more than {ctx.max_nodes} nodes (replicas <= {max(ctx.max_nodes - 1, 0)})"
+        )
     traffic = SnapshotTraffic(
         every=options.every,
         replicas=options.replicas,

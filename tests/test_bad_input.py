@@ -28,6 +28,11 @@ ROWS = [
     # simulate
     (["simulate", "--calibration", "bogus"], 2, "invalid choice: 'bogus'"),
     (["simulate", "--design", "nosuch", "--no-write"], 2, "unknown design 'nosuch'"),
+    (
+        ["simulate", "--design", "gemini", "--calibration", "planner", "--set", "replicas=100", "--no-write"],
+        2,
+        "replicas <= 29",
+    ),
     (["simulate", "--calibration", "planner", "--fault-tolerance", "40", "--no-write"], 2, "fault_tolerance <= 29"),
     (["simulate", "--calibration", "planner", "--global-batch", "1", "--no-write"], 2, "cannot feed f + 1 = 2"),
     (["simulate", "--out", "{tmp}/a-file"], 2, "exists and is not a directory"),
