@@ -77,6 +77,9 @@ def get_gpu(name: str) -> GpuSpec:
         raise PlannerError(f"unknown GPU type {name!r}; known: {', '.join(sorted(GPUS))}") from None
 
 
+MAX_GPUS_PER_NODE = 1024  # a bound on a node's GPUs that keeps the planner within memory
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """A homogeneous cluster: `num_nodes` nodes of `gpus_per_node` GPUs of one type.
@@ -96,6 +99,11 @@ class ClusterSpec:
             raise PlannerError(f"a cluster needs at least one node, got {self.num_nodes}")
         if self.gpus_per_node < 1:
             raise PlannerError(f"gpus_per_node must be >= 1, got {self.gpus_per_node}")
+        if self.gpus_per_node > MAX_GPUS_PER_NODE:
+            raise PlannerError(
+                f"gpus_per_node {self.gpus_per_node} is past the bound of {MAX_GPUS_PER_NODE}, "
+                "which keeps the template search's tables within memory"
+            )
         if self.usable_memory_bytes <= 0:
             raise PlannerError(f"reserved_bytes {self.reserved_bytes} leaves no memory on {self.gpu.name}")
 

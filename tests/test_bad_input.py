@@ -16,6 +16,11 @@ ROWS = [
     (["traces", "info", "datacenter:gpus_per_host=0"], 2, "gpus_per_host='0' must be a whole number >= 1"),
     (["traces", "info", "datacenter:hosts_per_rack=0"], 2, "hosts_per_rack='0' must be a whole number >= 1"),
     (["traces", "info", "nosuch:x=1"], 2, "nosuch"),
+    (["traces", "info", "spot:hours=1e9"], 2, "hours 1e+09 is past the bound of 8784"),
+    (["traces", "info", "datacenter:days=1e6"], 2, "days 1e+06 is past the bound of 366"),
+    (["traces", "info", "fixed:interval=1h,nodes=2000000"], 2, "nodes 2e+06 is past the bound"),
+    (["traces", "info", "{tmp}/counts.csv", "--format", "counts-s"], 2, "past the bound of 1,000,000 nodes"),
+    (["simulate", "--calibration", "planner", "--gpus-per-node", "100000", "--no-write"], 2, "past the bound of 1024"),
     (["traces", "convert", "fixed:interval=1h", "--cap", "0", "-o", "{tmp}/x.csv"], 2, "leave no event"),
     # plan
     (["plan", "--add", "1", "--join-horizon-s", "-5"], 2, "--join-horizon-s must be a number of seconds > 0"),
@@ -55,6 +60,7 @@ ROWS = [
 @pytest.mark.parametrize("argv,code,words", ROWS, ids=[" ".join(r[0])[:60] for r in ROWS])
 def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
     (tmp_path / "a-file").write_text("")
+    (tmp_path / "counts.csv").write_text("x,count\n0,5\n10,1000000000\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     try:
         got = main(argv)

@@ -41,7 +41,7 @@ from .datacenter_profiles import (
     SCOPES,
     DatacenterProfile,
 )
-from .errors import TraceError
+from .errors import MAX_HOURS, MAX_NODES, TraceError, check_size
 from .model import Trace, TraceEvent
 
 DAY_S = 86_400.0
@@ -78,6 +78,7 @@ def job_hosts(gpus: int, profile: DatacenterProfile) -> int:
     """Hosts of a job on ``gpus`` GPUs (the GPU count must fill whole hosts)."""
     if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1:
         raise TraceError(f"gpus must be a whole number >= 1, got {gpus!r}")
+    check_size("hosts", gpus // max(profile.gpus_per_host, 1), MAX_NODES)
     if gpus % profile.gpus_per_host:
         raise TraceError(f"gpus={gpus} is not a multiple of gpus_per_host={profile.gpus_per_host}")
     return int(gpus) // profile.gpus_per_host
@@ -101,6 +102,7 @@ def _units(scope: str, hosts: int, profile: DatacenterProfile) -> int:
 def _check(profile: DatacenterProfile, days: float, spares: int, spare_delay_s: float) -> None:
     if not (isinstance(days, (int, float)) and math.isfinite(days) and days > 0):
         raise TraceError(f"days must be > 0, got {days!r}")
+    check_size("days", days, MAX_HOURS / 24)
     if isinstance(spares, bool) or not isinstance(spares, (int, np.integer)) or spares < 0:
         raise TraceError(f"spares must be a whole number >= 0, got {spares!r}")
     if not (math.isfinite(spare_delay_s) and spare_delay_s >= 0):

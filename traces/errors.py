@@ -23,3 +23,17 @@ class TraceError(ValueError):
         if source is not None:
             where = f"{source}:{line}: " if line is not None else f"{source}: "
         super().__init__(where + message)
+
+
+# Size bounds that keep a trace within this machine's memory and minutes: a million nodes (eight
+# million GPUs at eight a node, beyond any cluster built) and a year of generated trace.
+MAX_NODES = 1_000_000
+MAX_HOURS = 366 * 24
+
+
+def check_size(what: str, value: float, bound: float) -> None:
+    """Refuse a size past its bound, naming both."""
+    if value > bound:
+        raise TraceError(
+            f"{what} {value:g} is past the bound of {bound:g}, which keeps traces within memory and minutes"
+        )

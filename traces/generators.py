@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 
-from .errors import TraceError
+from .errors import MAX_NODES, TraceError, check_size
 from .model import Trace, TraceEvent
 
 DURATION_UNITS_S = {
@@ -64,6 +64,7 @@ def fixed_interval(
     """
     if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
         raise TraceError(f"nodes must be a whole number >= 1, got {nodes!r}")
+    check_size("nodes", nodes, MAX_NODES)
     if isinstance(removals, bool) or not isinstance(removals, (int, np.integer)) or not 0 <= removals <= nodes:
         raise TraceError(f"removals must be a whole number in [0, nodes={nodes}], got {removals!r}")
     if not (math.isfinite(interval_s) and interval_s > 0):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from .errors import TraceError
+from .errors import MAX_NODES, TraceError
 
 # Seconds per unit of the time columns that trace files use.
 UNIT_S = {"ms": Decimal("0.001"), "s": Decimal(1), "h": Decimal(3600)}
@@ -147,6 +147,8 @@ def parse_count(text: str, *, source: str, line: int) -> int:
     value = parse_decimal(text, "node count", source=source, line=line)
     if value < 0 or value != value.to_integral_value():
         raise TraceError(f"node count {text!r} is not a whole number >= 0", source=source, line=line)
+    if value > MAX_NODES:
+        raise TraceError(f"node count {text!r} is past the bound of {MAX_NODES:,} nodes", source=source, line=line)
     return int(value)
 
 

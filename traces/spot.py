@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .errors import TraceError
+from .errors import MAX_HOURS, MAX_NODES, TraceError, check_size
 from .model import Trace, TraceEvent
 from .spot_profiles import SPOT_PROFILES, SpotProfile
 
@@ -62,6 +62,8 @@ def spot_market(
         raise TraceError(f"nodes must be a whole number >= 1, got {nodes!r}")
     if not (isinstance(hours, (int, float)) and math.isfinite(hours) and hours > 0):
         raise TraceError(f"hours must be > 0, got {hours!r}")
+    check_size("hours", hours, MAX_HOURS)
+    check_size("nodes", nodes, MAX_NODES)
     if not isinstance(rng, np.random.Generator):
         raise TraceError("spot_market needs a seeded numpy.random.Generator as rng")
     res = prof.resolution_s
