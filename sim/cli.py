@@ -169,6 +169,8 @@ def check_output_dir(path: Path) -> None:
         raise SimError(f"--out {path}: cannot create it ({exc.strerror or exc})") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise SimError(f"--out {path}: cannot write into it")
+    if (path / "summary.json").exists():
+        print(f"ooblab simulate: note: {path} holds an earlier run; its files are replaced", file=sys.stderr)
 
 
 def run(args) -> int:

@@ -46,6 +46,7 @@ ROWS = [
     (["simulate", "--duration-s", "1e12", "--no-write"], 2, "duration_s 1e+12 is past the bound"),
     (["simulate", "--duration-s", "100000", "--no-write"], 0, "last membership held for the last 12.78 h"),
     (["simulate", "--no-write"], 0, "its last instant ends the run: the 1 event(s) there are not processed"),
+    (["simulate", "--trace", "{tmp}/unsorted.csv", "--no-write"], 2, "ooblab traces convert FILE --repair"),
     (["simulate", "--design-module", "{tmp}/nosuch.py", "--no-write"], 2, "nosuch.py: no such file"),
     (["simulate", "--design-module", "{tmp}/a-file", "--no-write"], 2, "a-file is not a .py file"),
     # the real backend, before any worker starts or any port is opened
@@ -61,6 +62,7 @@ ROWS = [
 def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
     (tmp_path / "a-file").write_text("")
     (tmp_path / "counts.csv").write_text("x,count\n0,5\n10,1000000000\n")
+    (tmp_path / "unsorted.csv").write_text("time_ms,event,node\n10,add,n0\n5,add,n1\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     try:
         got = main(argv)
@@ -73,3 +75,9 @@ def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
     if code:
         lines = [line for line in out.err.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in out.err, out.err
+
+
+def test_simulate_says_when_out_replaces_an_earlier_run(tmp_path: Path, capsys):
+    argv = ["simulate", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0 and "holds an earlier run" not in capsys.readouterr().err
+    assert main(argv) == 0 and "holds an earlier run; its files are replaced" in capsys.readouterr().err

@@ -189,7 +189,7 @@ def order_rows(
             if not repair:
                 raise TraceError(
                     f"time {row.time_s:g} s is earlier than {latest:g} s at line {latest_line}; "
-                    "rows must be in time order (repair=True / --repair sorts them)",
+                    "rows must be in time order (`ooblab traces convert FILE --repair -o OUT` writes them sorted)",
                     source=source,
                     line=row.line,
                 )
@@ -207,7 +207,7 @@ def order_rows(
         if before is not None and before.value == row.value:
             if not repair:
                 raise TraceError(
-                    f"exact duplicate of line {before.line} (repair=True / --repair drops exact duplicates)",
+                    f"exact duplicate of line {before.line} (`ooblab traces convert FILE --repair -o OUT` drops exact duplicates)",
                     source=source,
                     line=row.line,
                 )
