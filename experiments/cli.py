@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -82,6 +83,15 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.out:
+        out = Path(args.out)
+        try:
+            if out.exists() and not out.is_dir():
+                raise NotADirectoryError(f"{out} exists and is not a directory")
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"ooblab reproduce: error: --out {out}: cannot create it ({exc.strerror or exc})", file=sys.stderr)
+            return 2
     from .sweep_ray import SweepBackendError
 
     with contextlib.ExitStack() as stack:

@@ -22,6 +22,11 @@ ROWS = [
     (["traces", "info", "{tmp}/counts.csv", "--format", "counts-s"], 2, "past the bound of 1,000,000 nodes"),
     (["simulate", "--calibration", "planner", "--gpus-per-node", "100000", "--no-write"], 2, "past the bound of 1024"),
     (["traces", "convert", "fixed:interval=1h", "--cap", "0", "-o", "{tmp}/x.csv"], 2, "leave no event"),
+    (["traces", "plot", "fixed:interval=1h", "-o", "{tmp}/x.xyz"], 2, "unknown figure format '.xyz'"),
+    (["traces", "plot", "fixed:interval=1h", "-o", "{tmp}/nope/x.png"], 2, "nope does not exist"),
+    (["traces", "generate", "fixed:interval=1h", "-o", "{tmp}/nope/x.csv"], 2, "nope does not exist"),
+    (["traces", "convert", "fixed:interval=1h", "-o", "{tmp}"], 2, "is a directory; name a file"),
+    (["reproduce", "cost", "--quick", "--out", "{tmp}/a-file", "--no-progress"], 2, "cannot create it"),
     # plan
     (["plan", "--add", "1", "--join-horizon-s", "-5"], 2, "--join-horizon-s must be a number of seconds > 0"),
     (["plan", "--join-horizon-s", "100"], 2, "--join-horizon-s applies to --add only"),

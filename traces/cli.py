@@ -50,12 +50,39 @@ def _read(args: argparse.Namespace):
     return from_spec(args.source, rng=rng, fmt=args.fmt, repair=args.repair), None
 
 
+# what `traces plot -o` can write (matplotlib's common formats)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+def check_output(path: str, suffixes: tuple[str, ...] | None = None) -> None:
+    """Refuse, before any work, an output file that cannot be written: a directory, a
+    missing or unwritable parent directory, or (for figures) an unknown format."""
+    out = Path(path)
+    if out.is_dir():
+        raise TraceError(f"-o {path}: is a directory; name a file")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise TraceError(f"-o {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TraceError(f"-o {path}: cannot write into {parent}")
+    if suffixes is not None and out.suffix.lower() not in suffixes:
+        raise TraceError(
+            f"-o {path}: unknown figure format {out.suffix or '(none)'!r}; use one of {', '.join(suffixes)}"
+        )
+
+
 def _guard(handler):
     def run(args: argparse.Namespace) -> int:
         try:
+            if getattr(args, "output", None) and args.output != "-":  # "-": standard output
+                check_output(args.output, PLOT_SUFFIXES if args.traces_command == "plot" else None)
             return handler(args)
         except TraceError as exc:
             print(f"ooblab traces {args.traces_command}: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except OSError as exc:  # written after the checks, yet refused (a full disk, a race)
+            print(f"ooblab traces {args.traces_command}: error: cannot write {args.output}: {exc.strerror or exc}",
+                  file=sys.stderr)  # fmt: skip
             return EXIT_BAD_INPUT
 
     return run
