@@ -70,7 +70,10 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
     summary, marker = run_dir / "summary.json", run_dir / "spec.json"
     if summary.exists() and marker.exists() and marker.read_text() == spec.canonical():
-        return upgrade_summary(json.loads(summary.read_text()))
+        try:
+            return upgrade_summary(json.loads(summary.read_text()))
+        except (ValueError, AttributeError):  # a summary cut short (a full disk, a kill): run it again
+            return None
     return None
 
 

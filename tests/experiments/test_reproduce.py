@@ -80,3 +80,12 @@ def test_bad_input_is_named(capsys, results):
     assert "name an experiment" in capsys.readouterr().err
     assert main(["reproduce", "all", "--out", "x"]) == 2
     assert main(["reproduce", "cost", "--processes", "0"]) == 2
+
+
+def test_a_truncated_summary_is_run_again(results):
+    first = reproduce("cost", quick=True, progress=False)
+    victim = sorted(first.out_dir.glob("runs/*/summary.json"))[0]
+    victim.write_text(victim.read_text()[:40])  # cut short, as by a full disk or a kill
+    second = reproduce("cost", quick=True, progress=False)
+    pd.testing.assert_frame_equal(first.table, second.table)
+    assert victim.read_text().endswith("}\n")
