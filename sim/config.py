@@ -17,6 +17,7 @@ from typing import Any
 from designs import registry
 from designs.options import DesignError
 from planner.checkpoint_interval import RULES
+from traces.errors import MAX_HOURS
 
 from .errors import SimError
 
@@ -58,7 +59,7 @@ ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
 
 # the longest run `duration_s` may ask for: beyond the trace it holds the last membership
-MAX_DURATION_S = 366 * 86400.0
+MAX_DURATION_S = MAX_HOURS * 3600.0  # a year: the traces' own bound on generated hours
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,8 @@ def test_the_validation_manual_is_a_manual() -> None:
     assert count <= MAX_VALIDATION_LINES, f"docs/validation.md has {count} lines; history belongs in CHANGELOG.md"
 
 
-def history_mentions(paths: list[Path]) -> list[str]:
-    """`file:line: text` for each line naming a piece of work or a round of it."""
+def history_mentions(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """`file:line: text` (relative to `root`) for each line naming a piece of work or a round of it."""
     found = []
     for path in paths:
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES)
@@ -146,7 +146,7 @@ def history_mentions(paths: list[Path]) -> list[str]:
                 continue
             for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
                 if WORK_HISTORY.search(line):
-                    found.append(f"{file.relative_to(ROOT)}:{number}: {line.strip()}")
+                    found.append(f"{file.relative_to(root)}:{number}: {line.strip()}")
     return found
 
 
@@ -159,12 +159,7 @@ def test_the_history_check_finds_a_mention(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1  # fixed in Issue 15\n")
     (tmp_path / "b.md").write_text("As measured this round.\nissues with the cache\n")
     (tmp_path / "c.bin").write_text("issue 3")
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        assert [m.split(":")[0] for m in history_mentions([tmp_path])] == ["a.py", "b.md"]
-    finally:
-        ROOT = saved
+    assert [m.split(":")[0] for m in history_mentions([tmp_path], root=tmp_path)] == ["a.py", "b.md"]
 
 
 def test_first_block_is_the_two_commands_ci_runs() -> None:

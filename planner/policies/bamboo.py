@@ -104,6 +104,12 @@ class BambooPlan:
     def overloaded(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))
 
+    def holders(self, stage: int) -> set[str]:
+        """The nodes holding `stage`'s layers: whoever computes it or the stage before it,
+        in any pipeline (each node also holds its successor's stage)."""
+        d = len(self.owners[0]) if self.owners else 0
+        return {n for row in self.owners for n in (row[stage], row[(stage - 1) % d])}
+
     def stages_of(self, node: str) -> list[tuple[int, int]]:
         p = self._row_of.get(node)
         if p is None:
@@ -255,9 +261,9 @@ class BambooPolicy:
         """A node lost while a reconfiguration from `held` (the grid that trained last, whose
         nodes hold the state) is under way: fatal when a stage has no live holder left in
         `held`, else the reconfiguration formed again from `held`."""
-        alive, d = set(view.ready), self.depth
+        alive = set(view.ready)
         gone = sorted(n for n in event.nodes if n in set(held.nodes))
-        bare = [t for t in range(d) if not any(n in alive for row in held.owners for n in (row[t], row[(t - 1) % d]))]
+        bare = [t for t in range(self.depth) if not held.holders(t) & alive]
         if bare:
             return self._fatal(view, f"lost {gone} while reconfiguring: stage {bare[0]} has no live holder", True)
         decision = self._form(view, held, True, restart=False, why=f"lost {gone} while reconfiguring")
@@ -363,8 +369,7 @@ class BambooPolicy:
 
         def heap_of(t: int) -> list[tuple[int, int, str]]:
             if t not in heaps:
-                holders = {n for row in old.owners for n in (row[t], row[(t - 1) % d]) if n in alive}
-                heaps[t] = sorted((sent.get(n, 0), rank[n], n) for n in holders)
+                heaps[t] = sorted((sent.get(n, 0), rank[n], n) for n in old.holders(t) & alive)
             return heaps[t]
 
         requests: dict[tuple[str, str], list[int]] = {}

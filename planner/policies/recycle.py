@@ -121,6 +121,11 @@ def canonical(failed: Iterable[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(tuple(sorted(v)) for v in by_pipe.values()))
 
 
+def stage_lost(config: VarunaConfig, failed: frozenset[tuple[int, int]]) -> bool:
+    """Some stage has no live worker: every pipeline's slot of it is among `failed`."""
+    return any(all((p, s) in failed for p in range(config.width)) for s in range(config.depth))
+
+
 @dataclass(frozen=True)
 class RecycleMemory:
     """`base`: the healthy grid whose workers hold the state; `replan_after`: re-plan at the
@@ -286,8 +291,7 @@ class RecyclePolicy:
             failed = frozenset(
                 saving.failed | {slot for n, slots in saving.slots.items() if n not in ready for slot in slots}
             )
-            c = saving.config
-            if gone and not any(all((p, s) in failed for p in range(c.width)) for s in range(c.depth)):
+            if gone and not stage_lost(saving.config, failed):
                 kept = replace(saving, failed=failed)
                 return self._replan(view, kept, memory, why=f"lost {gone} while checkpointing before a re-plan")
         if not lost:
@@ -298,7 +302,7 @@ class RecyclePolicy:
         failed = frozenset(plan.failed | {slot for n in lost for slot in plan.slots.get(n, ())})
         ratio = self.slowdown(plan.config, failed)
         if ratio is None:
-            if any(all((p, s) in failed for p in range(plan.config.width)) for s in range(plan.config.depth)):
+            if stage_lost(plan.config, failed):
                 why = f"lost {lost}: a stage has no live worker, back to the last checkpoint"
                 return self._launch(view, RecycleMemory(None, True), note=why)
             return self._replan(view, plan, memory, why=f"lost {lost}: the peers cannot hold the extra microbatches")
