@@ -189,7 +189,7 @@ def _peak(trace: traces.Trace, peak: int) -> traces.Trace:
         raise TraceError(f"trace {trace.name!r} never has a live node")
     counts = [int(math.floor(c * peak / top + 0.5)) for c in frame.live_nodes.tolist()]
     events = counts_to_events(list(zip(frame.time_s.tolist(), counts)), np.random.default_rng(0))
-    return traces.Trace(tuple(events), f"{trace.name}@peak{peak}")
+    return traces.Trace(tuple(events), f"{trace.name}@peak{peak}", trace.horizon_s)
 
 
 @lru_cache(maxsize=128)

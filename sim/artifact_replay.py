@@ -84,7 +84,7 @@ class Replay:
         self.price_per_s = price_per_node_hour / 3600.0
         self.iteration_rows = iteration_rows
         self.start_ms = round(trace.start_s * 1000)
-        last = round(trace.end_s * 1000)
+        last = round(trace.stop_s * 1000)
         self.end_ms = last if duration_s is None else self.start_ms + round(duration_s * 1000)
         # ties pop in heap order (the artifact) or in push order (a sequence below the key)
         self.shift = 0 if (system != "bamboo" or quirks.bamboo_heap_order) else 24

@@ -164,7 +164,7 @@ class Simulation:
         self.iteration_rows = iteration_rows
         self.price_per_s = price_per_node_hour / 3600.0
         self.start_s = trace.start_s
-        self.end_s = trace.end_s if duration_s is None else trace.start_s + duration_s
+        self.end_s = trace.stop_s if duration_s is None else trace.start_s + duration_s
         self.env = simpy.Environment(initial_time=self.start_s)
         self.present: dict[str, int] = {}
         self.ready: dict[str, None] = {}

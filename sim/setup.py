@@ -108,7 +108,7 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         "trace_events": len(trace),
         "trace_span_s": trace.duration_s,
         # the run ends at the trace's last instant without processing its events
-        "trace_last_instant_events": sum(1 for e in trace.events if e.time_s == trace.end_s)
+        "trace_last_instant_events": sum(1 for e in trace.events if e.time_s == trace.stop_s)
         if config.duration_s is None
         else 0,
         "node_startup_s": startup,

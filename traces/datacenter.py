@@ -225,7 +225,7 @@ def datacenter_failures(
     settle(horizon_s, inclusive=True)
     label = name or f"datacenter-{prof.name}-{gpus}gpus-{days:g}d"
     return DatacenterRun(
-        trace=Trace(tuple(events), label),
+        trace=Trace(tuple(events), label, horizon_s),
         components=tuple(c.name for c in prof.components),
         interruption_time_s=np.asarray(out_t, dtype=float),
         interruption_component=np.asarray(out_comp, dtype=np.int64),

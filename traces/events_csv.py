@@ -6,6 +6,8 @@ number and an event word); a header whose first column names a unit (``time_s``,
 ``seconds``, ``hours``) switches the time unit from milliseconds to it. Writing produces the headerless form, which the original
 simulators read too, with times in milliseconds written exactly: ``601.2`` s becomes
 ``601200`` and reads back as the same float, so convert -> load round-trips bit for bit.
+A trace that knows how long it was observed (a generated one, a window) ends with the
+comment ``# horizon_ms=N``, which readers of the plain format skip and this one reads back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .model import Trace, TraceEvent, check_membership
 from .rows import Row, is_number, order_rows, parse_time, split_fields, unit_from_header
 
 LAYOUT = "time_ms,add|remove,node"
+# a comment line that says how long the trace was observed (older readers skip it)
+HORIZON_PREFIX = "# horizon_ms="
 _EVENT_WORDS = {"add", "remove"}
 
 
@@ -93,6 +97,17 @@ def write_events_csv(trace: Trace, out: TextIO) -> None:
         if "," in event.node or "\n" in event.node or event.node != event.node.strip():
             raise TraceError(f"node name {event.node!r} cannot be written to CSV", source=trace.name)
         out.write(f"{format_time_ms(event.time_s)},{event.kind},{event.node}\n")
+    if trace.horizon_s is not None:
+        out.write(f"{HORIZON_PREFIX}{format_time_ms(trace.horizon_s)}\n")
+
+
+def parse_horizon(comments: list[tuple[int, str]], *, source: str) -> float | None:
+    """The horizon a ``# horizon_ms=N`` comment gives (the last one wins), or None."""
+    horizon_s = None
+    for line, text in comments:
+        if text.startswith(HORIZON_PREFIX):
+            horizon_s = parse_time(text[len(HORIZON_PREFIX) :].strip(), "ms", source=source, line=line)
+    return horizon_s
 
 
 def save_events_csv(trace: Trace, path: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .counts import counts_to_events, parse_gcp_counts, parse_iso_counts, parse_x_counts
 from .errors import TraceError
-from .events_csv import load_events_csv, rows_to_trace
+from .events_csv import load_events_csv, parse_horizon, rows_to_trace
 from .model import Trace
 from .rows import LoadReport, is_number, order_rows, read_data_lines
 from .windows import expand_window_rows, parse_window_rows
@@ -115,7 +115,8 @@ def load_with_report(
     name = name or path.stem
     named = fmt is not None
     fmt = canonical_format(fmt) if fmt is not None else None
-    lines = read_data_lines(path)
+    comments: list[tuple[int, str]] = []
+    lines = read_data_lines(path, comments)
     if fmt is None:
         fmt = detect_format(lines, source=source)
 
@@ -145,6 +146,12 @@ def load_with_report(
             notes.append(f"count is 0 until {trace.start_s:g} s; the trace starts there")
         if not trace.events:
             raise TraceError("every row has a node count of 0: no events", source=source)
+    horizon_s = parse_horizon(comments, source=source)
+    if horizon_s is not None:
+        if trace.events and horizon_s < trace.end_s:
+            raise TraceError(f"horizon {horizon_s:g} s is before the last event at {trace.end_s:g} s", source=source)
+        trace = Trace(trace.events, trace.name, horizon_s)
+        notes.append(f"observed until {horizon_s:g} s (horizon line)")
     report = LoadReport(
         source=source,
         fmt=fmt,

@@ -97,6 +97,9 @@ class Trace:
 
     events: tuple[TraceEvent, ...]
     name: str = "trace"
+    # when the source says how long it observed (a generator asked for N hours, a window's
+    # end, a file's ``# horizon_ms=`` line): the trace ends there, not at its last event
+    horizon_s: float | None = None
 
     def __post_init__(self) -> None:
         events = tuple(self.events)
@@ -105,6 +108,14 @@ class Trace:
                 raise TraceError(f"event #{i} is a {type(event).__name__}, not a TraceEvent", source=self.name)
         object.__setattr__(self, "events", events)
         check_membership(events, source=self.name)
+        if self.horizon_s is not None:
+            horizon = self.horizon_s
+            last = events[-1].time_s if events else 0.0
+            if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or not math.isfinite(horizon):
+                raise TraceError(f"horizon must be a finite number of seconds, got {horizon!r}", source=self.name)
+            if horizon < last:
+                raise TraceError(f"horizon {horizon:g} s is before the last event at {last:g} s", source=self.name)
+            object.__setattr__(self, "horizon_s", float(horizon))
 
     @classmethod
     def from_tuples(cls, rows: Iterable[tuple[float, str, str]], name: str = "trace") -> Trace:
@@ -112,7 +123,7 @@ class Trace:
         return cls(tuple(TraceEvent(t, k, n) for t, k, n in rows), name)
 
     def renamed(self, name: str) -> Trace:
-        return Trace(self.events, name)
+        return Trace(self.events, name, self.horizon_s)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -129,9 +140,14 @@ class Trace:
         return self.events[-1].time_s if self.events else 0.0
 
     @property
+    def stop_s(self) -> float:
+        """Where the trace ends: its horizon when known, else its last event."""
+        return self.end_s if self.horizon_s is None else self.horizon_s
+
+    @property
     def duration_s(self) -> float:
-        """Last event time minus first event time."""
-        return self.end_s - self.start_s
+        """From the first event to where the trace ends (`stop_s`)."""
+        return self.stop_s - self.start_s
 
     # -- membership ---------------------------------------------------------------------
     def nodes_at(self, time_s: float) -> tuple[str, ...]:
@@ -166,4 +182,4 @@ class Trace:
 
     def stats(self) -> TraceStats:
         """Summary statistics (see `traces.stats` for the definitions)."""
-        return compute_stats(self.events, self.name)
+        return compute_stats(self.events, self.name, stop_s=self.horizon_s)

@@ -80,8 +80,11 @@ def _line_list(lines: Sequence[int], limit: int = 12) -> str:
     return shown + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
 
 
-def read_data_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of every non-blank, non-comment line; CRLF or LF; UTF-8 (BOM ok)."""
+def read_data_lines(path: Path, comments: list[tuple[int, str]] | None = None) -> list[tuple[int, str]]:
+    """(line number, text) of every non-blank, non-comment line; CRLF or LF; UTF-8 (BOM ok).
+
+    With ``comments``, the ``#`` lines are appended to it (for directives such as a horizon).
+    """
     source = str(path)
     try:
         raw = path.read_bytes()
@@ -99,6 +102,8 @@ def read_data_lines(path: Path) -> list[tuple[int, str]]:
         line = line.rstrip("\r").strip()
         if line and not line.startswith("#"):
             out.append((number, line))
+        elif line and comments is not None:
+            comments.append((number, line))
     if not out:
         raise TraceError("empty: no data rows", source=source)
     return out

@@ -108,4 +108,4 @@ def spot_market(
         live = [node for i, node in enumerate(live) if i not in chosen]
     admit(horizon_s, inclusive=True)
     label = name or f"spot-{prof.name}-{nodes}n-{hours:g}h"
-    return Trace(tuple(events), label)
+    return Trace(tuple(events), label, horizon_s)

@@ -2,12 +2,13 @@
 
 Definitions (one place, so the CLI, the fit and the docs agree):
 
-* The live-node count is a step function from the first to the last event, sampled once per
-  distinct timestamp *after all events sharing that timestamp*.
-* ``duration_s`` = last event time - first event time.
+* The live-node count is a step function from the first event to the trace's end (its
+  horizon when the source gives one, else its last event), sampled once per distinct
+  timestamp *after all events sharing that timestamp*.
+* ``duration_s`` = end - first event time.
 * ``min_nodes`` / ``max_nodes`` are the extremes of that step function (every sample,
   including the value after the last timestamp). ``mean_nodes`` is its time-weighted mean
-  over [first, last]; a trace whose events all share one timestamp has mean = that count.
+  over [first, end]; a trace whose events all share one timestamp has mean = that count.
 * A *burst* is the set of removals that share one timestamp (real traces are logged at
   minute or poll resolution, so "at the same time" means "within one sample").
   ``bursts_per_day`` = bursts / duration in days: for a failure trace, where one
@@ -125,9 +126,12 @@ def time_weighted_mean(times_s: np.ndarray, values: np.ndarray) -> float:
     return float(np.sum(np.diff(times_s) * values[:-1]) / span)
 
 
-def compute_stats(events: Sequence[EventLike], name: str) -> TraceStats:
-    """All summary figures of a validated, time-sorted event sequence."""
+def compute_stats(events: Sequence[EventLike], name: str, *, stop_s: float | None = None) -> TraceStats:
+    """All summary figures of a validated, time-sorted event sequence ending at ``stop_s``
+    (default: its last event)."""
     times, live = step_counts(events)
+    if len(times) and stop_s is not None and stop_s > times[-1]:
+        times, live = np.append(times, stop_s), np.append(live, live[-1])
     num_adds = sum(1 for e in events if e.kind == "add")
     num_removes = len(events) - num_adds
     bursts = burst_sizes(events)

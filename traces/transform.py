@@ -44,12 +44,12 @@ def rescale(trace: Trace, lo: int, hi: int, *, rng: np.random.Generator | None =
     if lo > hi:
         raise TraceError(f"rescale range is empty: lo={lo} > hi={hi}")
     if not trace.events:
-        return Trace((), trace.name)
+        return Trace((), trace.name, trace.horizon_s)
     frame = trace.live_counts()
     targets = rescaled_counts(frame.live_nodes.to_numpy(), lo, hi)
     generator = rng if rng is not None else np.random.default_rng(0)
     samples = list(zip(frame.time_s.tolist(), targets.tolist()))
-    return Trace(tuple(counts_to_events(samples, generator)), f"{trace.name}@{lo}-{hi}")
+    return Trace(tuple(counts_to_events(samples, generator)), f"{trace.name}@{lo}-{hi}", trace.horizon_s)
 
 
 def window(trace: Trace, start_s: float, end_s: float, *, rebase: bool = True) -> Trace:
@@ -63,7 +63,9 @@ def window(trace: Trace, start_s: float, end_s: float, *, rebase: bool = True) -
     shift = start_s if rebase else 0.0
     events = [TraceEvent(start_s - shift, "add", node) for node in trace.nodes_at(start_s)]
     events += [TraceEvent(e.time_s - shift, e.kind, e.node) for e in trace.events if start_s < e.time_s <= end_s]
-    return Trace(tuple(events), f"{trace.name}[{start_s:g}-{end_s:g}s]")
+    # the window observes up to its end, or to the trace's own end if that comes first
+    horizon_s = max(min(end_s, trace.stop_s), start_s) - shift
+    return Trace(tuple(events), f"{trace.name}[{start_s:g}-{end_s:g}s]", horizon_s)
 
 
 def compress(trace: Trace, factor: float) -> Trace:
@@ -71,7 +73,8 @@ def compress(trace: Trace, factor: float) -> Trace:
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (math.isfinite(factor) and factor > 0):
         raise TraceError(f"compression factor must be a finite number > 0, got {factor!r}")
     events = tuple(TraceEvent(e.time_s / factor, e.kind, e.node) for e in trace.events)
-    return Trace(events, f"{trace.name}/{factor:g}")
+    horizon_s = None if trace.horizon_s is None else max(trace.horizon_s / factor, events[-1].time_s if events else 0.0)
+    return Trace(events, f"{trace.name}/{factor:g}", horizon_s)
 
 
 def cap(trace: Trace, max_nodes: int, *, backfill: bool = True) -> Trace:
@@ -107,4 +110,4 @@ def cap(trace: Trace, max_nodes: int, *, backfill: bool = True) -> Trace:
             del arrivals[node]
             live.add(node)
             out.append(TraceEvent(t, "add", node))
-    return Trace(tuple(out), f"{trace.name}<={max_nodes}")
+    return Trace(tuple(out), f"{trace.name}<={max_nodes}", trace.horizon_s)

@@ -149,7 +149,8 @@ def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedT
     if len(trace) == 0 or trace.duration_s <= 0:
         raise ValidationError(f"trace {spec.trace!r} spans no time")
     start = trace.start_s
-    trace = Trace(tuple(TraceEvent(e.time_s - start, e.kind, e.node) for e in trace.events), trace.name)
+    horizon_s = None if trace.horizon_s is None else trace.horizon_s - start
+    trace = Trace(tuple(TraceEvent(e.time_s - start, e.kind, e.node) for e in trace.events), trace.name, horizon_s)
     counts = trace.live_counts()["live_nodes"]
     peak, low = int(counts.max()), int(counts[counts.index[-1]] if len(counts) == 1 else counts.min())
     span_s = trace.duration_s  # rescaling drops trailing events that change nothing; keep the span

@@ -314,3 +314,13 @@ def test_oobleck_with_f_survives_any_f_simultaneous_losses_without_a_restart(f, 
     assert at and {a["action"] for a in at[0].detail["actions"]} <= {"Reinstantiate", "CopyLayers"}
     assert result.summary.num_restarts == 0 and result.summary.extra["rollbacks"] == 0
     assert result.summary.failures_survived == f
+
+
+@pytest.mark.parametrize("spec", ["spot:hours=3,nodes=8,seed=1", "spot:profile=gcp-a100,nodes=4,hours=1,seed=0"])
+def test_a_generated_trace_runs_for_the_hours_it_was_asked_for(spec):
+    """A spot trace ends at its horizon, not at its last event: `hours=3` is 10,800 s even
+    when the last burst comes at 10,620 s, and a quiet hour (no burst at all) is an hour."""
+    hours = float(spec.split("hours=")[1].split(",")[0])
+    result = simulate(planner_config("oobleck", trace=spec))
+    assert result.summary.duration_s == hours * 3600
+    assert result.summary.committed_samples > 0

@@ -136,7 +136,35 @@ def test_canonical_csv_round_trips_exactly(tmp_path_factory, trace, factor):
     path = tmp_path_factory.mktemp("rt") / "t.csv"
     traces.save_events_csv(trace, path)
     back = traces.load(path)
-    assert back.events == trace.events
+    assert back.events == trace.events and back.horizon_s is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(valid_traces(), st.floats(0.0, 1e6, allow_nan=False))
+def test_a_horizon_round_trips_and_survives_the_transforms(tmp_path_factory, trace, past_s):
+    """A trace observed past its last event keeps that end through the canonical CSV,
+    a rename, a compression, a cap, a rescale and a window."""
+    trace = traces.Trace(trace.events, trace.name, trace.end_s + past_s)
+    path = tmp_path_factory.mktemp("rt") / "t.csv"
+    traces.save_events_csv(trace, path)
+    back = traces.load(path)
+    assert back.events == trace.events and back.horizon_s == trace.horizon_s
+    assert back.renamed("x").stop_s == compress(back, 1).stop_s == cap(back, 3).stop_s == trace.stop_s
+    assert compress(back, 4).duration_s == pytest.approx(trace.duration_s / 4)
+    if trace.events:
+        assert traces.rescale(back, 1, 3).stop_s == trace.stop_s
+    middle = trace.stop_s / 2
+    assert window(back, middle, trace.stop_s + 10).stop_s == trace.stop_s - middle
+    assert window(back, 0, middle).stop_s == middle
+
+
+def test_a_horizon_before_the_last_event_is_refused(tmp_path):
+    with pytest.raises(TraceError, match="horizon 5 s is before the last event at 9 s"):
+        traces.Trace((traces.TraceEvent(0, "add", "a"), traces.TraceEvent(9, "remove", "a")), "t", 5.0)
+    path = tmp_path / "t.csv"
+    path.write_text("0,add,a\n9000,remove,a\n# horizon_ms=5000\n")
+    with pytest.raises(TraceError, match="horizon 5 s is before the last event at 9 s"):
+        traces.load(path)
 
 
 def test_canonical_csv_text():
