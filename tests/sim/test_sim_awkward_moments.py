@@ -5,10 +5,13 @@ processes.
 Properties (hypothesis, on traces whose removals are placed a few seconds after nodes
 become ready, inside the launch that follows, as well as at random):
 - the summary holds: wall-clock buckets add up to the run's span, effective training time
-  is theirs, samples are whole batches, and `outcome` says whether the run trained;
+  is theirs, samples are whole batches and never come faster than the fastest failure-free
+  run's, and `outcome` says whether the run trained;
 - a launch (start, restart, restart from a checkpoint or a snapshot) completes before
   training goes on, or begins again: while one is under way a design may only wait, go on
   with it or launch again, never reconfigure live state that the launch has not built yet;
+- state lives only where it was held: after every node leaves at once, training resumes
+  from the last completed checkpoint, whatever copies a design counted as held;
 - no decision depends on a later event: two traces equal up to t (and with the same peak,
   the cluster the job may ever get, which the simulator sizes the cluster by) give the same
   decisions before t.
@@ -22,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,7 @@ from hypothesis import strategies as st
 
 from designs import SIMULATOR, registry
 from sim.config import SimConfig
+from sim.errors import SimError
 from sim.run import simulate
 from sim.timing import PlannerCosts
 from traces.model import Trace
@@ -111,10 +116,42 @@ def launch_violations(result) -> list[str]:
     return bad
 
 
-def summary_holds(result, trace: Trace) -> None:
+RATES: dict[tuple[str, int], float] = {}
+
+
+def fastest_rate(config: SimConfig, most_nodes: int) -> float:
+    """Samples per second of useful compute of the fastest failure-free run on 1 to
+    `most_nodes` nodes: an upper bound on what any run of `config` may commit per second."""
+    key = (repr(config), most_nodes)
+    if key not in RATES:
+        RATES[key] = _fastest_rate(config, most_nodes)
+    return RATES[key]
+
+
+def _fastest_rate(config: SimConfig, most_nodes: int) -> float:
+    best = 0.0
+    for n in range(1, most_nodes + 1):
+        free = replace(config, trace=f"fixed:nodes={n},removals=0,interval=1h", duration_s=4 * 3600.0)
+        try:
+            s = simulate(free).summary
+        except SimError:  # too few nodes for the design to be built at all
+            continue
+        if s.breakdown.useful_compute_s > 0:
+            best = max(best, s.committed_samples / s.breakdown.useful_compute_s)
+    return best
+
+
+def summary_holds(result, trace: Trace, config: SimConfig | None = None) -> None:
     """Wall-clock buckets, each >= 0, add up to the trace's span; the ratio is theirs;
-    samples are whole iterations' batches (or the part of it a partial plan trains)."""
+    samples are whole iterations' batches (or the part of it a partial plan trains), and
+    (with `config`) never more per second of useful compute than the fastest failure-free
+    run of it on as many nodes as the trace ever has."""
     s = result.summary
+    if config is not None:
+        peak = int(trace.live_counts()["live_nodes"].max())
+        bound = fastest_rate(config, peak) * s.breakdown.useful_compute_s
+        assert s.committed_samples <= bound * (1 + 1e-9) + 1e-6, (s.committed_samples, bound)
+        assert s.breakdown.useful_compute_s <= trace.duration_s
     buckets = vars(s.breakdown)
     assert all(v >= -1e-9 for v in buckets.values()), buckets
     assert sum(buckets.values()) == pytest.approx(trace.duration_s, rel=1e-9, abs=1e-6)
@@ -131,18 +168,20 @@ def summary_holds(result, trace: Trace) -> None:
 @SETTINGS
 @given(trace=awkward_traces())
 def test_a_launch_completes_or_begins_again_before_training(design, trace):
-    result = simulate(planner_config(design), trace=trace)
+    config = planner_config(design)
+    result = simulate(config, trace=trace)
     assert not launch_violations(result)
-    summary_holds(result, trace)
+    summary_holds(result, trace, config)
 
 
 @pytest.mark.parametrize("design", with_artifact())
 @SETTINGS
 @given(trace=awkward_traces())
 def test_a_launch_completes_or_begins_again_in_the_artifact_calibration(design, trace):
-    result = simulate(SimConfig(policy=design, model="GPT-3-medium", trace="hand"), trace=trace)
+    config = SimConfig(policy=design, model="GPT-3-medium", trace="hand")
+    result = simulate(config, trace=trace)
     assert not launch_violations(result)
-    summary_holds(result, trace)
+    summary_holds(result, trace, config)
 
 
 def cut(trace: Trace, at_s: float) -> Trace:
@@ -169,6 +208,25 @@ def test_no_decision_depends_on_a_later_event(design, trace, which):
         return [(e.time_s, e.kind, dict(e.detail)) for e in result.events if e.time_s < at_s]
 
     assert before(whole) == before(short)
+
+
+@pytest.mark.parametrize("design", simulated())
+@SETTINGS
+@given(trace=awkward_traces(), gap_s=st.sampled_from([0.5, 5.0, 20.0, 39.0, 300.0]) | st.floats(0.5, 4000.0))
+def test_state_lives_only_where_it_was_held(design, trace, gap_s):
+    """Every node leaves at once (fresh ones arrive): nothing in memory survives, so training
+    goes on from the last checkpoint completed before the loss, whatever copies, replicas
+    or snapshots a design counted on, and whatever launch, copy or checkpoint was under way."""
+    rows = [(e.time_s, e.kind, e.node) for e in trace.events if e.node != "end-marker"]
+    loss_s = rows[-1][0] + gap_s
+    present = list(trace.nodes_at(rows[-1][0]))
+    rows += [(loss_s, "remove", present), (loss_s, "add", [f"fresh{i}" for i in range(8)])]
+    rows.append((loss_s + 3000.0, "add", "end-marker"))
+    result = simulate(planner_config(design), trace=make_trace(rows, "total-loss"))
+    saved = [e.detail["iterations"] for e in result.events if e.kind == "checkpoint" and e.time_s < loss_s]
+    resumed = [row for row in result.timeline if row.time_s > loss_s and row.state == "running"]
+    if resumed:
+        assert resumed[0].iterations_done == max(saved, default=0)
 
 
 # -- regressions -------------------------------------------------------------------------------------
@@ -236,6 +294,7 @@ HASH_SCRIPT = """
 import json, sys
 from designs import SIMULATOR, registry
 from sim.config import SimConfig
+from sim.errors import SimError
 from sim.run import simulate
 for d in registry.all_designs():
     if SIMULATOR in d.runs_on:
