@@ -14,6 +14,7 @@ from .hardware import DEFAULT_GPU, GPUS, make_cluster
 from .plan import ExecutionPlan, JobSpec
 from .planner import Planner
 from .templates import TemplateSet
+from .units import size_text
 
 DEFAULTS = {"model": "gpt3-1.3b", "nodes": 16, "gpus_per_node": 1, "f": 1, "global_batch": 512, "microbatch": 1}
 
@@ -127,7 +128,7 @@ def _layers(stages) -> str:
 def render(planner: Planner, templates: TemplateSet, plan: ExecutionPlan) -> str:
     p, c, j = planner.profile, planner.cluster, planner.job
     lines = [
-        f"model {p.name} ({p.num_layers} layers, {p.state_bytes / 2**30:.1f} GiB of model state, source {p.source})",
+        f"model {p.name} ({p.num_layers} layers, {size_text(p.state_bytes)} of model state, source {p.source})",
         f"cluster {c.num_nodes} nodes x {c.gpus_per_node} {c.gpu.name}; f = {j.fault_tolerance}; "
         f"global batch {j.global_batch} = {j.num_microbatches} microbatches of {j.microbatch_size}",
         f"n0 = {templates.min_nodes}; stage widths {list(templates.stage_gpu_counts)} GPUs",

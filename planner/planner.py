@@ -26,6 +26,7 @@ from .mix_reference import first_stage_allreduce_table
 from .plan import ExecutionPlan, JobSpec, PipelinePlan
 from .profile import ModelProfile
 from .templates import PipelineTemplate, TemplateSearch, TemplateSet, template_node_range
+from .units import size_text
 
 
 def _split(nodes: Sequence[str], sizes: Sequence[int]) -> list[list[str]]:
@@ -89,12 +90,12 @@ class Planner:
             where = f"{p.name} does not fit on {c.num_nodes} node(s) of {c.gpus_per_node} x {c.gpu.name}"
             if p.state_bytes <= usable:  # enough memory in all, but no layout of the layers over the GPUs
                 why = (
-                    f"model state is {p.state_bytes / 2**30:.1f} GiB of the cluster's {usable / 2**30:.1f} GiB, "
+                    f"model state is {size_text(p.state_bytes)} of the cluster's {size_text(usable)}, "
                     f"but the template search found no layout of its {p.num_layers} layers over "
                     f"{c.gpus_per_node} GPU(s) a node that fits each GPU's memory"
                 )
             else:
-                why = f"model state is {p.state_bytes / 2**30:.1f} GiB, the cluster has {usable / 2**30:.1f} GiB usable"
+                why = f"model state is {size_text(p.state_bytes)}, the cluster has {size_text(usable)} usable"
             raise InfeasibleError(f"{where}: {why}")
         return sizes[0]
 

@@ -34,7 +34,7 @@ ROWS = [
     (["plan", "--f", "40"], 2, "f = 40"),
     (["plan", "--global-batch", "1"], 2, "with 1 microbatches"),
     (["plan", "--gpus-per-node", "1000", "--model", "gpt3-350m"], 2, "found no layout of its 26 layers"),
-    (["plan", "--model", "gpt3-175b", "--nodes", "2"], 2, "the cluster has 30.0 GiB usable"),
+    (["plan", "--model", "gpt3-175b", "--nodes", "2"], 2, "model state is 2.55 TiB, the cluster has 30 GiB usable"),
     # simulate
     (["simulate", "--calibration", "bogus"], 2, "invalid choice: 'bogus'"),
     (["simulate", "--design", "nosuch", "--no-write"], 2, "unknown design 'nosuch'"),

@@ -32,6 +32,7 @@ from ..costmodel import CostTables, pipeline_time_s
 from ..errors import PlannerError
 from ..hardware import ClusterSpec, ring_allreduce_s
 from ..profile import ModelProfile
+from ..units import size_text
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class BambooLayout:
         for index, need in enumerate(self.memory_bytes):
             if need > self.usable_bytes:
                 return (
-                    f"Bamboo stage {index} of {self.depth} needs {need / 2**30:.1f} GiB per GPU with its successor's "
-                    f"redundant copy, {self.usable_bytes / 2**30:.1f} GiB usable: out of memory"
+                    f"Bamboo stage {index} of {self.depth} needs {size_text(need)} per GPU with its successor's "
+                    f"redundant copy, {size_text(self.usable_bytes)} usable: out of memory"
                 )
         return None
 
