@@ -35,6 +35,7 @@ from traces.model import Trace
 
 from . import artifact_data as art
 from .artifact_quirks import ArtifactQuirks
+from .bounds import check_timeline_rows
 from .errors import SimError
 
 ADD, REMOVE, READY, TIMEOUT_GLOBAL, TIMEOUT_LOCAL, STEP, CHECKPOINT_DONE = 1, 2, 4, 5, 6, 7, 8
@@ -209,6 +210,8 @@ class Replay:
         if self.timeline and self.timeline[-1].time_s == row.time_s:
             self.timeline[-1] = row
         else:
+            if self.iteration_rows:
+                check_timeline_rows(len(self.timeline), row.time_s, self.end_ms / 1000)
             self.timeline.append(row)
 
     def _note(self, t: int, kind: str, **detail: Any) -> None:

@@ -88,6 +88,7 @@ from planner.records import (
 )
 from traces.model import Trace
 
+from .bounds import check_timeline_rows
 from .errors import SimError
 from .ledger import Ledger
 from .notice import notice_s
@@ -425,6 +426,8 @@ class Simulation:
         if self.timeline and self.timeline[-1].time_s == now:
             self.timeline[-1] = row
         else:
+            if self.iteration_rows:
+                check_timeline_rows(len(self.timeline), now, self.end_s)
             self.timeline.append(row)
 
     # -- running ---------------------------------------------------------------------------
