@@ -109,15 +109,24 @@ the same inputs give the same arrays and proposals, so neither changes the searc
 
 Checked against the part-by-part search it replaces (`planner.mix_reference`) and against
 enumerating every mix (tests/planner/test_mix.py); figures in benchmarks/scale_plan_bench.py.
+
+Limit. With about two microbatches a node (2,000 nodes and a global batch of 4,000, or 5,000
+and 10,000) the bounds above cut little and the search runs for minutes or more, where
+three or more a node plan 5,000 nodes in about a second (`ooblab plan --nodes 5000
+--global-batch 14000`: 1.6 s). It stops after `SEARCH_LIMIT_S` seconds with a `SearchLimitError`
+that says so, rather than run on unseen (a larger global batch plans such a cluster in
+seconds); the answer of a search that ends is the exact one.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InfeasibleError
 from .knapsack import fewest_pipelines, knapsack_suffixes
 
 _SLACK = 1 - 1e-12  # bounds are exact in real arithmetic; keep rounding from cutting a tie
@@ -125,6 +134,11 @@ _CAP_SLACK = 1e-6  # microbatches: keep rounding in T_n(m) from lowering a capac
 _IMPROVE_BUDGET = 8  # Lagrangian incumbent rounds started from leaves, per search
 _PENALTY_AFTER = 4  # surviving children above which the pipeline-count bound is worth its tables
 PENALTY_FRACTIONS = (0.01, 0.04, 0.16, 1.0)  # lambdas of the pipeline-count bound, x the class size's capacity
+SEARCH_LIMIT_S = 60.0  # wall-clock seconds one search may take (see "Limit")
+
+
+class SearchLimitError(InfeasibleError):
+    """A mix search ran past `SEARCH_LIMIT_S`: the request is refused, not answered inexactly."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +253,7 @@ class _Run:
         self.key: tuple[float, int] | None = None  # the incumbent's (seconds, -pipelines); ties compare sizes
         self.counts: tuple[tuple[int, int], ...] | None = None  # set with `key`
         self.solved = self.expanded = 0
+        self.give_up_t = time.monotonic() + SEARCH_LIMIT_S
         self.improvements = 0  # calls of _Class.improve after a leaf improved the incumbent
         self.improved_at: tuple[float, int] | None = None  # the incumbent improve() last started from
         self.proposals: dict[tuple[bytes, bytes], tuple[tuple[int, int], ...] | None] = {}  # fewest_pipelines'
@@ -255,7 +270,17 @@ class _Run:
         are floor_s (makespan above `forced_s`) and first_floor_s (always)."""
         return np.maximum(value_s - floor_s, np.minimum(value_s - first_floor_s, self.forced_s))
 
+    def check_time(self) -> None:
+        if time.monotonic() > self.give_up_t:
+            raise SearchLimitError(
+                f"the exact search of template mixes for {self.num_nodes} nodes and {self.total} microbatches "
+                f"passed its limit of {SEARCH_LIMIT_S:g} s ({self.solved:,} mixes solved, {self.expanded:,} partial "
+                f"mixes expanded): at {self.total / self.num_nodes:.2g} microbatches a node its bounds cut little; "
+                "a larger global batch (3 or more a node) plans this cluster in seconds"
+            )
+
     def record(self, counts: tuple[tuple[int, int], ...]) -> None:
+        self.check_time()
         pipelines = sum(x for _, x in counts)
         if not self.need <= pipelines <= self.total:
             return
@@ -426,6 +451,7 @@ class _Class:
         it (picks: the (class level, count) decided so far; the root must pick h)."""
         run = self.run
         run.expanded += 1
+        run.check_time()
         total = run.total
         stop = 1 if not picks else len(self.ids)
         per_level = remaining // self.size[start:stop]

@@ -86,3 +86,15 @@ def test_simulate_says_when_out_replaces_an_earlier_run(tmp_path: Path, capsys):
     argv = ["simulate", "--out", str(tmp_path / "run")]
     assert main(argv) == 0 and "holds an earlier run" not in capsys.readouterr().err
     assert main(argv) == 0 and "holds an earlier run; its files are replaced" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_a_plan_past_the_search_limit_is_refused_in_one_line(monkeypatch, capsys):
+    """5,000 nodes with two microbatches each ran for minutes; the search stops at its
+    limit (here lowered to 2 s) with one line that names the limit and the way out."""
+    import planner.mix
+
+    monkeypatch.setattr(planner.mix, "SEARCH_LIMIT_S", 2.0)
+    assert main(["plan", "--nodes", "5000", "--global-batch", "10000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "passed its limit of 2 s" in err and "a larger global batch" in err
