@@ -185,6 +185,8 @@ class RunConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.fault_tolerance < 0:
             raise ConfigError(f"f must be >= 0, got {self.fault_tolerance}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
         if self.compute not in COMPUTE_MODES:
             raise ConfigError(f"compute must be one of {COMPUTE_MODES}, got {self.compute!r}")
         if self.dtype not in DTYPES:

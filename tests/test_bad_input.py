@@ -13,6 +13,12 @@ from ooblab.cli import main
 ROWS = [
     # trace specs
     (["traces", "info", "spot:seed=-1"], 2, "seed='-1' must be a whole number >= 0"),
+    (["traces", "convert", "spot:hours=1", "--seed", "-3", "-o", "-"], 2, "--seed must be a whole number >= 0, got -3"),
+    (["traces", "generate", "spot:hours=1", "--seed", "-3", "-o", "{tmp}/g.csv"], 2, "--seed must be a whole"),
+    (["traces", "plot", "spot:hours=1", "--seed", "-3", "-o", "{tmp}/g.png"], 2, "--seed must be a whole"),
+    (["run", "--seed", "-1", "--steps", "1"], 2, "seed must be a whole number >= 0, got -1"),
+    (["run", "--join-horizon-s", "-5", "--steps", "1"], 2, "join_horizon_s must be positive, got -5.0"),
+    (["validate", "--seed", "-1", "--quick"], 2, "seed must be a whole number >= 0, got -1"),
     (["traces", "info", "datacenter:gpus_per_host=0"], 2, "gpus_per_host='0' must be a whole number >= 1"),
     (["traces", "info", "datacenter:hosts_per_rack=0"], 2, "hosts_per_rack='0' must be a whole number >= 1"),
     (["traces", "info", "nosuch:x=1"], 2, "nosuch"),

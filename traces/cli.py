@@ -36,12 +36,22 @@ def _source_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seeded(seed: int | None, default: int | None = None) -> np.random.Generator | None:
+    """The generator of `--seed` (or of `default` without one), refusing a negative seed."""
+    seed = default if seed is None else seed
+    if seed is None:
+        return None
+    if seed < 0:
+        raise TraceError(f"--seed must be a whole number >= 0, got {seed}")
+    return np.random.default_rng(seed)
+
+
 def _read(args: argparse.Namespace):
     """(trace, load report or None), printing the report's notes to stderr."""
     from .load import load_with_report
     from .spec import from_spec
 
-    rng = np.random.default_rng(args.seed) if args.seed is not None else None
+    rng = _seeded(args.seed)
     if Path(args.source).exists():
         trace, report = load_with_report(args.source, args.fmt, repair=args.repair, rng=rng)
         for line in report.describe()[1:]:
@@ -153,7 +163,7 @@ def _convert(args: argparse.Namespace) -> int:
     if args.window:
         trace = window(trace, parse_duration_s(args.window[0]), parse_duration_s(args.window[1]))
     if args.rescale:
-        rng = np.random.default_rng(args.seed if args.seed is not None else 0)
+        rng = _seeded(args.seed, 0)
         trace = rescale(trace, args.rescale[0], args.rescale[1], rng=rng)
     if args.cap is not None:
         trace = cap(trace, args.cap)
@@ -170,7 +180,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from .spec import generate
 
-    trace = generate(args.spec, rng=np.random.default_rng(args.seed) if args.seed is not None else None)
+    trace = generate(args.spec, rng=_seeded(args.seed))
     _write(trace, args.output)
     return 0
 

@@ -94,8 +94,10 @@ class ValidationSpec:
                 raise ValidationError(f"{name} must be a whole number >= 1, got {value!r}")
         if self.nodes < 2:
             raise ValidationError(f"nodes must be >= 2 (a failure needs a survivor), got {self.nodes}")
-        if not isinstance(self.fault_tolerance, int) or self.fault_tolerance < 0:
-            raise ValidationError(f"fault_tolerance must be a whole number >= 0, got {self.fault_tolerance!r}")
+        for name in ("fault_tolerance", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"{name} must be a whole number >= 0, got {value!r}")
         if not isinstance(self.loaded_sends, bool):
             raise ValidationError(f"loaded_sends must be true or false, got {self.loaded_sends!r}")
         if self.loaded_sends and self.compute != "emulated":

@@ -213,11 +213,29 @@ class Coordinator:
             out.status, out.reason = "failed", str(exc)
             out.event("failed", reason=str(exc))
             self.store.set(keys.ABORT, str(exc))
+        except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C, or SIGTERM made SystemExit
+            self.interrupted(exc)
+            raise
         finally:
             rv.publish_order(self.store, {"kind": "end"})
             self.memory.clear()
         out.end_s = out.now_s()
         return out
+
+    def interrupted(self, exc: BaseException) -> None:
+        """Mark the run as stopped from outside (Ctrl-C, SIGTERM) so that its summary says
+        so, and tell the workers to stop."""
+        out = self.outcome
+        if out.status not in ("running", "interrupted"):
+            return  # it had ended already: keep what it said
+        why = f"a signal (exit {exc.code})" if isinstance(exc, SystemExit) else "Ctrl-C"
+        out.status, out.reason = "interrupted", f"interrupted by {why}"
+        out.event("interrupted", reason=out.reason)
+        out.end_s = out.now_s()
+        try:
+            self.store.set(keys.ABORT, out.reason)
+        except Exception:  # noqa: BLE001 - the store may be gone already: the workers then see it close
+            pass
 
     # -- bookkeeping shared by every phase --------------------------------------------------
     def tick(self) -> None:

@@ -236,7 +236,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="an option of the design (repeatable; `ooblab designs` lists them; fault_tolerance and "
-        "join_horizon_s are also --f and --join-horizon)",
+        "join_horizon_s are also --f and --join-horizon-s)",
     )
     failures.add_argument(
         "--inject",
@@ -314,7 +314,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for nodes when too few are left, then fail",
     )
     failures.add_argument(
+        "--join-horizon-s",
         "--join-horizon",
+        dest="join_horizon",
         type=float,
         default=d.join_horizon_s,
         help="Oobleck takes joining nodes in when the larger plan pays off within this many seconds",
@@ -499,6 +501,9 @@ def handle_run(args) -> int:
         run_dir = Path(args.out) if args.out else default_run_dir()
         _exit_on_sigterm()
         result = run_local(config, run_dir, on_event=_log_event)
+    except KeyboardInterrupt:
+        print(f"ooblab run: interrupted; the run so far is in {run_dir}", file=sys.stderr)
+        return 130
     except user_errors() as exc:
         return _error("run", exc)
     except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
@@ -515,6 +520,9 @@ def handle_coordinator(args) -> int:
 
         run_dir = Path(args.out) if args.out else default_run_dir()
         return _coordinate(args, config, run_dir)
+    except KeyboardInterrupt:
+        print(f"ooblab coordinator: interrupted; the run so far is in {run_dir}", file=sys.stderr)
+        return 130
     except user_errors() as exc:
         return _error("coordinator", exc)
     except Exception:  # noqa: BLE001 - anything else is a bug: say so, keep the traceback
@@ -565,7 +573,12 @@ def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
                 handle.write(coordinator.address + "\n")
             os.replace(tmp, args.address_file)
         _exit_on_sigterm()
-        outcome = coordinator.run()
+        try:
+            outcome = coordinator.run()
+        except (KeyboardInterrupt, SystemExit) as exc:  # the run so far, marked interrupted
+            coordinator.interrupted(exc)
+            write_results(coordinator.outcome, run_dir)
+            raise
         summary, directory = write_results(outcome, run_dir)
     finally:
         coordinator.close()

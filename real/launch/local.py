@@ -65,6 +65,9 @@ def _worker_entry(
     address: str, secret_hex: str, node: str, gpu: int, threads: int | None, connect_timeout_s: float, local_rank: int
 ) -> None:
     die_with_parent()
+    # Ctrl-C reaches the terminal's whole process group: the launcher ends the run and
+    # stops its workers, which would otherwise each print a KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ..worker.main import exit_now, run_worker
 
     exit_now(
@@ -207,6 +210,10 @@ def run_local(
             for gpu in range(config.gpus_per_node):
                 processes.spawn(node, gpu)
         outcome = coordinator.run(processes)
+    except (KeyboardInterrupt, SystemExit) as exc:  # stopped from outside: the run so far, marked so
+        coordinator.interrupted(exc)
+        write_results(coordinator.outcome, directory)
+        raise
     finally:
         processes.stop_all(GRACE_S if outcome is not None and outcome.status == "finished" else ABORT_GRACE_S)
         coordinator.close()
