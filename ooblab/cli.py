@@ -29,6 +29,7 @@ COMMANDS = {
     "traces": "traces.cli",
     "designs": "designs.cli",
     "simulate": "sim.cli",
+    "costs": "sim.cli",
     "run": "real.launch.cli",
     "coordinator": "real.launch.cli",
     "node": "real.launch.cli",

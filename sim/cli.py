@@ -24,6 +24,7 @@ from designs import cli as design_cli
 from designs import registry
 from designs.options import DesignError
 
+from . import cli_costs
 from .config import CALIBRATIONS, SimConfig
 from .errors import SimError
 
@@ -50,6 +51,10 @@ FLAGS = {  # flag: (type, help); unset flags take the calibration's default
     "duration_s": (
         float,
         "simulate this long from the trace's first event (default: until its last event; longer keeps the last membership)",
+    ),
+    "costs": (
+        str,
+        "a cost profile: a built-in's name (`ooblab costs` lists them) or a .json file; it fills the costs not set (planner)",
     ),
 }
 
@@ -107,6 +112,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-write", action="store_true", help="do not write the run's files")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the summary) instead of text")
     parser.set_defaults(handler=run)
+    cli_costs.register(subparsers)
 
 
 def config_from_args(args) -> SimConfig:
@@ -206,6 +212,8 @@ def render(result, where) -> str:
         f"{registry.label(s.policy) or s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
         f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
     ]
+    if c.get("costs"):
+        lines.append(f"  costs from profile {c['costs']} (`ooblab costs {c['costs']}` says where each comes from)")
     last = c.get("trace_last_instant_events", 0)
     if last:
         lines.append(f"  its last instant ends the run: the {last} event(s) there are not processed")

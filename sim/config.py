@@ -71,6 +71,9 @@ class SimConfig:
     trace: str = "fixed:interval=1h"
     calibration: str = "artifact"
     seed: int = 0  # trace generators and count-log victims
+    # a cost profile (`sim.cost_profiles`): a built-in's name or a .json file; its values
+    # fill the cost fields below that are not set
+    costs: str | None = None
     # the job and the cluster (planner calibration)
     global_batch: int | None = None  # default: the artifact's batch for its model names
     microbatch_size: int | None = None  # default 1
@@ -169,6 +172,8 @@ class SimConfig:
             raise SimError("model must be a name or a profile directory, got an empty value")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise SimError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        if self.costs is not None and (not isinstance(self.costs, str) or not self.costs.strip()):
+            raise SimError(f"costs must name a cost profile or a .json file, got {self.costs!r}")
         for f in fields(self):
             value = getattr(self, f.name)
             if value is None or f.name in (
@@ -179,6 +184,7 @@ class SimConfig:
                 "gpu",
                 "timeline",
                 "seed",
+                "costs",
                 "varuna_rollback",
                 "design_options",
                 "artifact_quirks",

@@ -45,6 +45,7 @@ from planner.profile import ModelProfile
 from traces.model import Trace
 
 from . import artifact_data as art
+from . import cost_profiles
 from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
@@ -94,6 +95,7 @@ def load_trace(config: SimConfig) -> Trace:
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     """The trace (loaded unless given), policy and timing for `config`."""
+    config = cost_profiles.apply(config)
     design, options = resolve_design(config)
     if trace is None:
         trace = load_trace(config)

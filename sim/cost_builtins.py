@@ -1,0 +1,88 @@
+"""The built-in cost profiles (`sim.cost_profiles`), each value with its source.
+
+- `paper`: the planner calibration's defaults, which come from the Oobleck artifact and
+  the fits in docs/simulator.md; naming it changes no result. Storage bandwidths are left
+  to the GPU type's defaults (the artifact's fits for the V100, 2 GB/s otherwise).
+- `h100-datacenter`: a large H100 training cluster as the field reports it: relaunches
+  that requeue the job and grow with its size, a blocking checkpoint copy, a storage
+  system with an aggregate bandwidth, and warm spares.
+"""
+
+from __future__ import annotations
+
+from .cost_profiles import FORMAT, VERSION, CostProfile, parse
+
+_PAPER = {
+    "node_startup_s": (
+        45.0,
+        "s",
+        "Oobleck artifact (SymbioticLab/Oobleck tools/simulator): a node is usable 45 s after it joins",
+    ),
+    "reconfigure_overhead_s": (2.0, "s", "Oobleck artifact: its reconfiguration time for the small models"),
+    "restart_fixed_s": (
+        40.0,
+        "s",
+        "Oobleck artifact: the intercept of its fit of Varuna's restart times (docs/simulator.md)",
+    ),
+    "restart_per_process_s": (
+        0.003,
+        "s",
+        "MegaScale (arXiv 2402.15627) section 3.5: tuned initialisation about 5 s at 2,048 GPUs, under 30 s beyond 10,000",
+    ),
+    "restart_startup_share": (0.0, "fraction", "assumed: a removal during a relaunch abandons it at once"),
+    "checkpoint_fixed_s": (1.0, "s", "assumed: a barrier and a manifest per checkpoint (planner.checkpoint_cost)"),
+    "price_per_node_hour": (0.91, "$/node-h", "Oobleck artifact: the p3.2xlarge spot price it charges"),
+}
+
+_H100 = {
+    "node_startup_s": (
+        65.0,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 7: an in-place restart on standby machines takes 46-65 s at 2k-16k GPUs; the largest",
+    ),
+    "reconfigure_overhead_s": (
+        30.0,
+        "s",
+        "MegaScale (arXiv 2402.15627) section 3.5: communicator initialisation under 30 s beyond 10,000 GPUs",
+    ),
+    "restart_fixed_s": (
+        441.3,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 7: least-squares line through requeued restarts of 454/545/635/768 s "
+        "at 2,048/4,096/8,192/16,384 GPUs (each within 30 s); they include the checkpoint load, which ooblab adds again",
+    ),
+    "restart_per_process_s": (0.0207, "s", "ByteRobust (arXiv 2509.16293) Table 7: the slope of that line"),
+    "checkpoint_fixed_s": (
+        10.0,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 8: a Megatron checkpoint save blocks training 6.77-13.02 s; about the middle",
+    ),
+    "storage_gb_per_s": (2.0, "GB/s", "assumed: a node's share of a parallel file system, as for p4d/p5 instances"),
+    "restart_load_gb_per_s": (2.0, "GB/s", "assumed: as the write bandwidth"),
+    "storage_cap_gb_per_s": (
+        2000.0,
+        "GB/s",
+        "Llama 3 (arXiv 2407.21783) section 3.3.1: the Tectonic file system sustains 2 TB/s (7 TB/s peak)",
+    ),
+    "price_per_node_hour": (98.32, "$/node-h", "assumed: AWS p5.48xlarge (8 x H100 80 GB) on-demand list price"),
+}
+
+
+def _profile(name: str, description: str, values: dict[str, tuple[float, str, str]]) -> CostProfile:
+    costs = {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()}
+    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
+    return parse(data, where=f"built-in {name}")
+
+
+BUILTIN: dict[str, CostProfile] = {
+    p.name: p
+    for p in (
+        _profile("paper", "the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
+        _profile(
+            "h100-datacenter",
+            "a large H100 cluster as published: requeued restarts growing with the job, blocking checkpoint "
+            "copies, an aggregate storage bandwidth, warm spares",
+            _H100,
+        ),
+    )
+}

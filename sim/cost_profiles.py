@@ -1,0 +1,170 @@
+"""Cost profiles: what the planner calibration charges that is neither the model nor the
+design, each price with its unit and where it comes from.
+
+A profile names values for some of `KEYS` (the `SimConfig` fields of the same names); a
+run that names a profile (`--costs NAME|FILE`) takes them where it sets no value of its
+own (`--set` wins), and the calibration's defaults for the rest. Built-ins are in
+`sim.cost_builtins`; a file is JSON in the form `ooblab costs NAME --json` prints:
+
+    {"format": "ooblab-costs", "version": 1, "name": "...", "description": "...",
+     "costs": {"restart_fixed_s": {"value": 441.3, "unit": "s", "source": "..."}, ...}}
+
+Every value needs its unit (the key's, checked) and a non-empty `source`: a paper and its
+table, "fitted by ooblab validate on HOST", or "assumed: why". A bad file is a
+`CostProfileError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import SimError
+
+FORMAT, VERSION = "ooblab-costs", 1
+
+# key -> (unit, what it prices); the keys are `SimConfig` fields of the planner calibration
+KEYS: dict[str, tuple[str, str]] = {
+    "node_startup_s": ("s", "a node is usable this long after it joins (both calibrations)"),
+    "reconfigure_overhead_s": ("s", "a live reconfiguration's fixed part: rebuild process groups"),
+    "restart_fixed_s": ("s", "a relaunch's fixed part: requeue, process start, set-up"),
+    "restart_per_process_s": ("s", "a relaunch's part per GPU process: rendezvous, communicators"),
+    "restart_startup_share": ("fraction", "the share of a relaunch a removal during it does not cut short"),
+    "restart_load_gb_per_s": ("GB/s", "checkpoint read bandwidth per node"),
+    "checkpoint_fixed_s": ("s", "a checkpoint's fixed part: barrier, manifest, blocking copy"),
+    "storage_gb_per_s": ("GB/s", "checkpoint write bandwidth per node"),
+    "storage_cap_gb_per_s": ("GB/s", "the storage system's aggregate bandwidth"),
+    "price_per_node_hour": ("$/node-h", "what a node-hour costs (both calibrations)"),
+}
+BOTH_CALIBRATIONS = ("node_startup_s", "price_per_node_hour")
+
+
+class CostProfileError(SimError):
+    """A cost profile that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One price: its value in `unit` and where it comes from."""
+
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    name: str
+    description: str
+    costs: Mapping[str, Cost]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file form (`load_file` reads it back)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": self.name,
+            "description": self.description,
+            "costs": {k: {"value": c.value, "unit": c.unit, "source": c.source} for k, c in self.costs.items()},
+        }
+
+    def values(self) -> dict[str, float]:
+        return {key: cost.value for key, cost in self.costs.items()}
+
+
+def parse(data: Any, *, where: str) -> CostProfile:
+    """A `CostProfile` from the file form, every key, unit and value checked."""
+    if not isinstance(data, dict):
+        raise CostProfileError(f"{where}: a cost profile is a JSON object, got {type(data).__name__}")
+    if data.get("format") != FORMAT:
+        raise CostProfileError(f"{where}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
+    if data.get("version") != VERSION:
+        raise CostProfileError(f"{where}: version {data.get('version')!r} is not one this ooblab reads ({VERSION})")
+    stray = sorted(set(data) - {"format", "version", "name", "description", "costs"})
+    if stray:
+        raise CostProfileError(f"{where}: unknown field(s) {', '.join(stray)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise CostProfileError(f"{where}: 'name' must be a non-empty string")
+    costs = data.get("costs")
+    if not isinstance(costs, dict) or not costs:
+        raise CostProfileError(f"{where}: 'costs' must map cost keys to {{value, unit, source}}")
+    out = {}
+    for key, entry in costs.items():
+        out[key] = _cost(key, entry, where=where)
+    return CostProfile(name, str(data.get("description", "")), out)
+
+
+def _cost(key: str, entry: Any, *, where: str) -> Cost:
+    if key not in KEYS:
+        raise CostProfileError(f"{where}: unknown cost {key!r} (known: {', '.join(KEYS)})")
+    unit = KEYS[key][0]
+    if not isinstance(entry, dict):
+        raise CostProfileError(f"{where}: {key}: expected {{value, unit, source}}, got {entry!r}")
+    stray = sorted(set(entry) - {"value", "unit", "source"})
+    if stray:
+        raise CostProfileError(f"{where}: {key}: unknown field(s) {', '.join(stray)}")
+    if "unit" not in entry:
+        raise CostProfileError(f"{where}: {key}: no unit (it is in {unit})")
+    if entry["unit"] != unit:
+        raise CostProfileError(f"{where}: {key}: unit {entry['unit']!r}, but {key} is in {unit}")
+    value = entry.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CostProfileError(f"{where}: {key}: value must be a finite number, got {value!r}")
+    if value < 0 or (unit == "GB/s" and value == 0) or (unit == "fraction" and value > 1):
+        bound = "in [0, 1]" if unit == "fraction" else "> 0" if unit == "GB/s" else ">= 0"
+        raise CostProfileError(f"{where}: {key}: value must be {bound}, got {value!r}")
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise CostProfileError(f"{where}: {key}: no source (a paper and its table, a fit, or 'assumed: why')")
+    return Cost(float(value), unit, source.strip())
+
+
+def load_file(path: str | Path) -> CostProfile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CostProfileError(f"{path}: no such file") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise CostProfileError(f"{path}: not a cost profile (JSON text)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CostProfileError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    return parse(data, where=str(path))
+
+
+def get(name_or_path: str) -> CostProfile:
+    """A built-in by name, else a profile file."""
+    from .cost_builtins import BUILTIN
+
+    if name_or_path in BUILTIN:
+        return BUILTIN[name_or_path]
+    if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).exists():
+        return load_file(name_or_path)
+    raise CostProfileError(
+        f"unknown cost profile {name_or_path!r}: built-ins are {', '.join(BUILTIN)}, or give a .json file"
+    )
+
+
+def apply(config: Any) -> Any:
+    """`config` (a `SimConfig`) with its profile's values where it sets none."""
+    if config.costs is None:
+        return config
+    profile = get(config.costs)
+    if config.calibration != "planner":
+        priced = sorted(set(profile.costs) - set(BOTH_CALIBRATIONS))
+        if priced:
+            raise CostProfileError(
+                f"cost profile {profile.name!r} prices {', '.join(priced)}, which the {config.calibration} "
+                "calibration takes from the artifact: use --calibration planner"
+            )
+    fill = {key: value for key, value in profile.values().items() if getattr(config, key) is None}
+    if config.restart_overhead_s is not None:  # the older constant relaunch, set by hand, wins over the line
+        fill = {k: v for k, v in fill.items() if k not in ("restart_fixed_s", "restart_per_process_s")}
+    return replace(config, **fill)

@@ -1,0 +1,118 @@
+"""Cost profiles: the built-ins parse, `paper` changes no result, a profile fills only
+the costs a run does not set, and a bad profile file is one line naming the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ooblab.cli import main
+from sim.config import SimConfig
+from sim.cost_builtins import BUILTIN
+from sim.cost_profiles import KEYS, CostProfileError, apply, get, load_file, parse
+from sim.run import simulate
+
+
+def test_every_builtin_has_a_source_and_a_known_key_for_each_value():
+    assert {"paper", "h100-datacenter"} <= set(BUILTIN)
+    for profile in BUILTIN.values():
+        for key, cost in profile.costs.items():
+            assert key in KEYS and cost.unit == KEYS[key][0] and cost.source
+        assert parse(profile.to_dict(), where="x") == profile  # the file form reads back
+
+
+@pytest.mark.parametrize("design", ["oobleck", "varuna", "gemini", "bamboo"])
+def test_paper_changes_no_result(design):
+    """`paper` holds the planner calibration's defaults: naming it gives the same summary."""
+    options = {"design_options": {"depth": 4}} if design == "bamboo" else {}
+    base = dict(policy=design, calibration="planner", trace="spot:nodes=30,hours=6", **options)
+    assert simulate(SimConfig(**base)).summary == simulate(SimConfig(**base, costs="paper")).summary
+
+
+def test_a_profile_fills_only_what_the_run_leaves_unset():
+    config = apply(SimConfig(calibration="planner", costs="h100-datacenter", restart_fixed_s=5.0))
+    assert config.restart_fixed_s == 5.0  # the run's own value wins
+    assert config.restart_per_process_s == BUILTIN["h100-datacenter"].costs["restart_per_process_s"].value
+    assert config.checkpoint_fixed_s == 10.0 and config.storage_cap_gb_per_s == 2000.0
+    older = apply(SimConfig(calibration="planner", costs="h100-datacenter", restart_overhead_s=7.0))
+    assert older.restart_fixed_s is None and older.restart_overhead_s == 7.0
+
+
+def test_the_datacenter_profile_prices_a_restart_as_the_field_reports():
+    """Varuna on 256 nodes of 8 H100s (2,048 GPUs) loses a node: its restart, the relaunch
+    and the checkpoint load, takes within 25% of ByteRobust's requeued restart at 2,048
+    GPUs (Table 7: 454 s) under h100-datacenter, and under a minute under `paper`."""
+    from .tiny import make_trace
+
+    rows = [(0.0, "add", [f"n{i}" for i in range(256)]), (7200.0, "remove", "n3"), (14400.0, "add", "late")]
+    common = dict(policy="varuna", calibration="planner", model="gpt3-1.3b", gpu="h100-80gb", gpus_per_node=8,
+                  global_batch=2048, trace="hand")  # fmt: skip
+    restart = {}
+    for name in ("paper", "h100-datacenter"):
+        result = simulate(SimConfig(**common, costs=name), trace=make_trace(rows))
+        times = [e.time_s for e in result.events if e.kind == "decision"]
+        at = times.index(7200.0)
+        restart[name] = times[at + 1] - times[at]
+    assert 40 + 0.003 * 2048 < restart["paper"] < 60
+    assert restart["h100-datacenter"] == pytest.approx(454, rel=0.25)
+
+
+def test_the_artifact_calibration_refuses_a_profile_that_prices_the_planner():
+    with pytest.raises(CostProfileError, match="use --calibration planner"):
+        apply(SimConfig(costs="h100-datacenter"))
+
+
+GOOD = {
+    "format": "ooblab-costs",
+    "version": 1,
+    "name": "mine",
+    "costs": {"restart_fixed_s": {"value": 60, "unit": "s", "source": "assumed: a guess"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("costs", "restart_fixd_s"), "unknown cost 'restart_fixd_s'"),
+        (("unit", None), "restart_fixed_s: no unit (it is in s)"),
+        (("unit", "min"), "restart_fixed_s: unit 'min', but restart_fixed_s is in s"),
+        (("value", -3), "restart_fixed_s: value must be >= 0, got -3"),
+        (("value", "ten"), "restart_fixed_s: value must be a finite number"),
+        (("source", " "), "restart_fixed_s: no source"),
+        (("version", 7), "version 7 is not one this ooblab reads"),
+    ],
+)
+def test_a_bad_profile_file_is_one_line_naming_the_key(tmp_path: Path, capsys, change, words):
+    data = json.loads(json.dumps(GOOD))
+    what, value = change
+    entry = data["costs"]["restart_fixed_s"]
+    if what == "costs":
+        data["costs"] = {value: entry}
+    elif what == "version":
+        data["version"] = value
+    elif value is None:
+        del entry[what]
+    else:
+        entry[what] = value
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CostProfileError) as caught:
+        load_file(path)
+    assert words in str(caught.value) and str(path) in str(caught.value)
+    code = main(["simulate", "--calibration", "planner", "--costs", str(path), "--no-write"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and words in err
+
+
+def test_costs_lists_and_round_trips_through_its_json(tmp_path: Path, capsys):
+    assert main(["costs"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in BUILTIN) and "ByteRobust (arXiv 2509.16293) Table 7" in out
+    assert main(["costs", "h100-datacenter", "--json"]) == 0
+    path = tmp_path / "copy.json"
+    path.write_text(capsys.readouterr().out)
+    assert get(str(path)) == BUILTIN["h100-datacenter"]
+    assert main(["costs", "nope"]) == 2
+    assert "unknown cost profile 'nope'" in capsys.readouterr().err
