@@ -54,6 +54,10 @@ PLANNER_ONLY = (
     "sync_notice",
     "compute_cores",
     "sample_core_s",
+    "detect_s",
+    "detect_crash_s",
+    "detect_network_s",
+    "detect_hang_s",
 )
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -116,6 +120,11 @@ class SimConfig:
     # checkpoints (planner calibration): every layer holder writes (reads) its share at once
     restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
     checkpoint_fixed_s: float | None = None
+    # seconds until a removal is noticed, by its cause's kind (`sim.detection`; default 0)
+    detect_s: float | None = None  # no cause given (a preemption)
+    detect_crash_s: float | None = None  # gpu, host
+    detect_network_s: float | None = None  # cable, switch
+    detect_hang_s: float | None = None  # software: the collective's timeout
     # pipeline sends that cost more the more of them the plan makes, on a testbed whose
     # workers share cores (planner calibration, `sim.loaded_hops`): each send costs
     # loaded_hop_fixed_s + loaded_hop_slope_s2 x (the plan's sends per second)

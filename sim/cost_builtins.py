@@ -3,9 +3,10 @@
 - `paper`: the planner calibration's defaults, which come from the Oobleck artifact and
   the fits in docs/simulator.md; naming it changes no result. Storage bandwidths are left
   to the GPU type's defaults (the artifact's fits for the V100, 2 GB/s otherwise).
-- `h100-datacenter`: a large H100 training cluster as the field reports it: relaunches
-  that requeue the job and grow with its size, a blocking checkpoint copy, a storage
-  system with an aggregate bandwidth, and warm spares.
+- `h100-datacenter`: a large H100 training cluster as the field reports it: failures
+  noticed in a minute, hangs only at the collective's timeout, relaunches that requeue the
+  job and grow with its size, a blocking checkpoint copy, a storage system with an
+  aggregate bandwidth, and warm spares.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ _PAPER = {
     "restart_startup_share": (0.0, "fraction", "assumed: a removal during a relaunch abandons it at once"),
     "checkpoint_fixed_s": (1.0, "s", "assumed: a barrier and a manifest per checkpoint (planner.checkpoint_cost)"),
     "price_per_node_hour": (0.91, "$/node-h", "Oobleck artifact: the p3.2xlarge spot price it charges"),
+    "detect_s": (0.0, "s", "Oobleck artifact: its simulator acts on a removal at once"),
+    "detect_crash_s": (0.0, "s", "Oobleck artifact: as detect_s"),
+    "detect_network_s": (0.0, "s", "Oobleck artifact: as detect_s"),
+    "detect_hang_s": (0.0, "s", "Oobleck artifact: as detect_s"),
 }
 
 _H100 = {
@@ -65,6 +70,23 @@ _H100 = {
         "Llama 3 (arXiv 2407.21783) section 3.3.1: the Tectonic file system sustains 2 TB/s (7 TB/s peak)",
     ),
     "price_per_node_hour": (98.32, "$/node-h", "assumed: AWS p5.48xlarge (8 x H100 80 GB) on-demand list price"),
+    "detect_s": (0.0, "s", "assumed: a removal with no cause is a planned one or a preemption with notice"),
+    "detect_crash_s": (
+        60.0,
+        "s",
+        "ByteRobust (arXiv 2509.16293) section 2.2: explicit failures are detected in about 60 s",
+    ),
+    "detect_network_s": (
+        60.0,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 3: NIC and port checks take 30 s, a switch 30 s twice",
+    ),
+    "detect_hang_s": (
+        600.0,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 3: without inspection a hang waits for the 10-minute PyTorch collective "
+        "timeout (section 2.3: 30-60 minutes with NCCL's)",
+    ),
 }
 
 

@@ -39,6 +39,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "storage_gb_per_s": ("GB/s", "checkpoint write bandwidth per node"),
     "storage_cap_gb_per_s": ("GB/s", "the storage system's aggregate bandwidth"),
     "price_per_node_hour": ("$/node-h", "what a node-hour costs (both calibrations)"),
+    "detect_s": ("s", "noticing a removal with no known cause (a preemption)"),
+    "detect_crash_s": ("s", "noticing a crash (gpu, host): exit status, missed heartbeat"),
+    "detect_network_s": ("s", "noticing a network fault (cable, switch): link checks"),
+    "detect_hang_s": ("s", "noticing a hang (software, NCCL watchdog): the collective's timeout"),
 }
 BOTH_CALIBRATIONS = ("node_startup_s", "price_per_node_hour")
 

@@ -89,6 +89,7 @@ from planner.records import (
 from traces.model import Trace
 
 from .bounds import check_timeline_rows
+from .detection import Detection
 from .errors import SimError
 from .ledger import Ledger
 from .notice import notice_s
@@ -144,6 +145,7 @@ class Simulation:
         adaptive_checkpoints: AdaptiveCheckpoints | None = None,
         startup_cores: float | None = None,
         sync_notice: bool = False,
+        detection: Detection | None = None,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
@@ -161,6 +163,8 @@ class Simulation:
         self._crowds = 0
         self._relaunched: frozenset[str] = frozenset()  # the nodes the last restart priced relaunches
         self.sync_notice = sync_notice
+        self.detection = detection or Detection()  # none given: failures are noticed at once
+        self._causes: dict[str, str | None] = {}  # node -> cause of its removal being decided on
         self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows
         self.price_per_s = price_per_node_hour / 3600.0
@@ -252,6 +256,7 @@ class Simulation:
                         self._ready_tuple = None
                     self.starting.pop(event.node, None)
                     removed.append(event.node)
+                    self._causes[event.node] = event.cause
                     if self.pool is not None:
                         self._pool_lose(event.node, born)
                 self.events.append(EventRecord(time_s, event.kind, {"node": event.node}))
@@ -683,6 +688,11 @@ class Simulation:
                 self.counts["starts"] += 1
         if notice > 0 and segments and segments[0][0] == RECONFIGURING:  # it starts once all have stopped
             segments[0] = (RECONFIGURING, segments[0][1] + notice, segments[0][2])
+        detect = self._detect_s(previous, decision)
+        if detect > 0 and segments:  # the recovery starts once the loss is declared; its time is
+            # the recovery's (a restart's, a reconfiguration's), not that of a checkpoint before it
+            state = next((s for s, _, a in segments if not isinstance(a, Checkpoint)), segments[0][0])
+            segments.insert(0, (state, detect, Detect("failure detection")))
         self.then_wait = any(isinstance(a, WaitForNodes) for a in decision.actions)
         if segments:
             self._pause(segments, periodic=False)
@@ -690,6 +700,18 @@ class Simulation:
             self.mode = WAITING
         else:
             self._start_running()
+
+    def _detect_s(self, previous: Decision | None, decision: Decision) -> float:
+        """Seconds until the removal being decided on is declared: the slowest detection
+        among the working nodes it took (`sim.detection`); 0 where the design prices its
+        own `Detect`, or where nothing was working."""
+        if self.detection.free or not self._removing or previous is None or previous.plan is None:
+            return 0.0
+        if any(isinstance(a, Detect) for a in decision.actions):
+            return 0.0
+        working = self._plan_nodes(previous.plan)
+        hit = [n for n in self._removing if n in working]
+        return max((self.detection.seconds(self._causes.get(n)) for n in hit), default=0.0)
 
     def _notice_s(self) -> float:
         """With `sync_notice`, the mean seconds until the survivors of the removal being

@@ -23,6 +23,7 @@ from . import artifact_data as art
 from .artifact_quirks import ArtifactQuirks
 from .artifact_replay import Replay
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
+from .detection import Detection
 from .engine import Simulation
 from .errors import SimError
 from .setup import Setup, build
@@ -69,8 +70,14 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         iteration_rows=config.timeline == "iterations",
         duration_s=config.duration_s,
         adaptive_checkpoints=setup.adaptive,
-        startup_cores=config.startup_cores,
-        sync_notice=bool(config.sync_notice),
+        startup_cores=setup.config.startup_cores,
+        sync_notice=bool(setup.config.sync_notice),
+        detection=Detection(  # from the cost profile, if the run names one
+            *(
+                getattr(setup.config, k) or 0.0
+                for k in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s")
+            )
+        ),
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

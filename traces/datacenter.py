@@ -214,7 +214,7 @@ def datacenter_failures(
         out_size.append(len(victims))
         for host in victims:
             live[host] = False
-            events.append(TraceEvent(t, "remove", names[host]))
+            events.append(TraceEvent(t, "remove", names[host], prof.components[comp].name))
             seq += 1
             heapq.heappush(pending, (t + repair, seq, _REPAIRED, host))
             if idle:

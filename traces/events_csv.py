@@ -6,7 +6,9 @@ number and an event word); a header whose first column names a unit (``time_s``,
 ``seconds``, ``hours``) switches the time unit from milliseconds to it. Writing produces the headerless form, which the original
 simulators read too, with times in milliseconds written exactly: ``601.2`` s becomes
 ``601200`` and reads back as the same float, so convert -> load round-trips bit for bit.
-A trace that knows how long it was observed (a generated one, a window) ends with the
+A removal may carry a fourth field, its cause (a failure class: `datacenter:` traces write
+the component that failed), which the simulator's cost profiles price detection by; files
+without it are the plain three-field form. A trace that knows how long it was observed (a generated one, a window) ends with the
 comment ``# horizon_ms=N``, which readers of the plain format skip and this one reads back.
 """
 
@@ -20,7 +22,7 @@ from .errors import TraceError
 from .model import Trace, TraceEvent, check_membership
 from .rows import Row, is_number, order_rows, parse_time, split_fields, unit_from_header
 
-LAYOUT = "time_ms,add|remove,node"
+LAYOUT = "time_ms,add|remove,node[,cause]"
 # a comment line that says how long the trace was observed (older readers skip it)
 HORIZON_PREFIX = "# horizon_ms="
 _EVENT_WORDS = {"add", "remove"}
@@ -38,7 +40,8 @@ def parse_event_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[list
     notes: list[str] = []
     unit = "ms"
     first_line, first_text = lines[0]
-    header = _header_unit(split_fields(first_text, 3, LAYOUT, source=source, line=first_line))
+    columns = 4 if first_text.count(",") == 3 else 3
+    header = _header_unit(split_fields(first_text, columns, LAYOUT, source=source, line=first_line))
     if header is not None:
         unit = header
         lines = lines[1:]
@@ -47,14 +50,19 @@ def parse_event_rows(lines: list[tuple[int, str]], *, source: str) -> tuple[list
             raise TraceError(f"no data rows after the header at line {first_line}", source=source)
     rows = []
     for line, text in lines:
-        time_text, kind, node = split_fields(text, 3, LAYOUT, source=source, line=line)
+        fields = split_fields(text, 4 if text.count(",") == 3 else 3, LAYOUT, source=source, line=line)
+        time_text, kind, node = fields[:3]
+        cause = fields[3] if len(fields) == 4 else None
         time_s = parse_time(time_text, unit, source=source, line=line)
         kind = kind.lower()
         if kind not in _EVENT_WORDS:
             raise TraceError(f"unknown event {kind!r} (expected 'add' or 'remove')", source=source, line=line)
         if not node:
             raise TraceError("empty node name", source=source, line=line)
-        rows.append(Row(line, time_s, (kind, node)))
+        if cause is not None and (kind != "remove" or not cause):
+            why = "an empty cause" if kind == "remove" else f"a cause ({cause!r}) on an add: only removals have one"
+            raise TraceError(why, source=source, line=line)
+        rows.append(Row(line, time_s, (kind, node, cause) if cause else (kind, node)))
     return rows, notes
 
 
@@ -96,7 +104,8 @@ def write_events_csv(trace: Trace, out: TextIO) -> None:
     for event in trace.events:
         if "," in event.node or "\n" in event.node or event.node != event.node.strip():
             raise TraceError(f"node name {event.node!r} cannot be written to CSV", source=trace.name)
-        out.write(f"{format_time_ms(event.time_s)},{event.kind},{event.node}\n")
+        cause = f",{event.cause}" if event.cause is not None else ""
+        out.write(f"{format_time_ms(event.time_s)},{event.kind},{event.node}{cause}\n")
     if trace.horizon_s is not None:
         out.write(f"{HORIZON_PREFIX}{format_time_ms(trace.horizon_s)}\n")
 

@@ -67,14 +67,14 @@ def _classify(text: str) -> str | None:
     if len(fields) == 3:
         if _DATE.match(fields[0]) and _CLOCK.match(fields[1]):
             return "gcp-counts"
-        if fields[1].lower() in {"add", "remove"}:
-            return "events"
+    if len(fields) in (3, 4) and fields[1].lower() in {"add", "remove"}:
+        return "events"
     if len(fields) == 2:
         if _ISO.match(fields[0]):
             return "iso-counts"
         if is_number(fields[0]):
             return "counts"
-    if len(fields) in (2, 3) and not any(is_number(f) or _ISO.match(f) for f in fields):
+    if len(fields) in (2, 3, 4) and not any(is_number(f) or _ISO.match(f) for f in fields):
         return "header"
     return None
 

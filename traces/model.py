@@ -32,11 +32,14 @@ KINDS = ("add", "remove")
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """One membership change: at ``time_s`` seconds from trace start, ``node`` is added or removed."""
+    """One membership change: at ``time_s`` seconds from trace start, ``node`` is added or
+    removed; a removal may say its ``cause`` (a failure class such as ``gpu`` or ``switch``,
+    which a cost profile prices detection by; None: not known, as for a preemption)."""
 
     time_s: float
     kind: str
     node: str
+    cause: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -48,6 +51,16 @@ class TraceEvent:
         if not math.isfinite(self.time_s) or self.time_s < 0:
             raise TraceError(f"time_s must be finite and >= 0, got {self.time_s!r}")
         object.__setattr__(self, "time_s", float(self.time_s))
+        if self.cause is not None:
+            if self.kind != "remove":
+                raise TraceError(f"only a removal has a cause, got {self.cause!r} on an add of {self.node!r}")
+            if (
+                not isinstance(self.cause, str)
+                or not self.cause
+                or "," in self.cause
+                or self.cause != self.cause.strip()
+            ):
+                raise TraceError(f"a cause must be a non-empty word without commas, got {self.cause!r}")
 
 
 def check_membership(events: Sequence[TraceEvent], *, source: str, lines: Sequence[int] | None = None) -> None:

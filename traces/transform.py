@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def window(trace: Trace, start_s: float, end_s: float, *, rebase: bool = True) -
         raise TraceError(f"window needs 0 <= start_s <= end_s, got {start_s!r}, {end_s!r}")
     shift = start_s if rebase else 0.0
     events = [TraceEvent(start_s - shift, "add", node) for node in trace.nodes_at(start_s)]
-    events += [TraceEvent(e.time_s - shift, e.kind, e.node) for e in trace.events if start_s < e.time_s <= end_s]
+    events += [replace(e, time_s=e.time_s - shift) for e in trace.events if start_s < e.time_s <= end_s]
     # the window observes up to its end, or to the trace's own end if that comes first
     horizon_s = max(min(end_s, trace.stop_s), start_s) - shift
     return Trace(tuple(events), f"{trace.name}[{start_s:g}-{end_s:g}s]", horizon_s)
@@ -72,7 +73,7 @@ def compress(trace: Trace, factor: float) -> Trace:
     """Every time divided by ``factor`` (> 0): factor 60 replays an hour in a minute."""
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (math.isfinite(factor) and factor > 0):
         raise TraceError(f"compression factor must be a finite number > 0, got {factor!r}")
-    events = tuple(TraceEvent(e.time_s / factor, e.kind, e.node) for e in trace.events)
+    events = tuple(replace(e, time_s=e.time_s / factor) for e in trace.events)
     horizon_s = None if trace.horizon_s is None else max(trace.horizon_s / factor, events[-1].time_s if events else 0.0)
     return Trace(events, f"{trace.name}/{factor:g}", horizon_s)
 

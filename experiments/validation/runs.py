@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +50,11 @@ def base_run_config(spec: ValidationSpec, model: PreparedModel, nodes: int, step
 def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
     """The trace file as the real backend reads it, compressed, later events shifted."""
     from traces import compress, load
-    from traces.model import Trace, TraceEvent
+    from traces.model import Trace
 
     trace = compress(load(trace_file), time_scale)
     return Trace(
-        tuple(TraceEvent(e.time_s + lead_s if e.time_s > 0 else 0.0, e.kind, e.node) for e in trace.events),
+        tuple(replace(e, time_s=e.time_s + lead_s if e.time_s > 0 else 0.0) for e in trace.events),
         "validation",
     )
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +137,7 @@ def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedT
     import numpy as np
 
     from traces import TraceError, from_spec, parse_duration_s, rescale, window
-    from traces.model import Trace, TraceEvent
+    from traces.model import Trace
 
     try:
         trace = from_spec(spec.trace, rng=np.random.default_rng(spec.seed))
@@ -152,7 +152,7 @@ def prepare_trace(spec: ValidationSpec, shared: Path | None = None) -> PreparedT
         raise ValidationError(f"trace {spec.trace!r} spans no time")
     start = trace.start_s
     horizon_s = None if trace.horizon_s is None else trace.horizon_s - start
-    trace = Trace(tuple(TraceEvent(e.time_s - start, e.kind, e.node) for e in trace.events), trace.name, horizon_s)
+    trace = Trace(tuple(replace(e, time_s=e.time_s - start) for e in trace.events), trace.name, horizon_s)
     counts = trace.live_counts()["live_nodes"]
     peak, low = int(counts.max()), int(counts[counts.index[-1]] if len(counts) == 1 else counts.min())
     span_s = trace.duration_s  # rescaling drops trailing events that change nothing; keep the span

@@ -13,6 +13,7 @@ from sim.config import SimConfig
 from sim.cost_builtins import BUILTIN
 from sim.cost_profiles import KEYS, CostProfileError, apply, get, load_file, parse
 from sim.run import simulate
+from traces.model import Trace, TraceEvent
 
 
 def test_every_builtin_has_a_source_and_a_known_key_for_each_value():
@@ -116,3 +117,54 @@ def test_costs_lists_and_round_trips_through_its_json(tmp_path: Path, capsys):
     assert get(str(path)) == BUILTIN["h100-datacenter"]
     assert main(["costs", "nope"]) == 2
     assert "unknown cost profile 'nope'" in capsys.readouterr().err
+
+
+def caused_trace(cause: str | None, victim: str = "n3") -> Trace:
+    events = [TraceEvent(0.0, "add", f"n{i}") for i in range(16)]
+    events += [TraceEvent(7200.0, "remove", victim, cause), TraceEvent(14400.0, "add", "late")]
+    return Trace(tuple(events), "caused")
+
+
+def recovery_s(result, at_s: float = 7200.0) -> float:
+    """From the removal's decision to the next one (training goes on)."""
+    times = [e.time_s for e in result.events if e.kind == "decision"]
+    return times[times.index(at_s) + 1] - at_s
+
+
+@pytest.mark.parametrize(
+    ("cause", "detect_s"), [("gpu", 60.0), ("switch", 60.0), ("software", 600.0), (None, 0.0), ("martian", 0.0)]
+)
+@pytest.mark.parametrize("design", ["oobleck", "varuna"])
+def test_a_failure_waits_for_its_detection_by_cause(design, cause, detect_s):
+    """Under h100-datacenter a lost working node is declared after its cause's detection
+    time (a crash 60 s, a hang 600 s); the recovery starts only then. Without a cause (or
+    with one of no known kind), `detect_s` (0)."""
+    common = dict(policy=design, calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
+    quick = simulate(SimConfig(**common, costs="h100-datacenter", detect_crash_s=0.0, detect_network_s=0.0,
+                               detect_hang_s=0.0), trace=caused_trace(cause))  # fmt: skip
+    slow = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace(cause))
+    assert recovery_s(slow) - recovery_s(quick) == pytest.approx(detect_s)
+    if detect_s:
+        detected = [e for e in slow.events if e.kind == "decision" and e.time_s == 7200.0]
+        assert detected and recovery_s(slow) >= detect_s
+
+
+def test_a_design_that_detects_itself_is_not_charged_again():
+    """Replica groups price their own Detect (the quorum's timeout): a hang under
+    h100-datacenter costs that, not the profile's 600 s on top."""
+    common = dict(calibration="planner", model="gpt3-350m", global_batch=64, trace="hand", costs="h100-datacenter")
+    groups = simulate(SimConfig(policy="replica_groups", **common), trace=caused_trace("software"))
+    taken = [e for e in groups.events if e.kind == "decision" and e.time_s == 7200.0][0]
+    assert [a["action"] for a in taken.detail["actions"]][0] == "Detect"
+    assert recovery_s(groups) < 600.0
+
+
+def test_detection_is_charged_to_the_recovery_it_delays():
+    """Varuna checkpoints then restarts after a loss: the 60 s of detection are restart
+    time, not checkpoint time."""
+    common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
+    quick = simulate(SimConfig(**common, costs="h100-datacenter", detect_crash_s=0.0), trace=caused_trace("gpu"))
+    slow = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace("gpu"))
+    assert slow.summary.breakdown.restart_s - quick.summary.breakdown.restart_s == pytest.approx(60.0)
+    # (the later run has a little less time left for periodic checkpoints, never 60 s more)
+    assert slow.summary.breakdown.checkpoint_s - quick.summary.breakdown.checkpoint_s < 1.0

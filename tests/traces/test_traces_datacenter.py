@@ -396,3 +396,21 @@ def test_generated_trace_round_trips_through_the_events_csv(tmp_path, capsys):
 
     assert tuples(load(out)) == tuples(from_spec(spec))
     assert load(out).duration_s == from_spec(spec).duration_s == 30 * 86400
+
+
+def test_removals_carry_their_cause_through_the_events_csv(tmp_path):
+    """Each removal names the component that failed; the canonical CSV keeps it as a fourth
+    field, which the loader reads back (and refuses on an add, or empty)."""
+    from traces import load, save_events_csv
+
+    trace = from_spec("datacenter:gpus=2048,days=30,seed=5")
+    causes = {e.cause for e in trace.events if e.kind == "remove"}
+    assert causes <= {"gpu", "host", "cable", "switch", "software"} and len(causes) >= 3
+    assert all(e.cause is None for e in trace.events if e.kind == "add")
+    path = tmp_path / "dc.csv"
+    save_events_csv(trace, path)
+    assert load(path).events == trace.events
+    for bad, words in [("0,add,a,gpu\n", "only removals have one"), ("0,add,a\n5,remove,a,\n", "an empty cause")]:
+        path.write_text(bad)
+        with pytest.raises(TraceError, match=words):
+            load(path)

@@ -1,0 +1,34 @@
+"""How long a failure takes to be noticed, by its cause (planner calibration).
+
+Until a failure detector declares a loss, the survivors wait at their next collective;
+the recovery the design chooses starts only then. A trace's removal may name its cause
+(`datacenter:` traces name the failed component); each cause belongs to a kind, and a cost
+profile (`sim.cost_profiles`) prices the kinds: a crash is reported by the process's exit
+or a missed heartbeat, a network fault by link checks, a hang only by the collective's
+timeout. A removal with no cause (a preemption) takes `default_s`. All default to 0, the
+instant detection the simulator had before these prices. A design that prices its own
+`Detect` (replica groups' quorum timeout) is not charged again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# datacenter component -> detection kind (traces.datacenter_profiles names the components)
+CAUSE_KIND = {"gpu": "crash", "host": "crash", "cable": "network", "switch": "network", "software": "hang"}
+
+
+@dataclass(frozen=True)
+class Detection:
+    default_s: float = 0.0  # a removal with no cause, or a cause of no known kind
+    crash_s: float = 0.0
+    network_s: float = 0.0
+    hang_s: float = 0.0
+
+    def seconds(self, cause: str | None) -> float:
+        kind = CAUSE_KIND.get(cause or "")
+        return self.default_s if kind is None else getattr(self, f"{kind}_s")
+
+    @property
+    def free(self) -> bool:
+        return not (self.default_s or self.crash_s or self.network_s or self.hang_s)
