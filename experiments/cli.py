@@ -48,6 +48,12 @@ def register(subparsers) -> None:
         default=None,
         help="with --backend ray: runs per task (default: about 4 chunks per CPU, at most 200 runs each)",
     )
+    parser.add_argument(
+        "--costs",
+        default=None,
+        help="a cost profile (`ooblab costs`) for every planner-calibration run that names none; "
+        "results go to results/NAME[/quick]/costs-PROFILE unless --out says otherwise",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -72,7 +78,7 @@ def run(args) -> int:
     if args.processes is not None and args.processes < 1:
         print(f"ooblab reproduce: error: --processes must be >= 1, got {args.processes}", file=sys.stderr)
         return 2
-    problem = _backend_problem(args)
+    problem = _backend_problem(args) or _costs_problem(args.costs)
     if problem:
         print(f"ooblab reproduce: error: {problem}", file=sys.stderr)
         return 2
@@ -121,6 +127,7 @@ def _reproduce_one(name: str, args) -> None:
         backend=args.backend,
         address=args.address,
         chunk_size=args.chunk_size,
+        costs=args.costs,
     )
     pngs = [p for p in done.figures if p.suffix == ".png"]
     print(f"{name}: {len(done.table)} runs, {len(pngs)} figures in {done.seconds:.1f} s -> {done.out_dir}")
@@ -130,6 +137,19 @@ def _reproduce_one(name: str, args) -> None:
         print(f"  rejected: {line}")
     if len(done.errors) > 5:
         print(f"  ... {len(done.errors) - 5} more rejected runs (outcome 'error' in results.parquet)")
+
+
+def _costs_problem(costs: str | None) -> str | None:
+    """What is wrong with `--costs` (None: nothing): the profile is read before any run."""
+    if costs is None:
+        return None
+    from sim.cost_profiles import CostProfileError, get
+
+    try:
+        get(costs)
+    except CostProfileError as exc:
+        return str(exc)
+    return None
 
 
 def _backend_problem(args) -> str | None:

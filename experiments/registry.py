@@ -24,6 +24,7 @@ MODULES = (
     "rates",
     "scale",
     "designs",
+    "published",
     "as_run",
     "validation.experiment",
 )

@@ -7,7 +7,7 @@ runs only what is missing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,8 @@ from . import plots
 from .base import Setting
 from .paths import experiment_dir, shared_dir
 from .registry import get
-from .sweep import run_sweep
+from .simrun import KIND as SIM_KIND
+from .sweep import RunSpec, run_sweep
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -44,12 +45,18 @@ def results(
     backend: str = "local",
     address: str | None = None,
     chunk_size: int | None = None,
+    costs: str | None = None,
 ) -> tuple[pd.DataFrame, Path]:
     """The experiment's results table (running what is missing) and its directory; the
-    runs on `backend` (`run_sweep`'s: local, or ray with `address` and `chunk_size`)."""
+    runs on `backend` (`run_sweep`'s: local, or ray with `address` and `chunk_size`);
+    with `costs`, every planner-calibration run that names no cost profile takes it."""
     experiment = get(name)
     out = Path(out_dir) if out_dir is not None else experiment_dir(name, quick=quick)
     specs = experiment.specs(Setting(quick=quick, shared=shared_dir()))
+    if costs is not None:
+        if out_dir is None:
+            out = out / f"costs-{Path(costs).stem}"
+        specs = [with_costs(spec, costs) for spec in specs]
     workers = processes if processes is not None else experiment.processes
     table = run_sweep(
         specs,
@@ -63,6 +70,15 @@ def results(
         chunk_size=chunk_size,
     )
     return table, out
+
+
+def with_costs(spec: RunSpec, costs: str) -> RunSpec:
+    """`spec` under the cost profile `costs`, if it is a planner-calibration simulator run
+    that names none (the artifact calibrations take their prices from the artifact)."""
+    params = spec.params
+    if spec.kind != SIM_KIND or params.get("calibration") != "planner" or params.get("costs") is not None:
+        return spec
+    return replace(spec, params={**params, "costs": costs})
 
 
 def figures(name: str, table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
@@ -81,6 +97,7 @@ def reproduce(
     backend: str = "local",
     address: str | None = None,
     chunk_size: int | None = None,
+    costs: str | None = None,
 ) -> Reproduction:
     import matplotlib.pyplot as plt
 
@@ -95,6 +112,7 @@ def reproduce(
         backend=backend,
         address=address,
         chunk_size=chunk_size,
+        costs=costs,
     )
     paths: list[Path] = []
     for fig_name, fig in figures(name, table, out).items():

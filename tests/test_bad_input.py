@@ -17,6 +17,8 @@ ROWS = [
     (["traces", "generate", "spot:hours=1", "--seed", "-3", "-o", "{tmp}/g.csv"], 2, "--seed must be a whole"),
     (["traces", "plot", "spot:hours=1", "--seed", "-3", "-o", "{tmp}/g.png"], 2, "--seed must be a whole"),
     (["run", "--seed", "-1", "--steps", "1"], 2, "seed must be a whole number >= 0, got -1"),
+    (["reproduce", "designs", "--quick", "--costs", "nope"], 2, "unknown cost profile 'nope'"),
+    (["simulate", "--costs", "h100-datacenter", "--no-write"], 2, "use --calibration planner"),
     (["run", "--join-horizon-s", "-5", "--steps", "1"], 2, "join_horizon_s must be positive, got -5.0"),
     (["validate", "--seed", "-1", "--quick"], 2, "seed must be a whole number >= 0, got -1"),
     (["traces", "info", "datacenter:gpus_per_host=0"], 2, "gpus_per_host='0' must be a whole number >= 1"),

@@ -1,0 +1,196 @@
+"""Published results of large training runs beside ooblab's predictions of them.
+
+One row per published figure: the setting as published (as near as ooblab can express it),
+the prediction under the `h100-datacenter` cost profile (`sim.cost_builtins`), the error,
+and whether the row passes its tolerance: effective training time within 3 points, or on
+the stated side of a bound ("higher than 90%"); times and intervals within 25%. Each row
+says whether its figure set a profile value (`calibration`: it can only check that the
+simulator charges what the profile says) or is predicted from the others (`validation`).
+
+The job throughout: GPT-3 175B (the largest model ooblab profiles; Llama 3 405B and the
+others are larger) on nodes of 8 x H100 80 GB, a global batch of one sequence per GPU, planner
+calibration, failures at Llama 3's rates (`datacenter:` traces, Table 5 of arXiv
+2407.21783) and the checkpoint-restart design (Varuna) with Young's interval, which is how
+the published jobs recover. Quick: the same rows on 2,048 GPUs for a day, to exercise the
+code; only the full setting compares with the published numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .base import Experiment, Setting
+from .simrun import sim_spec
+from .sweep import RunSpec
+from .tracesrc import TraceChoice
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+NAME = "published"
+COSTS = "h100-datacenter"
+MODEL, GPU, GPUS_PER_NODE, BATCH_PER_GPU = "gpt3-175b", "h100-80gb", 8, 1
+ETTR_POINTS, TIME_SHARE = 0.03, 0.25  # tolerances: ETTR points, relative error of times
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published figure and the run that predicts it."""
+
+    key: str
+    source: str  # paper, table or section
+    what: str  # in words, with the setting
+    measure: str  # "ettr", "restart_s" (the restart after one loss) or "mttf_h"
+    value: float
+    side: str  # "=": within the tolerance; ">": above the value (a published lower bound)
+    role: str  # "calibration" or "validation"
+    gpus: int
+    trace: str  # the trace spec; {gpus} filled in
+    config: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+
+
+def _dc(days: float, seed: int) -> str:
+    return f"datacenter:gpus={{gpus}},days={days:g},seed={seed}"
+
+
+ROWS = (
+    Published(
+        "llama3-ett", "Llama 3, arXiv 2407.21783, section 3.3.4",
+        "effective training time, 16,384 H100s for 54 days (419 unexpected interruptions)",
+        "ettr", 0.90, ">", "validation", 16384, _dc(54, 1), {"checkpoint_adaptive": "young"},
+    ),
+    Published(
+        "megascale-ett", "MegaScale, arXiv 2402.15627, section 6.3",
+        "effective training time above 90% at more than 10,000 GPUs over several weeks",
+        "ettr", 0.90, ">", "validation", 12288, _dc(21, 2), {"checkpoint_adaptive": "young"},
+    ),
+    Published(
+        "kokolis-ettr-4k", "Kokolis et al., arXiv 2410.21680 (RSC-1)",
+        "effective training time above 0.9 for 2,048-4,096-GPU jobs with hourly checkpoints",
+        "ettr", 0.90, ">", "validation", 4096, _dc(14, 3), {"checkpoint_every_s": 3600.0},
+    ),
+    Published(
+        "kokolis-mttf-1k", "Kokolis et al., arXiv 2410.21680, Fig. 7",
+        "measured mean time to failure of 1,024-GPU jobs: 7.9 h",
+        "mttf_h", 7.9, "=", "validation", 1024, _dc(54, 4), {"checkpoint_adaptive": "young"},
+    ),
+    *(
+        Published(
+            f"byterobust-restart-{gpus // 1024}k", "ByteRobust, arXiv 2509.16293, Table 7",
+            f"a requeued restart at {gpus:,} GPUs: {value:g} s",
+            "restart_s", value, "=", "calibration", gpus, "fixed:nodes={nodes},removals=1,interval=2h",
+            {"checkpoint_adaptive": "young"}, 3 * 3600.0,
+        )
+        for gpus, value in ((2048, 454.0), (4096, 545.0), (8192, 635.0), (16384, 768.0))
+    ),
+)  # fmt: skip
+QUICK_GPUS, QUICK_DAYS = 2048, 1.0
+
+
+def _trace(row: Published, quick: bool) -> tuple[str, int]:
+    gpus = QUICK_GPUS if quick else row.gpus
+    spec = row.trace.format(gpus=gpus, nodes=gpus // GPUS_PER_NODE)
+    if quick and spec.startswith("datacenter:"):
+        spec = spec.split(",days=")[0] + f",days={QUICK_DAYS:g},seed=0"
+    return spec, gpus
+
+
+def specs(setting: Setting) -> list[RunSpec]:
+    out = []
+    for row in ROWS:
+        if setting.quick and row.measure == "restart_s" and row.gpus != QUICK_GPUS:
+            continue
+        spec, gpus = _trace(row, setting.quick)
+        extra: dict[str, Any] = {"duration_s": row.duration_s} if row.duration_s else {}
+        out.append(
+            sim_spec(
+                NAME,
+                TraceChoice(spec, row.key, True, row.key),
+                policy="varuna",
+                model=MODEL,
+                calibration="planner",
+                gpu=GPU,
+                gpus_per_node=GPUS_PER_NODE,
+                global_batch=BATCH_PER_GPU * gpus,
+                costs=COSTS,
+                labels={"row": row.key},
+                **row.config,
+                **extra,
+            )
+        )
+    return out
+
+
+def predicted(row: Published, run: pd.Series) -> float:
+    """The run's figure for the row's measure."""
+    if row.measure == "ettr":
+        return float(run["effective_training_time"])
+    if row.measure == "mttf_h":
+        bursts_per_h = run["trace_removals_per_hour"] / max(run["trace_mean_burst"], 1.0)
+        return float(1.0 / bursts_per_h) if bursts_per_h > 0 else float("inf")
+    # restart_s: the restart from the checkpoint after the loss; the restart time also holds
+    # the first launch, which ends when training first starts (its nodes ready at start-up)
+    from sim.cost_profiles import get
+
+    first_launch = run["first_start_s"] - get(COSTS).costs["node_startup_s"].value
+    return float(run["breakdown_restart_s"] - first_launch)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per published figure: published, predicted, error, and whether it passes."""
+    rows = []
+    by_key = {r.key: r for r in ROWS}
+    for _, run in table.iterrows():
+        row = by_key[run["row"]]
+        value = predicted(row, run)
+        if row.measure == "ettr":
+            error = value - row.value
+            ok = value > row.value if row.side == ">" else abs(error) <= ETTR_POINTS
+        else:
+            error = value / row.value - 1.0
+            ok = abs(error) <= TIME_SHARE
+        rows.append(
+            {
+                "row": row.key,
+                "source": row.source,
+                "role": row.role,
+                "measure": row.measure,
+                "published": ("> " if row.side == ">" else "") + f"{row.value:g}",
+                "predicted": value,
+                "error": error,
+                "passes": bool(ok),
+            }
+        )
+    order = {r.key: i for i, r in enumerate(ROWS)}
+    return pd.DataFrame(rows).sort_values("row", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
+    import matplotlib.pyplot as plt
+
+    frame = summary(table)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(frame) + 1.2), layout="constrained")
+    ratios = np.array([p / float(v.lstrip("> ")) for p, v in zip(frame["predicted"], frame["published"])], dtype=float)
+    y = np.arange(len(frame))[::-1]
+    ax.axvline(1.0, color="0.5", lw=1)
+    ax.scatter(ratios, y, c=["tab:green" if ok else "tab:red" for ok in frame["passes"]], zorder=3)
+    ax.set_yticks(y, [f"{r} ({role})" for r, role in zip(frame["row"], frame["role"])])
+    ax.set_xlabel(f"ooblab's prediction / the published figure ({COSTS} costs; green: within tolerance)")
+    ax.grid(axis="x", alpha=0.3)
+    return {"published": fig}
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    description="published results of large training runs (Llama 3, MegaScale, ByteRobust, Kokolis et al.) beside ooblab's predictions under the h100-datacenter costs",
+    paper_figures=(),
+    notebook="notebooks/published.py",
+    specs=specs,
+    figures=figures,
+)
