@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     for profile in profiles:
         print(f"{profile.name}: {profile.description}")
         for key, cost in profile.costs.items():
-            print(f"  {key:24s} {cost.value:>10g} {cost.unit:9s} {cost.source}")
+            value = str(cost.value).lower() if isinstance(cost.value, bool) else f"{cost.value:g}"
+            print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}")
         unset = [key for key in KEYS if key not in profile.costs]
         if unset:
             print(f"  (the calibration's defaults for {', '.join(unset)})")

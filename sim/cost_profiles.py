@@ -43,7 +43,16 @@ KEYS: dict[str, tuple[str, str]] = {
     "detect_crash_s": ("s", "noticing a crash (gpu, host): exit status, missed heartbeat"),
     "detect_network_s": ("s", "noticing a network fault (cable, switch): link checks"),
     "detect_hang_s": ("s", "noticing a hang (software, NCCL watchdog): the collective's timeout"),
+    # what `ooblab validate` fits on a testbed whose emulated nodes share one host
+    "startup_cores": ("cores", "the cores that the start-ups of emulated nodes share (sim.startup_pool)"),
+    "sync_notice": ("bool", "a loss is noticed at the survivors' next communication (sim.notice)"),
+    "loaded_hop_fixed_s": ("s", "a pipeline send's extra cost on a loaded host, fixed part (may be < 0)"),
+    "loaded_hop_slope_s2": ("s2", "... per send a second of the plan"),
+    "loaded_hop_per_process_s": ("s", "... per worker process of the plan"),
+    "compute_cores": ("cores", "the host's cores, as a ceiling on throughput (sim.core_bound)"),
+    "sample_core_s": ("core-s", "the core-seconds one sample costs the whole job"),
 }
+MAY_BE_NEGATIVE = ("loaded_hop_fixed_s",)
 BOTH_CALIBRATIONS = ("node_startup_s", "price_per_node_hour")
 
 
@@ -55,7 +64,7 @@ class CostProfileError(SimError):
 class Cost:
     """One price: its value in `unit` and where it comes from."""
 
-    value: float
+    value: float | bool
     unit: str
     source: str
 
@@ -76,7 +85,7 @@ class CostProfile:
             "costs": {k: {"value": c.value, "unit": c.unit, "source": c.source} for k, c in self.costs.items()},
         }
 
-    def values(self) -> dict[str, float]:
+    def values(self) -> dict[str, float | bool]:
         return {key: cost.value for key, cost in self.costs.items()}
 
 
@@ -117,15 +126,34 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
     if entry["unit"] != unit:
         raise CostProfileError(f"{where}: {key}: unit {entry['unit']!r}, but {key} is in {unit}")
     value = entry.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if unit == "bool":
+        if not isinstance(value, bool):
+            raise CostProfileError(f"{where}: {key}: value must be true or false, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise CostProfileError(f"{where}: {key}: value must be a finite number, got {value!r}")
-    if value < 0 or (unit == "GB/s" and value == 0) or (unit == "fraction" and value > 1):
-        bound = "in [0, 1]" if unit == "fraction" else "> 0" if unit == "GB/s" else ">= 0"
+    elif (
+        (value < 0 and key not in MAY_BE_NEGATIVE)
+        or (unit in ("GB/s", "cores") and value == 0)
+        or (unit == "fraction" and value > 1)
+    ):
+        bound = "in [0, 1]" if unit == "fraction" else "> 0" if unit in ("GB/s", "cores") else ">= 0"
         raise CostProfileError(f"{where}: {key}: value must be {bound}, got {value!r}")
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CostProfileError(f"{where}: {key}: no source (a paper and its table, a fit, or 'assumed: why')")
-    return Cost(float(value), unit, source.strip())
+    return Cost(value if unit == "bool" else float(value), unit, source.strip())
+
+
+def from_values(name: str, description: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> CostProfile:
+    """A profile of `values` (cost keys; others are left out), each with its source
+    (`sources[key]`, else `sources["*"]`), checked as a file's would be."""
+    costs = {
+        key: {"value": value, "unit": KEYS[key][0], "source": sources.get(key, sources.get("*", ""))}
+        for key, value in values.items()
+        if key in KEYS
+    }
+    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
+    return parse(data, where=f"profile {name}")
 
 
 def load_file(path: str | Path) -> CostProfile:

@@ -149,6 +149,22 @@ class Overheads:
             **(loaded if loaded_sends else {}),
         }
 
+    def cost_profile(self, where: str, *, loaded_sends: bool = False, real_compute: bool = False):
+        """What this calibration fitted, as a cost profile (`sim.cost_profiles`) a
+        simulation can name: the options `sim_options` and (real compute) `core_options`
+        give the validation's own runs, each sourced to this calibration on `where`."""
+        from sim.cost_profiles import from_values
+
+        values = {**self.sim_options(loaded_sends), **(self.core_options() if real_compute else {})}
+        fitted = f"fitted by ooblab validate on {where} (overheads.json beside this file)"
+        unlimited = "assumed: unlimited, the emulated nodes keep their checkpoints on this host"
+        return from_values(
+            f"validated-{where}",
+            f"the pauses and testbed terms ooblab validate measured on {where}",
+            values,
+            {"*": fitted, "restart_load_gb_per_s": unlimited, "storage_gb_per_s": unlimited},
+        )
+
     def noticed_apart(self) -> Overheads:
         """These overheads with the reconfiguration pause less the survivors' measured
         wait to notice each loss (`notice.pause_apart`) and `sync_notice` set; as they are

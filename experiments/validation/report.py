@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -141,6 +142,10 @@ def validate(
         "wall_s": time.perf_counter() - t0,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    # what was fitted, as a cost profile a simulation can name (`ooblab simulate --costs FILE`)
+    where = f"{socket.gethostname()}, {time.strftime('%Y-%m-%d')}"
+    profile = overheads.cost_profile(where, loaded_sends=spec.loaded_sends, real_compute=spec.compute == "real")
+    (out / "costs.json").write_text(json.dumps(profile.to_dict(), indent=2))
     try:
         from .plots import timeline_figure
 
