@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from experiments.validation.calibrate import Overheads
 from sim.config import SimConfig
@@ -26,7 +27,7 @@ def test_the_fitted_terms_make_a_profile_that_prices_as_the_validation_does(tmp_
         read.costs["sync_notice"].value is True
         and "fitted by ooblab validate on testhost" in read.costs["restart_fixed_s"].source
     )
-    common = dict(policy="oobleck", calibration="planner", model="gpt3-350m", global_batch=64,
+    common: dict[str, Any] = dict(policy="oobleck", calibration="planner", model="gpt3-350m", global_batch=64,
                   trace="spot:nodes=12,hours=3,seed=2")  # fmt: skip
     named = simulate(SimConfig(**common, costs=str(path))).summary
     direct = simulate(SimConfig(**common, **overheads.sim_options(True))).summary
