@@ -149,6 +149,12 @@ def label(name: str) -> str | None:
     return design.label if design is not None else None
 
 
+def shown(name: str) -> str:
+    """How to print `name`: its design's display name, or the name itself where no
+    design is registered under it (a design of a saved run since removed)."""
+    return label(name) or name
+
+
 def owners(key: str) -> tuple[str, ...]:
     """The designs that have an option (or legacy field) called `key`."""
     return tuple(d.name for d in all_designs() if any(key in (s.name, s.legacy) for s in d.option_specs))

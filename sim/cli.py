@@ -209,7 +209,7 @@ def render(result, where) -> str:
     b = s.breakdown
     c = result.config
     lines = [
-        f"{registry.label(s.policy) or s.policy} on {s.model} ({s.calibration} calibration), trace {s.trace}",
+        f"{registry.shown(s.policy)} on {s.model} ({s.calibration} calibration), trace {s.trace}",
         f"  {c['trace_events']} trace events over {s.duration_s / 3600:.2f} h",
     ]
     if c.get("costs"):

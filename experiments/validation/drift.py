@@ -59,7 +59,7 @@ class PaceCheck:
             else f"(plans of {self.calibration_nodes} and {self.run_nodes} nodes, which may differ in pace by themselves)"
         )
         return (
-            f"{registry.label(self.policy) or self.policy}: the trace run's first phase went x{self.run_pace:.2f} its prediction against the "
+            f"{registry.shown(self.policy)}: the trace run's first phase went x{self.run_pace:.2f} its prediction against the "
             f"calibration's x{self.calibration_pace:.2f} {plans}: the machine ran {abs(d):.0%} "
             f"{'slower' if d > 0 else 'faster'} than when it was calibrated, so this validation's errors hold that "
             "change too (re-run with a fresh calibration)"

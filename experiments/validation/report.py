@@ -33,7 +33,7 @@ from .spec import ValidationSpec, prepare_model, prepare_trace
 
 def shown(policy: str) -> str:
     """A policy as printed lines name it: its design's display name."""
-    return registry.label(policy) or policy
+    return registry.shown(policy)
 
 
 def validate(

@@ -175,6 +175,8 @@ def test_every_built_in_design_has_one_display_name_used_by_the_listing(capsys):
     out = capsys.readouterr().out
     for name, text in shown.items():
         assert f"{text} (--design {name}): " in out
+        assert registry.shown(name) == text
+    assert registry.shown("a-design-since-removed") == "a-design-since-removed"  # saved runs still print
 
 
 # -- command lines: one line, exit 2 -----------------------------------------------------------
