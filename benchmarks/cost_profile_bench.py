@@ -22,8 +22,7 @@ from pathlib import Path
 from designs_bench import MODELS, PAPER, SIM_BENCH
 
 from sim.config import SimConfig
-from sim.cost_builtins import BUILTIN
-from sim.cost_profiles import apply
+from sim.cost_profiles import BUILTIN, apply
 from sim.errors import SimError
 from sim.run import simulate
 

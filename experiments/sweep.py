@@ -22,37 +22,21 @@ from __future__ import annotations
 import concurrent.futures as futures
 import contextlib
 import functools
-import hashlib
 import json
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 
 from planner.records import upgrade_summary
 
-Runner = Callable[["RunSpec", Path], Mapping[str, Any]]
+from .run_spec import Bar, Runner, RunSpec, execute_run
 
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run of an experiment: which backend runs it (`kind`) and with what parameters."""
-
-    experiment: str
-    kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def canonical(self) -> str:
-        return json.dumps({"kind": self.kind, "params": dict(self.params)}, sort_keys=True, default=str)
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+__all__ = ["BACKENDS", "Bar", "RunSpec", "Runner", "execute_run", "flatten", "results_table", "run_sweep", "sweep_lock"]
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -75,16 +59,6 @@ def _done(spec: RunSpec, run_dir: Path) -> Mapping[str, Any] | None:
         except (ValueError, AttributeError):  # a summary cut short (a full disk, a kill): run it again
             return None
     return None
-
-
-def execute_run(runner: Runner, spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
-    """One run into `run_dir`, marked finished; every backend runs its specs with this."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(dict(runner(spec, run_dir)), indent=2, sort_keys=True, default=str) + "\n"
-    (run_dir / "summary.json").write_text(text)
-    # Written last: a run interrupted half-way is redone next time.
-    (run_dir / "spec.json").write_text(spec.canonical())
-    return json.loads(text)  # what a later sweep will load: same types, same column order
 
 
 BACKENDS = ("local", "ray")
@@ -228,14 +202,6 @@ def results_table(specs: Sequence[RunSpec], summaries: Mapping[str, Mapping[str,
                 row[name] = value
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-class Bar(Protocol):
-    """What a sweep needs of a progress bar (tqdm's, or none)."""
-
-    def update(self, n: int) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class _NoBar:

@@ -5,7 +5,7 @@ rival a short run's) and too many rows to funnel through the driver one by one. 
 `run_chunks` cuts the pending runs into chunks (`auto_chunk_size`: about four chunks per
 CPU of the cluster, at most `MAX_CHUNK_RUNS` runs each), and each chunk, a Ray task:
 
-1. runs its specs with `sweep.execute_run`, exactly as the local pool does, so every run
+1. runs its specs with `run_spec.execute_run`, exactly as the local pool does, so every run
    gets its directory `<out>/runs/<key>/` and finished runs are skipped next time;
 2. writes its part `<out>/parts/<sweep id>/part-NNNNNN.parquet`: one row per run (key,
    canonical spec, summary as JSON text, which round-trips the summary's types exactly);
@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from .sweep import Bar, Runner, RunSpec, execute_run
+from .run_spec import Bar, Runner, RunSpec, execute_run
 
 MAX_CHUNK_RUNS = 200  # runs per task at most: hundreds amortise Ray's per-task cost
 CHUNKS_PER_CPU = 4  # several chunks per CPU so that a slow chunk does not hold up the end

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cost_builtins import BUILTIN
+    from .cost_profiles import BUILTIN
 
     try:
         profiles = [get(args.profile)] if args.profile is not None else list(BUILTIN.values())

@@ -1,4 +1,4 @@
-"""The built-in cost profiles (`sim.cost_profiles`), each value with its source.
+"""The built-in cost profiles' values (`sim.cost_profiles` reads them), each with its source.
 
 - `paper`: the planner calibration's defaults, which come from the Oobleck artifact and
   the fits in docs/simulator.md; naming it changes no result. Storage bandwidths are left
@@ -10,8 +10,6 @@
 """
 
 from __future__ import annotations
-
-from .cost_profiles import FORMAT, VERSION, CostProfile, parse
 
 _PAPER = {
     "node_startup_s": (
@@ -90,21 +88,13 @@ _H100 = {
 }
 
 
-def _profile(name: str, description: str, values: dict[str, tuple[float, str, str]]) -> CostProfile:
-    costs = {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()}
-    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
-    return parse(data, where=f"built-in {name}")
-
-
-BUILTIN: dict[str, CostProfile] = {
-    p.name: p
-    for p in (
-        _profile("paper", "the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
-        _profile(
-            "h100-datacenter",
-            "a large H100 cluster as published: requeued restarts growing with the job, blocking checkpoint "
-            "copies, an aggregate storage bandwidth, warm spares",
-            _H100,
-        ),
-    )
+# name -> (description, {key: (value, unit, source)}); `sim.cost_profiles.BUILTIN` checks
+# and holds them as profiles
+DATA: dict[str, tuple[str, dict[str, tuple[float, str, str]]]] = {
+    "paper": ("the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
+    "h100-datacenter": (
+        "a large H100 cluster as published: failures noticed in a minute, requeued restarts growing with "
+        "the job, blocking checkpoint copies, an aggregate storage bandwidth, warm spares",
+        _H100,
+    ),
 }

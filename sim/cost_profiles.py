@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .cost_builtins import DATA
 from .errors import SimError
 
 FORMAT, VERSION = "ooblab-costs", 1
@@ -171,10 +172,17 @@ def load_file(path: str | Path) -> CostProfile:
     return parse(data, where=str(path))
 
 
+def _builtin(name: str, description: str, values: Mapping[str, tuple[float, str, str]]) -> CostProfile:
+    costs = {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()}
+    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
+    return parse(data, where=f"built-in {name}")
+
+
+BUILTIN: dict[str, CostProfile] = {name: _builtin(name, text, values) for name, (text, values) in DATA.items()}
+
+
 def get(name_or_path: str) -> CostProfile:
     """A built-in by name, else a profile file."""
-    from .cost_builtins import BUILTIN
-
     if name_or_path in BUILTIN:
         return BUILTIN[name_or_path]
     if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).exists():

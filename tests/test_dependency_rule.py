@@ -5,6 +5,7 @@ on planner alone (pure too, below sim and real, which build designs from it); si
 never import each other. Inside real, the parts by side (DESIGN 2): the worker side and
 the control side never import each other, both may import protocol, state and models,
 launch may import everything, and the parts form no cycle (an import graph over the AST).
+Across the whole project no module imports itself back, not even through a lazy import.
 """
 
 from __future__ import annotations
@@ -172,3 +173,50 @@ def test_rule_checker_resolves_relative_imports_and_finds_cycles(tmp_path: Path)
         assert find_cycle(real_part_graph()) == ["control", "worker", "control"]
     finally:
         REAL = saved
+
+
+# -- no module imports itself back, in any package ---------------------------------------------
+PACKAGES = ("planner", "designs", "sim", "real", "traces", "experiments", "ooblab")
+
+
+def module_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports, at any depth of the file (a function's
+    lazy import too: it still makes the two modules need each other). `from . import x`
+    names the submodule x, not its package."""
+    files: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in files]
+                targets = subs if subs and not node.module else [base, *subs]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in files and t != name)
+    return graph
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert find_cycle(module_graph(ROOT)) is None
+
+
+def test_module_graph_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "sim"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import a\n")
+    (pkg / "a.py").write_text("def f():\n    from .b import g\n")
+    (pkg / "b.py").write_text("from sim.a import f\n")
+    graph = module_graph(tmp_path, ("sim",))
+    assert graph == {"sim": {"sim.a"}, "sim.a": {"sim.b"}, "sim.b": {"sim.a"}}
+    assert find_cycle(graph) == ["sim.a", "sim.b", "sim.a"]

@@ -10,8 +10,7 @@ import pytest
 
 from ooblab.cli import main
 from sim.config import SimConfig
-from sim.cost_builtins import BUILTIN
-from sim.cost_profiles import KEYS, CostProfileError, apply, get, load_file, parse
+from sim.cost_profiles import BUILTIN, KEYS, CostProfileError, apply, get, load_file, parse
 from sim.run import simulate
 from traces.model import Trace, TraceEvent
 
