@@ -145,6 +145,12 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
     return Cost(value if unit == "bool" else float(value), unit, source.strip())
 
 
+def _checked(name: str, description: str, costs: Mapping[str, Mapping[str, Any]], *, where: str) -> CostProfile:
+    """A profile built in code, put in the file form and checked as a file would be."""
+    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": dict(costs)}
+    return parse(data, where=where)
+
+
 def from_values(name: str, description: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> CostProfile:
     """A profile of `values` (cost keys; others are left out), each with its source
     (`sources[key]`, else `sources["*"]`), checked as a file's would be."""
@@ -153,8 +159,7 @@ def from_values(name: str, description: str, values: Mapping[str, Any], sources:
         for key, value in values.items()
         if key in KEYS
     }
-    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
-    return parse(data, where=f"profile {name}")
+    return _checked(name, description, costs, where=f"profile {name}")
 
 
 def load_file(path: str | Path) -> CostProfile:
@@ -172,13 +177,16 @@ def load_file(path: str | Path) -> CostProfile:
     return parse(data, where=str(path))
 
 
-def _builtin(name: str, description: str, values: Mapping[str, tuple[float, str, str]]) -> CostProfile:
-    costs = {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()}
-    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": costs}
-    return parse(data, where=f"built-in {name}")
-
-
-BUILTIN: dict[str, CostProfile] = {name: _builtin(name, text, values) for name, (text, values) in DATA.items()}
+# the built-ins' units are given, not taken from KEYS, so a wrong one is caught here too
+BUILTIN: dict[str, CostProfile] = {
+    name: _checked(
+        name,
+        text,
+        {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()},
+        where=f"built-in {name}",
+    )
+    for name, (text, values) in DATA.items()
+}
 
 
 def get(name_or_path: str) -> CostProfile:

@@ -13,6 +13,7 @@ instant detection the simulator had before these prices. A design that prices it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # datacenter component -> detection kind (traces.datacenter_profiles names the components)
 CAUSE_KIND = {"gpu": "crash", "host": "crash", "cable": "network", "switch": "network", "software": "hang"}
@@ -24,6 +25,13 @@ class Detection:
     crash_s: float = 0.0
     network_s: float = 0.0
     hang_s: float = 0.0
+
+    @classmethod
+    def of(cls, config: Any) -> Detection:
+        """The detection a `SimConfig` prices (its `detect_*` fields, unset ones 0)."""
+        return cls(
+            *(getattr(config, f) or 0.0 for f in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s"))
+        )
 
     def seconds(self, cause: str | None) -> float:
         kind = CAUSE_KIND.get(cause or "")

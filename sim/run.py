@@ -72,12 +72,7 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         adaptive_checkpoints=setup.adaptive,
         startup_cores=setup.config.startup_cores,
         sync_notice=bool(setup.config.sync_notice),
-        detection=Detection(  # from the cost profile, if the run names one
-            *(
-                getattr(setup.config, k) or 0.0
-                for k in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s")
-            )
-        ),
+        detection=Detection.of(setup.config),  # from the cost profile, if the run names one
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 
