@@ -224,10 +224,11 @@ class Coordinator:
 
     def interrupted(self, exc: BaseException) -> None:
         """Mark the run as stopped from outside (Ctrl-C, SIGTERM) so that its summary says
-        so, and tell the workers to stop."""
+        so, and tell the workers to stop. Once: the launchers call it again on the way out
+        (the interruption may have come before `run`), which then changes nothing."""
         out = self.outcome
-        if out.status not in ("running", "interrupted"):
-            return  # it had ended already: keep what it said
+        if out.status != "running":
+            return  # it had ended, or was marked already: keep what it said
         why = f"a signal (exit {exc.code})" if isinstance(exc, SystemExit) else "Ctrl-C"
         out.status, out.reason = "interrupted", f"interrupted by {why}"
         out.event("interrupted", reason=out.reason)

@@ -49,4 +49,4 @@ def test_an_interrupted_run_says_so_and_keeps_its_record(tmp_path, how, code):
     assert summary["reason"] == ("interrupted by Ctrl-C" if how == "ctrl-c" else "interrupted by a signal (exit 143)")
     assert 20 <= summary["num_iterations"] < 100000
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert kinds[-1] == "interrupted"
+    assert kinds[-1] == "interrupted" and kinds.count("interrupted") == 1
