@@ -176,7 +176,8 @@ def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
 
     frame = summary(table)
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(frame) + 1.2), layout="constrained")
-    ratios = np.array([p / float(v.lstrip("> ")) for p, v in zip(frame["predicted"], frame["published"])], dtype=float)
+    published = {row.key: row.value for row in ROWS}  # the figure, not the text summary() shows
+    ratios = np.array([p / published[key] for p, key in zip(frame["predicted"], frame["row"])], dtype=float)
     y = np.arange(len(frame))[::-1]
     ax.axvline(1.0, color="0.5", lw=1)
     ax.scatter(ratios, y, c=["tab:green" if ok else "tab:red" for ok in frame["passes"]], zorder=3)
