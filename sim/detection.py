@@ -6,8 +6,10 @@ the recovery the design chooses starts only then. A trace's removal may name its
 profile (`sim.cost_profiles`) prices the kinds: a crash is reported by the process's exit
 or a missed heartbeat, a network fault by link checks, a hang only by the collective's
 timeout. A removal with no cause (a preemption) takes `default_s`. All default to 0, the
-instant detection the simulator had before these prices. A design that prices its own
-`Detect` (replica groups' quorum timeout) is not charged again.
+instant detection the simulator had before these prices. A design with a detector of its own
+(replica groups' quorum timeout, a `Detect` action) pays whichever declares the loss first:
+its own price or the profile's for the kind (torchft's 60 s timeout beats a hang's 10-minute
+collective timeout); where the profile prices no detection at all, its own.
 """
 
 from __future__ import annotations

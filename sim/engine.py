@@ -556,7 +556,8 @@ class Simulation:
             self.counts["removals"] += len(nodes)
             self._removing = nodes
             try:
-                self._decide(NodesRemoved(nodes))
+                notice = all(self._causes.get(n) is None for n in nodes)
+                self._decide(NodesRemoved(nodes, notice))
             finally:
                 self._removing = ()
         self._row()
@@ -664,6 +665,7 @@ class Simulation:
         if decision.rolls_back:
             self._rollback(decision.snapshot)
         segments: list[tuple[str, float, Any]] = [(RESTARTING, hold, STARTUP_HOLD)] if hold > 0 else []
+        cluster_detect = self._detect_s(previous)
         for action in decision.actions:
             state = PAUSE_STATE.get(type(action))
             if state is None:
@@ -676,6 +678,8 @@ class Simulation:
                 if isinstance(action, RESTARTS):
                     self._relaunched = frozenset(self.ready)
                 seconds = self.timing.pause_s(action, decision.plan, self.ready)
+            if isinstance(action, Detect) and cluster_detect is not None:
+                seconds = min(seconds, cluster_detect)  # whichever detector declares the loss first
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
                 segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
             else:
@@ -688,7 +692,7 @@ class Simulation:
                 self.counts["starts"] += 1
         if notice > 0 and segments and segments[0][0] == RECONFIGURING:  # it starts once all have stopped
             segments[0] = (RECONFIGURING, segments[0][1] + notice, segments[0][2])
-        detect = self._detect_s(previous, decision)
+        detect = 0.0 if any(isinstance(a, Detect) for a in decision.actions) else cluster_detect or 0.0
         if detect > 0 and segments:  # the recovery starts once the loss is declared; its time is
             # the recovery's (a restart's, a reconfiguration's), not that of a checkpoint before it
             state = next((s for s, _, a in segments if not isinstance(a, Checkpoint)), segments[0][0])
@@ -701,13 +705,14 @@ class Simulation:
         else:
             self._start_running()
 
-    def _detect_s(self, previous: Decision | None, decision: Decision) -> float:
-        """Seconds until the removal being decided on is declared: the slowest detection
-        among the working nodes it took (`sim.detection`); 0 where the design prices its
-        own `Detect`, or where nothing was working."""
-        if self.detection.free or not self._removing or previous is None or previous.plan is None:
-            return 0.0
-        if any(isinstance(a, Detect) for a in decision.actions):
+    def _detect_s(self, previous: Decision | None) -> float | None:
+        """Seconds until the cluster declares the removal being decided on: the slowest
+        detection among the working nodes it took (`sim.detection`); 0 where nothing was
+        working; None where the costs price no detection. A design with a detector of its
+        own (a `Detect` action) pays the sooner of the two."""
+        if self.detection.free or not self._removing:
+            return None
+        if previous is None or previous.plan is None:
             return 0.0
         working = self._plan_nodes(previous.plan)
         hit = [n for n in self._removing if n in working]

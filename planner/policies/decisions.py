@@ -50,9 +50,17 @@ class ClusterView:
 
 @dataclass(frozen=True)
 class NodesRemoved:
-    """Nodes left (preempted); they may have been working, spare or still starting."""
+    """Nodes left (preempted); they may have been working, spare or still starting.
+
+    `notice`: the job heard of the loss before it broke anything (a preemption notice, or
+    a real worker that catches the failed collective), so a design that stops its processes
+    to restart may still save from the survivors first. False for a removal with a failure
+    cause (a `datacenter:` trace's hardware or network fault): the failed collective ends
+    every rank of a checkpoint-restart job, and what was committed since its last checkpoint
+    is gone with them."""
 
     nodes: tuple[str, ...]
+    notice: bool = True
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@
 - A working node lost: if every stage still has a live replica, Varuna checkpoints first
   ("when it can") and restarts on the new configuration without losing committed work;
   otherwise it restarts from the last checkpoint and the work since then is lost. Either
-  way the iteration in flight is lost. Below the smallest configuration it waits.
+  way the iteration in flight is lost. Below the smallest configuration it waits. A loss
+  without notice (`NodesRemoved.notice`: a hardware fault, not a preemption) stops every
+  rank with the failed collective, so nothing is saved: back to the last checkpoint, as the
+  large published jobs (Llama 3, Kokolis et al.) recover.
 - New nodes: when the best configuration for the larger set is predicted faster, Varuna
   checkpoints and restarts on it (job morphing); otherwise they idle.
 - A save before a restart is skipped when the last complete checkpoint already holds
@@ -175,7 +178,7 @@ class VarunaPolicy:
         if base is None or view.job_state == "restarting":
             return self._launch(view, memory, restart=memory.started)
         ready = set(view.ready)
-        can_save = not base.stages_without_holder(ready)
+        can_save = event.notice and not base.stages_without_holder(ready)
         new = self.plan_for(view.ready)
         lost = sorted(set(event.nodes) & involved)
         if can_save:
@@ -185,7 +188,11 @@ class VarunaPolicy:
                     None, (*_save(view, why), WaitForNodes(self.min_nodes or 0, why)), VarunaMemory(base, True)
                 )
             return Decision(new, (*_save(view, why), Restart(why)), VarunaMemory(base, True))
-        why = f"lost {lost}: some stage has no live replica, back to the last checkpoint"
+        why = (
+            f"lost {lost}: some stage has no live replica, back to the last checkpoint"
+            if event.notice
+            else f"lost {lost} without notice: every rank stopped, back to the last checkpoint"
+        )
         return self._launch(view, VarunaMemory(None, True), restart=True, note=why)
 
     def _launch(self, view: ClusterView, memory: VarunaMemory, *, restart: bool, note: str = "") -> Decision:

@@ -12,9 +12,31 @@ from experiments.reproduce import reproduce
 
 def test_rows_say_their_role_and_most_are_predictions():
     roles = [row.role for row in published.ROWS]
-    assert set(roles) <= {"calibration", "validation"}
-    assert roles.count("validation") * 2 >= len(roles)
+    assert set(roles) <= {"calibration", "validation", "sanity"}
+    assert (len(roles) - roles.count("calibration")) * 2 >= len(roles)
+    assert roles.count("validation") >= roles.count("calibration")
     assert len({row.key for row in published.ROWS}) == len(published.ROWS)
+
+
+def test_closed_form_by_hand():
+    # 1,024 nodes at 5 per 1,000 node-days: 5.12 failures a day; each loses a 600 s restart
+    # and half an hour; a 30 s write every hour
+    lost = 5.12 / 86400 * (600 + 1800)
+    assert published.closed_form_ettr(1024, 5.0, 600.0, 3600.0, 30.0) == pytest.approx((1 - lost) / (1 + 30 / 3600))
+
+
+@pytest.mark.timeout(120)
+def test_the_simulator_meets_the_closed_form_at_1024_nodes(tmp_path):
+    """The sanity row at full size (seconds): host failures only, Varuna restarting from its
+    hourly checkpoint after each (a loss without notice), within the row's 3 points."""
+    from experiments.simrun import run_sim
+    from experiments.sweep import run_sweep
+
+    row = next(r for r in published.ROWS if r.key == "closed-form-8k")
+    spec = next(s for s in published.specs(Setting(False, None)) if s.params["row"] == row.key)
+    table = run_sweep([spec], run_sim, tmp_path, processes=1, progress=False)
+    frame = published.summary(table)
+    assert frame.loc[0, "passes"] and abs(frame.loc[0, "error"]) <= published.ETTR_POINTS
 
 
 @pytest.mark.timeout(300)

@@ -88,6 +88,18 @@ def test_losses_checkpoint_when_a_replica_survives_and_roll_back_when_none_does(
     assert [type(a) for a in lost.actions] == [RestartFromCheckpoint] and lost.rolls_back
 
 
+def test_a_loss_without_notice_rolls_back_though_a_replica_survives():
+    """A hardware fault stops every rank with the failed collective: nothing is saved from
+    the survivors, the restart resumes from the last checkpoint."""
+    policy = VarunaPolicy(search(), 1, max_nodes=8)
+    current = running(policy, ["a", "b", "c", "d", "e"])
+    sudden = policy.decide(view("abce"), NodesRemoved(("d",), notice=False), current)
+    assert [type(a) for a in sudden.actions] == [RestartFromCheckpoint] and sudden.rolls_back
+    assert sudden.plan == policy.plan_for(list("abce"))
+    warned = policy.decide(view("abce"), NodesRemoved(("d",), notice=True), current)
+    assert [type(a) for a in warned.actions] == [Checkpoint, Restart] and not warned.rolls_back
+
+
 def test_new_nodes_morph_the_job_only_when_faster():
     policy = VarunaPolicy(search(), 1, max_nodes=8)
     current = running(policy, ["a", "b"])  # 2 x 1, 108 s

@@ -148,22 +148,48 @@ def test_a_failure_waits_for_its_detection_by_cause(design, cause, detect_s):
         assert detected and recovery_s(slow) >= detect_s
 
 
-def test_a_design_that_detects_itself_is_not_charged_again():
-    """Replica groups price their own Detect (the quorum's timeout): a hang under
-    h100-datacenter costs that, not the profile's 600 s on top."""
-    common = dict(calibration="planner", model="gpt3-350m", global_batch=64, trace="hand", costs="h100-datacenter")
-    groups = simulate(SimConfig(policy="replica_groups", **common), trace=caused_trace("software"))
+@pytest.mark.parametrize(("cause", "costs", "expected_s"), [
+    ("software", "h100-datacenter", 120.0),  # its own timeout beats the hang's 600 s
+    ("gpu", "h100-datacenter", 60.0),  # the crash is declared by the cluster in 60 s
+    (None, "h100-datacenter", 0.0),  # a preemption with notice: known at once
+    ("gpu", "paper", 120.0),  # costs that price no detection: its own timeout
+    ("software", "paper", 120.0),
+])  # fmt: skip
+def test_a_design_that_detects_itself_pays_the_sooner_detector(cause, costs, expected_s):
+    """Replica groups price their own Detect (the quorum's timeout, 120 s here): the loss is
+    declared by whichever detector fires first, its own or the profile's for the cause,
+    never both one after the other."""
+    common = dict(calibration="planner", model="gpt3-350m", global_batch=64, trace="hand", costs=costs)
+    options = {"detection_timeout_s": 120.0}
+    groups = simulate(SimConfig(policy="replica_groups", design_options=options, **common), trace=caused_trace(cause))
+    instant = simulate(
+        SimConfig(policy="replica_groups", design_options={"detection_timeout_s": 0.0}, **common),
+        trace=caused_trace(cause),
+    )
     taken = [e for e in groups.events if e.kind == "decision" and e.time_s == 7200.0][0]
     assert [a["action"] for a in taken.detail["actions"]][0] == "Detect"
-    assert recovery_s(groups) < 600.0
+    assert recovery_s(groups) - recovery_s(instant) == pytest.approx(expected_s)
 
 
 def test_detection_is_charged_to_the_recovery_it_delays():
-    """Varuna checkpoints then restarts after a loss: the 60 s of detection are restart
-    time, not checkpoint time."""
+    """Varuna checkpoints then restarts after a loss with notice (no cause): 60 s of
+    detection are restart time, not checkpoint time."""
     common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
-    quick = simulate(SimConfig(**common, costs="h100-datacenter", detect_crash_s=0.0), trace=caused_trace("gpu"))
-    slow = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace("gpu"))
+    quick = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace(None))
+    slow = simulate(SimConfig(**common, costs="h100-datacenter", detect_s=60.0), trace=caused_trace(None))
+    taken = [e for e in slow.events if e.kind == "decision" and e.time_s == 7200.0][0]
+    assert [a["action"] for a in taken.detail["actions"]][:2] == ["Checkpoint", "Restart"]
     assert slow.summary.breakdown.restart_s - quick.summary.breakdown.restart_s == pytest.approx(60.0)
     # (the later run has a little less time left for periodic checkpoints, never 60 s more)
     assert slow.summary.breakdown.checkpoint_s - quick.summary.breakdown.checkpoint_s < 1.0
+
+
+def test_a_loss_without_notice_sends_varuna_back_to_its_checkpoint():
+    """The same loss with a hardware cause: no save from the survivors, the work since the
+    last checkpoint is lost; with notice it is saved and nothing is lost."""
+    common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
+    sudden = simulate(SimConfig(**common, costs="paper"), trace=caused_trace("gpu"))
+    warned = simulate(SimConfig(**common, costs="paper"), trace=caused_trace(None))
+    taken = [e for e in sudden.events if e.kind == "decision" and e.time_s == 7200.0][0]
+    assert [a["action"] for a in taken.detail["actions"]] == ["RestartFromCheckpoint"]
+    assert sudden.summary.breakdown.lost_work_s > warned.summary.breakdown.lost_work_s
