@@ -1,4 +1,4 @@
-"""GEMINI (designs/gemini.py, planner/policies/gemini.py): placement, traffic, recovery.
+"""GEMINI (designs/gemini/, designs/gemini/policy.py): placement, traffic, recovery.
 
 Hand cases on the tiny model (tests/sim/tiny.py: layers of 3 s; with f = 0 four nodes run
 two pipelines [n1 n2] [n3 n4] of 30 s iterations, two nodes one pipeline of 54 s), with
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from designs import DesignError
 from designs import registry as designs
+from designs.gemini.policy import GROUP, RING, GeminiPolicy, SnapshotTraffic, placement
 from designs.options import PLANNER
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule
-from planner.policies.gemini import GROUP, RING, GeminiPolicy, SnapshotTraffic, placement
 from sim.engine import Simulation
 from sim.timing import PlannerCosts, PlannerTiming
 from tests.sim.test_sim_properties import random_traces

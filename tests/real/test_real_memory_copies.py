@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from designs import MemoryCopies
-from planner.policies.gemini import PLACEMENTS, placement
+from designs.gemini.policy import PLACEMENTS, placement
 from real.control.memory import MemoryBook
 from real.protocol import keys
 from real.protocol.copies import CopyOrder, copy_order, copy_transfers, due, layer_holders

@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import InfeasibleError, PlannerError
-from ..planner import Planner
-from .decisions import (
+from planner.errors import InfeasibleError, PlannerError
+from planner.planner import Planner
+from planner.policies.decisions import (
     CheckpointSchedule,
     ClusterView,
     Continue,
@@ -53,7 +53,7 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
-from .holdings import holdings
+from planner.policies.holdings import holdings
 
 GROUP, RING = "group", "ring"
 PLACEMENTS = (GROUP, RING)

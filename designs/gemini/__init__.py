@@ -15,7 +15,7 @@ The rules and where they come from (the paper's sections by title):
 - recovery: restart from the copies in CPU memory; only when every holder of some state
   is gone, from the persistent checkpoint (failure recovery section).
 
-What the paper leaves open and what was chosen here (`planner.policies.gemini` has the
+What the paper leaves open and what was chosen here (`designs.gemini.policy` has the
 formulas):
 
 - the idle time is not measured (the paper profiles the training's traffic): the option
@@ -47,10 +47,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.policies import CheckpointSchedule
-from planner.policies.gemini import PLACEMENTS, GeminiPolicy, SnapshotTraffic, placement
 
-from .base import REAL_BACKEND, SIMULATOR, BuildContext, Design, MemoryCopies, PolicyBuild, RealHooks
-from .options import PLANNER, REAL, DesignError, option
+from ..base import REAL_BACKEND, SIMULATOR, BuildContext, Design, MemoryCopies, PolicyBuild, RealHooks
+from ..options import PLANNER, REAL, DesignError, option
+from .policy import PLACEMENTS, GeminiPolicy, SnapshotTraffic, placement
 
 PERSISTENT_EVERY_S = 3 * 3600.0
 
