@@ -1,4 +1,4 @@
-"""Replica groups (designs/replica_groups.py): hand-computed runs, the policy's invariants,
+"""Replica groups (designs/replica_groups/): hand-computed runs, the policy's invariants,
 and a real job whose every step equals a single-process step over the live groups' samples.
 
 The tiny model (tests/sim/tiny.py): 4 layers of 3 s, a node holds at most two, so one
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from designs import registry
 from designs.replica_groups import ReplicaGroupsOptions
+from designs.replica_groups.policy import GroupsMemory, ReplicaGroupsPolicy, fill_slots, group_microbatches
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
@@ -37,7 +38,6 @@ from planner.policies import (
     Start,
     WaitForNodes,
 )
-from planner.policies.replica_groups import GroupsMemory, ReplicaGroupsPolicy, fill_slots, group_microbatches
 from planner.profile import LayerProfile, ModelProfile
 from sim.engine import Simulation
 from sim.timing import PlannerCosts

@@ -9,7 +9,7 @@ mode DYNAMIC: the world grows and shrinks with the live groups); a quorum needs
 (`recover_src`) and, with the default async quorum, takes part from the next step on; the
 Manager's operation and quorum timeouts default to 60 s. The PyTorch blog's "Fault
 Tolerant Llama" (Meta and Crusoe, 2025) trains HSDP this way, groups dropping out and coming
-back while the others go on. The rules are in `planner.policies.replica_groups`.
+back while the others go on. The rules are in `designs.replica_groups.policy`.
 
 What a run does:
 - The global batch is the batch at full strength (all G groups live); each group owns a
@@ -62,10 +62,10 @@ from typing import Any
 from planner.errors import InfeasibleError
 from planner.policies import Action, CheckpointSchedule, Detect
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
-from planner.policies.replica_groups import ReplicaGroupsPolicy
 
-from .base import REAL_BACKEND, SIMULATOR, ActionCosts, BuildContext, Design, PolicyBuild, standard_pause_s
-from .options import PLANNER, REAL, DesignError, option
+from ..base import REAL_BACKEND, SIMULATOR, ActionCosts, BuildContext, Design, PolicyBuild, standard_pause_s
+from ..options import PLANNER, REAL, DesignError, option
+from .policy import ReplicaGroupsPolicy
 
 TORCHFT_TIMEOUT_S = 60.0  # torchft Manager(timeout=..., quorum_timeout=...) defaults
 DEFAULT_QUORUM_S = 0.01

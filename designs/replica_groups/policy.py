@@ -31,13 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..allreduce import exposed_allreduce_s
-from ..errors import InfeasibleError
-from ..plan import ExecutionPlan, PipelinePlan
-from ..planner import Planner
-from ..reconfigure import LayerCopy, Reconfiguration
-from ..templates import PipelineTemplate
-from .decisions import (
+from planner.allreduce import exposed_allreduce_s
+from planner.errors import InfeasibleError
+from planner.plan import ExecutionPlan, PipelinePlan
+from planner.planner import Planner
+from planner.policies.decisions import (
     Admit,
     CheckpointSchedule,
     ClusterView,
@@ -54,6 +52,8 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
+from planner.reconfigure import LayerCopy, Reconfiguration
+from planner.templates import PipelineTemplate
 
 
 @dataclass(frozen=True)
