@@ -28,10 +28,13 @@
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..checkpoint_cost import Holdings, Ranges, merge
+from ..errors import PlannerError
 from ..profile import ModelProfile
 from ..reconfigure import LayerCopy
 from .bamboo_cost import BambooLayout
@@ -71,6 +74,12 @@ class BambooMemory:
         return self.started
 
 
+def _stage_layers(stage_layers: Sequence[tuple[int, int]] | None) -> Sequence[tuple[int, int]]:
+    if stage_layers is None:
+        raise PlannerError("internal: a Bamboo plan's holdings need its stages' layer ranges")
+    return stage_layers
+
+
 @dataclass(frozen=True)
 class BambooPlan:
     """`owners[p][s]`: the node computing stage s of pipeline p (its predecessor after a
@@ -81,6 +90,34 @@ class BambooPlan:
     owners: tuple[tuple[str, ...], ...]
     spares: tuple[str, ...] = ()
     covered: tuple[tuple[int, int], ...] = ()  # (pipeline, stage) run by the predecessor
+
+    def layer_holdings(self, stage_layers: Sequence[tuple[int, int]] | None) -> Holdings:
+        """Which layers its nodes hold (`planner.policies.holdings`): the node computing
+        stage s of a pipeline also holds stage s + 1 (the last holds stage 0); after a
+        fail-over the covering node holds both stages it computes and their successors."""
+        layers = _stage_layers(stage_layers)
+        d = self.depth
+        covered: dict[int, list[int]] = {}
+        for p, s in self.covered:
+            covered.setdefault(p, []).append(s)
+        plain = [merge(layers[s], layers[(s + 1) % d]) for s in range(d)]
+        out: Counter = Counter()
+        intact = self.num_pipelines - len(covered)
+        if intact:
+            for ranges in plain:
+                out[ranges] += intact
+        for p in covered:
+            stages: dict[str, list[int]] = {}
+            for s, owner in enumerate(self.owners[p]):
+                stages.setdefault(owner, []).extend((s, (s + 1) % d))
+            for held in stages.values():
+                out[merge(*(layers[s] for s in held))] += 1
+        return out
+
+    def node_layer_ranges(self, node: str, stage_layers: Sequence[tuple[int, int]] | None) -> Ranges:
+        layers = _stage_layers(stage_layers)
+        d = self.depth
+        return merge(*(layers[t] for _, s in self.stages_of(node) for t in (s, (s + 1) % d)))
 
     @property
     def num_pipelines(self) -> int:

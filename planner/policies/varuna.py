@@ -24,10 +24,14 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
+from math import gcd
 
+from ..checkpoint_cost import Holdings, Ranges, merge
+from ..errors import PlannerError
 from .decisions import (
     Checkpoint,
     CheckpointSchedule,
@@ -75,6 +79,32 @@ class VarunaPlan:
             tuple(dict.fromkeys(nodes[(w * c.depth + s) // g] for w in range(c.width))) for s in range(c.depth)
         )
 
+    def layer_holdings(self, stage_layers: Sequence[tuple[int, int]] | None = None) -> Holdings:
+        """Which layers its nodes hold (`planner.policies.holdings`): node j runs workers
+        j g .. j g + g - 1 (worker k = w D + s is stage s), so it holds the union of those
+        workers' stages; the pattern repeats every D / gcd(D, g) nodes."""
+        if self.given_stage_nodes is not None:
+            return Counter(self._node_ranges(j) for j in range(len(self.nodes)))
+        return _holdings_shape(self.config, len(self.nodes), self._gpus_per_node())
+
+    def node_layer_ranges(self, node: str, stage_layers: Sequence[tuple[int, int]] | None = None) -> Ranges:
+        return self._node_ranges(self.nodes.index(node))
+
+    def _node_ranges(self, j: int) -> Ranges:
+        c = self.config
+        if self.given_stage_nodes is not None:  # a placement other than `place`'s
+            node = self.nodes[j]
+            return merge(*(c.stage_layers[s] for s, holders in enumerate(self.given_stage_nodes) if node in holders))
+        g = self._gpus_per_node()
+        workers = range(j * g, min((j + 1) * g, c.depth * c.width))
+        return merge(*(c.stage_layers[k % c.depth] for k in workers))
+
+    def _gpus_per_node(self) -> int:
+        g, rest = divmod(self.config.depth * self.config.width + self.idle_gpus, len(self.nodes))
+        if rest:
+            raise PlannerError("internal: a Varuna plan whose GPUs do not divide among its nodes")
+        return g
+
     def stages_without_holder(self, alive: Container[str]) -> list[int]:
         """Stages none of whose replicas is on a node in `alive`; O(nodes + dead nodes' stages
         x replicas scanned until a live one)."""
@@ -113,6 +143,20 @@ class VarunaMemory:
 
     base: VarunaPlan | None = None
     started: bool = False
+
+
+@lru_cache(maxsize=256)
+def _holdings_shape(c: VarunaConfig, used: int, g: int) -> Holdings:
+    """Depends on the configuration and node count only: every event re-places Varuna."""
+    plan = VarunaPlan(c, tuple(str(j) for j in range(used)), None, used * g - c.num_gpus)
+    full = c.depth * c.width // g  # nodes whose g GPUs all run a worker
+    period = c.depth // gcd(c.depth, g)
+    out: Counter = Counter()
+    for j in range(min(period, full)):
+        out[plan._node_ranges(j)] += len(range(j, full, period))
+    for j in range(full, used):
+        out[plan._node_ranges(j)] += 1
+    return out
 
 
 def _save(view: ClusterView, why: str) -> tuple[Checkpoint, ...]:
