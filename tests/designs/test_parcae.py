@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 import traces
 from designs import DesignError, registry
+from designs.parcae.migrate import arrange, copies, node_layers
+from designs.parcae.policy import ParcaePolicy, ParcaeSettings
+from designs.parcae.predict import ar1_coefficient, forecast
 from ooblab.cli import main
 from planner.policies import CheckpointSchedule, place
-from planner.policies.parcae import ParcaePolicy, ParcaeSettings
-from planner.policies.parcae_migrate import arrange, copies, node_layers
-from planner.policies.parcae_predict import ar1_coefficient, forecast
 from planner.policies.varuna_search import VarunaConfig
 from planner.profile import LayerProfile
 from planner.reconfigure import Reconfiguration

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 import traces
 from designs import DesignError, registry
+from designs.recycle.policy import canonical
+from designs.recycle.schedule import makespan
 from ooblab.cli import main
 from planner.errors import PlannerError
-from planner.policies.recycle import canonical
-from planner.policies.recycle_schedule import makespan
 from sim.config import SimConfig
 from sim.run import simulate
 from sim.setup import build

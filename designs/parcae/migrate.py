@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
-from ..profile import LayerProfile
-from ..reconfigure import LayerCopy
-from .varuna import VarunaPlan, place
-from .varuna_search import VarunaConfig
+from planner.policies.varuna import VarunaPlan, place
+from planner.policies.varuna_search import VarunaConfig
+from planner.profile import LayerProfile
+from planner.reconfigure import LayerCopy
 
 
 def node_layers(plan: VarunaPlan) -> dict[str, frozenset[int]]:

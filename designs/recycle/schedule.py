@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 
-from ..errors import PlannerError
+from planner.errors import PlannerError
 
 F, B, WG = 1, 0, 2  # kinds, also their priority (lower first)
 

@@ -37,9 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..profile import LayerProfile
-from ..reconfigure import Reconfiguration
-from .decisions import (
+from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
     ClusterView,
@@ -55,15 +53,18 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
-from .parcae_migrate import arrange, copies, node_layers
-from .parcae_predict import forecast
-from .varuna import VarunaPlan, place
-from .varuna_search import VarunaConfig, VarunaSearch
+from planner.policies.varuna import VarunaPlan, place
+from planner.policies.varuna_search import VarunaConfig, VarunaSearch
+from planner.profile import LayerProfile
+from planner.reconfigure import Reconfiguration
+
+from .migrate import arrange, copies, node_layers
+from .predict import forecast
 
 
 @dataclass(frozen=True)
 class ParcaeSettings:
-    """The policy's knobs (the design's options; see designs/parcae.py for their sources)."""
+    """The policy's knobs (the design's options; see designs/parcae/ for their sources)."""
 
     interval_s: float = 60.0
     horizon: int = 10

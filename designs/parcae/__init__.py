@@ -32,11 +32,11 @@ from dataclasses import dataclass
 
 from planner.policies import CheckpointSchedule, VarunaSearch
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
-from planner.policies.parcae import ParcaePolicy, ParcaeSettings
 from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
 
-from .base import SIMULATOR, BuildContext, Design, PolicyBuild
-from .options import PLANNER, option
+from ..base import SIMULATOR, BuildContext, Design, PolicyBuild
+from ..options import PLANNER, option
+from .policy import ParcaePolicy, ParcaeSettings
 
 
 @dataclass(frozen=True)

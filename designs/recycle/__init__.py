@@ -8,7 +8,7 @@ weight gradients split, the latter deferred into bubbles) and the staggered opti
 
 The policy is `planner.policies.RecyclePolicy` on the job's `VarunaSearch` grids; the
 iteration time of a degraded grid comes from the adapted schedule itself
-(`planner.policies.recycle_schedule`, list scheduling of every op of the grid). What the
+(`designs.recycle.schedule`, list scheduling of every op of the grid). What the
 paper leaves open, and what was chosen:
 
 - rerouting spreads a failed slot's microbatches round robin over its stage's live peers
@@ -33,11 +33,11 @@ from dataclasses import dataclass
 
 from planner.policies import CheckpointSchedule, VarunaSearch
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
-from planner.policies.recycle import RecyclePolicy
 from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
 
-from .base import SIMULATOR, BuildContext, Design, PolicyBuild
-from .options import PLANNER, option
+from ..base import SIMULATOR, BuildContext, Design, PolicyBuild
+from ..options import PLANNER, option
+from .policy import RecyclePolicy
 
 
 @dataclass(frozen=True)

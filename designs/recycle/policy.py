@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ..costmodel import CostTables
-from .decisions import (
+from planner.costmodel import CostTables
+from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
     ClusterView,
@@ -40,9 +40,10 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
-from .recycle_schedule import host_of, hosts, makespan
-from .varuna import VarunaPlan, place
-from .varuna_search import VarunaConfig, VarunaSearch
+from planner.policies.varuna import VarunaPlan, place
+from planner.policies.varuna_search import VarunaConfig, VarunaSearch
+
+from .schedule import host_of, hosts, makespan
 
 CONTINUE = Continue()
 
