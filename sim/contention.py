@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from designs.varuna.policy import VarunaPlan
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.contention import ContentionProfile
 from planner.costmodel import CostTables, pipeline_time_s
 from planner.errors import PlannerError
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
-from planner.policies import VarunaPlan
 from planner.profile import ModelProfile
 from planner.templates import PipelineTemplate
 

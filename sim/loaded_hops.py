@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from designs.varuna.policy import VarunaPlan
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
-from planner.policies import VarunaPlan
 from planner.profile import ModelProfile
 
 from .contention import PlanScaler

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from designs.varuna.policy import VarunaPlan
 from planner.contention import ContentionProfile
 from planner.optimizer_step import OptimizerProfile
 from planner.plan import ExecutionPlan
-from planner.policies import VarunaPlan
 
 from .contention import plan_factor
 from .timing import AddedIterationTime, Timing

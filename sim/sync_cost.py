@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from designs.varuna.policy import VarunaPlan
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.errors import PlannerError
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
-from planner.policies import VarunaPlan
 from planner.profile import ModelProfile
 
 from .errors import SimError

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 from designs import ArtifactContext, Design, DesignError
 from designs import registry as designs
+from designs.varuna.policy import VarunaPlan
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
 from planner.policies import (
@@ -60,7 +61,6 @@ from planner.policies import (
     RestartFromCheckpoint,
     RestartFromSnapshot,
     Start,
-    VarunaPlan,
 )
 from planner.policies.holdings import holdings
 from planner.reconfigure import Reconfiguration

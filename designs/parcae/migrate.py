@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
-from planner.policies.varuna import VarunaPlan, place
-from planner.policies.varuna_search import VarunaConfig
+from designs.varuna.policy import VarunaPlan, place
+from designs.varuna.search import VarunaConfig
 from planner.profile import LayerProfile
 from planner.reconfigure import LayerCopy
 

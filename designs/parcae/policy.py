@@ -37,6 +37,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from designs.varuna.policy import VarunaPlan, place
+from designs.varuna.search import VarunaConfig, VarunaSearch
 from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
@@ -53,8 +55,6 @@ from planner.policies.decisions import (
     Start,
     WaitForNodes,
 )
-from planner.policies.varuna import VarunaPlan, place
-from planner.policies.varuna_search import VarunaConfig, VarunaSearch
 from planner.profile import LayerProfile
 from planner.reconfigure import Reconfiguration
 

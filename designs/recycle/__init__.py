@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.policies import CheckpointSchedule, VarunaSearch
+from designs.varuna.search import DEFAULT_MAX_MICROBATCH, VarunaSearch
+from planner.policies import CheckpointSchedule
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
-from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
 
 from ..base import SIMULATOR, BuildContext, Design, PolicyBuild
 from ..options import PLANNER, option

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from designs.varuna.policy import VarunaPlan, place
+from designs.varuna.search import VarunaConfig, VarunaSearch
 from planner.costmodel import CostTables
 from planner.policies.decisions import (
     Checkpoint,
@@ -40,8 +42,6 @@ from planner.policies.decisions import (
     Start,
     WaitForNodes,
 )
-from planner.policies.varuna import VarunaPlan, place
-from planner.policies.varuna_search import VarunaConfig, VarunaSearch
 
 from .schedule import host_of, hosts, makespan
 

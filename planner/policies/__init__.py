@@ -38,8 +38,6 @@ from .decisions import (
     plan_nodes,
 )
 from .oobleck import OobleckMemory, OobleckPolicy
-from .varuna import VarunaPlan, VarunaPolicy, place
-from .varuna_search import VarunaConfig, VarunaSearch
 
 # Explicit, so that linters and type checkers see the re-exports (a computed list hides them).
 __all__ = [
@@ -71,7 +69,6 @@ __all__ = [
     "OobleckMemory",
     "OobleckPolicy",
     "PauseEnded",
-    "place",
     "plan_nodes",
     "Policy",
     "regrid",
@@ -80,9 +77,5 @@ __all__ = [
     "RestartFromCheckpoint",
     "RestartFromSnapshot",
     "Start",
-    "VarunaConfig",
-    "VarunaPlan",
-    "VarunaPolicy",
-    "VarunaSearch",
     "WaitForNodes",
 ]

@@ -24,17 +24,10 @@ from typing import Any
 from designs import BuildContext, Design, DesignError, PolicyBuild
 from designs import registry as designs
 from designs.options import REAL
+from designs.varuna.policy import VarunaPlan
 from planner.plan import ExecutionPlan
 from planner.planner import Planner
-from planner.policies import (
-    CheckpointSchedule,
-    ClusterView,
-    Decision,
-    VarunaPlan,
-    describe_action,
-    describe_event,
-    describe_plan,
-)
+from planner.policies import CheckpointSchedule, ClusterView, Decision, describe_action, describe_event, describe_plan
 from planner.profile import ModelProfile
 
 from ..config import ConfigError, RunConfig

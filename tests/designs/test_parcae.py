@@ -13,9 +13,10 @@ from designs import DesignError, registry
 from designs.parcae.migrate import arrange, copies, node_layers
 from designs.parcae.policy import ParcaePolicy, ParcaeSettings
 from designs.parcae.predict import ar1_coefficient, forecast
+from designs.varuna.policy import place
+from designs.varuna.search import VarunaConfig
 from ooblab.cli import main
-from planner.policies import CheckpointSchedule, place
-from planner.policies.varuna_search import VarunaConfig
+from planner.policies import CheckpointSchedule
 from planner.profile import LayerProfile
 from planner.reconfigure import Reconfiguration
 from sim.config import SimConfig

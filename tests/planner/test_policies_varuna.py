@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from designs.varuna.policy import VarunaMemory, VarunaPolicy, place
+from designs.varuna.search import VarunaSearch
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.policies import (
     Checkpoint,
@@ -16,10 +18,7 @@ from planner.policies import (
     Restart,
     RestartFromCheckpoint,
     Start,
-    VarunaPolicy,
-    VarunaSearch,
 )
-from planner.policies.varuna import VarunaMemory, place
 from planner.profile import LayerProfile, ModelProfile
 
 GB = 10**9

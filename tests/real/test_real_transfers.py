@@ -96,7 +96,8 @@ def test_uniform_sources_and_validation():
 
 
 def test_a_varuna_configuration_runs_as_pipelines_with_the_job_microbatches():
-    from planner.policies import VarunaConfig, VarunaPlan
+    from designs.varuna.policy import VarunaPlan
+    from designs.varuna.search import VarunaConfig
 
     config = RunConfig(nodes=4, gpus_per_node=2, global_batch=18, tiny=TinyGptSpec(blocks=4))
     vc = VarunaConfig(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from designs.varuna.policy import VarunaPolicy
+from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch
+from planner.policies import CheckpointSchedule, OobleckPolicy
 from sim.engine import Simulation
 from sim.timing import PlannerCosts
 

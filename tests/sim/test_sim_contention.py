@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.varuna.policy import VarunaPlan
+from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.contention import ContentionProfile, write_contention
 from planner.costmodel import pipeline_time_s
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import VarunaPlan
-from planner.policies.varuna_search import VarunaConfig
 from sim.contention import ContendedCompute
 from sim.errors import SimError
 from sim.run import simulate

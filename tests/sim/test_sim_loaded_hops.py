@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.varuna.policy import VarunaPlan
+from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import VarunaPlan
-from planner.policies.varuna_search import VarunaConfig
 from planner.profile import CommProfile, LinkProfile
 from sim.errors import SimError
 from sim.loaded_hops import LoadedHops, plan_processes, plan_sends, send_rate_per_s

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.varuna.policy import VarunaPlan
+from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.contention import ContentionProfile, write_contention
 from planner.errors import ProfileError
@@ -22,8 +24,6 @@ from planner.oobleck_format import load_oobleck_profile, write_oobleck_profile
 from planner.optimizer_step import FILE_NAME, OptimizerProfile, load_optimizer, parse_optimizer, write_optimizer
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import VarunaPlan
-from planner.policies.varuna_search import VarunaConfig
 from sim.optimizer_cost import OptimizerStep, slowest_step_s
 from sim.run import simulate
 from sim.setup import build

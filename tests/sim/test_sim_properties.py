@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from designs.varuna.policy import VarunaPolicy
+from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, VarunaPolicy, VarunaSearch, bamboo_layout
+from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, bamboo_layout
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.varuna.policy import VarunaPlan
+from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import VarunaPlan
-from planner.policies.varuna_search import VarunaConfig
 from sim.run import simulate
 from sim.setup import build
 from sim.sync_cost import SyncMessages, ring_messages

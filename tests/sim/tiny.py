@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from designs.varuna.policy import VarunaPolicy
+from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.hardware import ClusterSpec, GpuSpec
-from planner.policies import VarunaPolicy, VarunaSearch
 from planner.profile import LayerProfile, ModelProfile
 from sim.timing import IterationCost, PlannerCosts, PlannerTiming
 from traces.model import Trace

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from designs.varuna.policy import VarunaPolicy
+from designs.varuna.search import VarunaSearch
 from planner.policies import (
     Action,
     ArtifactVarunaPolicy,
@@ -24,15 +26,13 @@ from planner.policies import (
     Restart,
     RestartFromCheckpoint,
     Start,
-    VarunaPolicy,
-    VarunaSearch,
 )
 from planner.policies.artifact import ARTIFACT_MIN_NODES, ARTIFACT_VARUNA_CHECKPOINT_EVERY
-from planner.policies.varuna import DEFAULT_CHECKPOINT_EVERY
-from planner.policies.varuna_search import DEFAULT_MAX_MICROBATCH
 
-from .base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
-from .options import ARTIFACT, PLANNER, REAL, DesignError, option
+from ..base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
+from ..options import ARTIFACT, PLANNER, REAL, DesignError, option
+from .policy import DEFAULT_CHECKPOINT_EVERY
+from .search import DEFAULT_MAX_MICROBATCH
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..costmodel import CostTables, pipeline_time_s
-from ..hardware import ClusterSpec, ring_allreduce_s
-from ..profile import ModelProfile
+from planner.costmodel import CostTables, pipeline_time_s
+from planner.hardware import ClusterSpec, ring_allreduce_s
+from planner.profile import ModelProfile
 
 DEFAULT_MAX_MICROBATCH = 8
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from math import gcd
 
-from ..checkpoint_cost import Holdings, Ranges, merge
-from ..errors import PlannerError
-from .decisions import (
+from planner.checkpoint_cost import Holdings, Ranges, merge
+from planner.errors import PlannerError
+from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
     ClusterView,
@@ -46,7 +46,8 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
-from .varuna_search import VarunaConfig, VarunaSearch
+
+from .search import VarunaConfig, VarunaSearch
 
 DEFAULT_CHECKPOINT_EVERY = 10
 
