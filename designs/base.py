@@ -40,7 +40,6 @@ from planner.policies import (
     RestartFromSnapshot,
     Start,
 )
-from planner.policies.bamboo_cost import BambooLayout
 from planner.profile import ModelProfile
 
 from .options import DesignError, OptionSpec, specs
@@ -100,7 +99,7 @@ class PolicyBuild:
     policy: Policy
     options: Any
     checkpoints: CheckpointSchedule | None = None
-    layout: BambooLayout | None = None
+    layout: Any = None  # a fixed stage layout the engines time plans with (Bamboo's `BambooLayout`)
     iteration_s: Callable[[Any, float], float] | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)  # extra entries for the run's config.json
 

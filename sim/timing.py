@@ -47,12 +47,12 @@ from typing import Any, Protocol
 
 from designs import ArtifactContext, Design, DesignError
 from designs import registry as designs
+from designs.bamboo.cost import BambooLayout
+from designs.bamboo.policy import BambooPlan
 from designs.varuna.policy import VarunaPlan
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
 from planner.policies import (
-    BambooLayout,
-    BambooPlan,
     Checkpoint,
     CopyLayers,
     NodesPlan,

@@ -1,14 +1,11 @@
 """Policies: pure functions from (cluster view, event, current decision) to a typed decision.
 
-The same objects serve the simulator and the real backend (DESIGN 3.6): `OobleckPolicy`
-(the planner's instantiation and reconfiguration), `BambooPolicy` (redundant stages),
-`VarunaPolicy` (checkpoint, restart, morph), and `ArtifactOobleckPolicy` /
-`ArtifactVarunaPolicy`, the published artifact's node-count models of Oobleck and Varuna.
+The vocabulary the designs (`designs/<name>/`) and the engines share: events, the cluster
+view, decisions and typed actions (`decisions`), and which layers a plan's nodes hold
+(`holdings`). The same objects serve the simulator and the real backend (DESIGN 3.6).
 """
 
 from .artifact import ArtifactOobleckPolicy, ArtifactVarunaPolicy, NodesPlan
-from .bamboo import BambooPlan, BambooPolicy, form_grid, regrid
-from .bamboo_cost import BambooLayout, bamboo_layout
 from .decisions import (
     Action,
     Admit,
@@ -45,10 +42,6 @@ __all__ = [
     "Admit",
     "ArtifactOobleckPolicy",
     "ArtifactVarunaPolicy",
-    "bamboo_layout",
-    "BambooLayout",
-    "BambooPlan",
-    "BambooPolicy",
     "Checkpoint",
     "CheckpointSchedule",
     "ClusterView",
@@ -61,7 +54,6 @@ __all__ = [
     "describe_plan",
     "Event",
     "FailOver",
-    "form_grid",
     "IterationEnd",
     "NodesPlan",
     "NodesReady",
@@ -71,7 +63,6 @@ __all__ = [
     "PauseEnded",
     "plan_nodes",
     "Policy",
-    "regrid",
     "Reinstantiate",
     "Restart",
     "RestartFromCheckpoint",

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from designs.bamboo.policy import BambooPlan
 from planner.policies import (
     Admit,
     ArtifactOobleckPolicy,
     ArtifactVarunaPolicy,
-    BambooPlan,
     CheckpointSchedule,
     ClusterView,
     Continue,

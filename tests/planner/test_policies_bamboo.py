@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.bamboo.cost import bamboo_layout
+from designs.bamboo.policy import BambooPlan, BambooPolicy, form_grid, regrid
 from planner.costmodel import pipeline_time_s
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.policies import (
     Admit,
-    BambooPlan,
-    BambooPolicy,
     ClusterView,
     Continue,
     Decision,
@@ -25,9 +25,6 @@ from planner.policies import (
     RestartFromCheckpoint,
     Start,
     WaitForNodes,
-    bamboo_layout,
-    form_grid,
-    regrid,
 )
 from planner.profile import LayerProfile, ModelProfile
 

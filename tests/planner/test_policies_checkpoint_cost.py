@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.bamboo.policy import BambooPlan, form_grid
 from designs.varuna.policy import place
 from designs.varuna.search import VarunaConfig
 from planner.checkpoint_cost import (
@@ -29,7 +30,6 @@ from planner.checkpoint_cost import (
 from planner.errors import PlannerError
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import BambooPlan, form_grid
 from planner.policies.holdings import holdings, node_ranges
 from tests.sim.tiny import GB, nodes, tiny_cluster, tiny_profile
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import pytest
 
+from designs.bamboo.cost import bamboo_layout
+from designs.bamboo.policy import BambooPolicy
 from designs.varuna.policy import VarunaPolicy
 from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, bamboo_layout
+from planner.policies import CheckpointSchedule, OobleckPolicy
 from sim.engine import Simulation
 from sim.timing import PlannerCosts
 

@@ -20,12 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from designs.bamboo.cost import bamboo_layout
+from designs.bamboo.policy import BambooPolicy
 from designs.varuna.policy import VarunaPolicy
 from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import BambooPolicy, CheckpointSchedule, OobleckPolicy, bamboo_layout
+from planner.policies import CheckpointSchedule, OobleckPolicy
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation

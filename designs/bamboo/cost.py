@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..costmodel import CostTables, pipeline_time_s
-from ..errors import PlannerError
-from ..hardware import ClusterSpec, ring_allreduce_s
-from ..profile import ModelProfile
-from ..units import size_text
+from planner.costmodel import CostTables, pipeline_time_s
+from planner.errors import PlannerError
+from planner.hardware import ClusterSpec, ring_allreduce_s
+from planner.profile import ModelProfile
+from planner.units import size_text
 
 
 @dataclass(frozen=True)

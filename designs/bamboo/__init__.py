@@ -16,21 +16,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from designs.bamboo.cost import bamboo_layout
+from designs.bamboo.policy import BambooPolicy
 from planner.errors import PlannerError
-from planner.policies import (
-    Action,
-    BambooPolicy,
-    CheckpointSchedule,
-    Reinstantiate,
-    Restart,
-    RestartFromCheckpoint,
-    Start,
-    bamboo_layout,
-)
-from planner.policies.bamboo import DEFAULT_DEPTH
+from planner.policies import Action, CheckpointSchedule, Reinstantiate, Restart, RestartFromCheckpoint, Start
 from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
 
-from .base import (
+from ..base import (
     SIMULATOR,
     ActionCosts,
     ArtifactContext,
@@ -40,7 +32,8 @@ from .base import (
     PolicyBuild,
     standard_pause_s,
 )
-from .options import ARTIFACT, PLANNER, DesignError, option
+from ..options import ARTIFACT, PLANNER, DesignError, option
+from .policy import DEFAULT_DEPTH
 
 
 @dataclass(frozen=True)

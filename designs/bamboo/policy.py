@@ -33,12 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..checkpoint_cost import Holdings, Ranges, merge
-from ..errors import PlannerError
-from ..profile import ModelProfile
-from ..reconfigure import LayerCopy
-from .bamboo_cost import BambooLayout
-from .decisions import (
+from planner.checkpoint_cost import Holdings, Ranges, merge
+from planner.errors import PlannerError
+from planner.policies.decisions import (
     Action,
     Admit,
     CheckpointSchedule,
@@ -56,6 +53,10 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
+from planner.profile import ModelProfile
+from planner.reconfigure import LayerCopy
+
+from .cost import BambooLayout
 
 DEFAULT_DEPTH = 12
 DEFAULT_OVERLOAD_THRESHOLD = 0.05
