@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-import planner.policies.oobleck_join as join
+import designs.oobleck.join as join
 import traces
 from sim import SimConfig, simulate
 

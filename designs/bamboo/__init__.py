@@ -16,11 +16,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from designs.bamboo.cost import bamboo_layout
-from designs.bamboo.policy import BambooPolicy
 from planner.errors import PlannerError
 from planner.policies import Action, CheckpointSchedule, Reinstantiate, Restart, RestartFromCheckpoint, Start
-from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 
 from ..base import (
     SIMULATOR,
@@ -33,7 +31,8 @@ from ..base import (
     standard_pause_s,
 )
 from ..options import ARTIFACT, PLANNER, DesignError, option
-from .policy import DEFAULT_DEPTH
+from .cost import bamboo_layout
+from .policy import DEFAULT_DEPTH, BambooPolicy
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from designs.varuna.search import DEFAULT_MAX_MICROBATCH, VarunaSearch
 from planner.policies import CheckpointSchedule
-from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 
 from ..base import SIMULATOR, BuildContext, Design, PolicyBuild
 from ..options import PLANNER, option

@@ -61,7 +61,7 @@ from typing import Any
 
 from planner.errors import InfeasibleError
 from planner.policies import Action, CheckpointSchedule, Detect
-from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 
 from ..base import REAL_BACKEND, SIMULATOR, ActionCosts, BuildContext, Design, PolicyBuild, standard_pause_s
 from ..options import PLANNER, REAL, DesignError, option

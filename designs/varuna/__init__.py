@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from designs.varuna.policy import VarunaPolicy
-from designs.varuna.search import VarunaSearch
 from planner.policies import (
     Action,
     ArtifactVarunaPolicy,
@@ -31,8 +29,8 @@ from planner.policies.artifact import ARTIFACT_MIN_NODES, ARTIFACT_VARUNA_CHECKP
 
 from ..base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
 from ..options import ARTIFACT, PLANNER, REAL, DesignError, option
-from .policy import DEFAULT_CHECKPOINT_EVERY
-from .search import DEFAULT_MAX_MICROBATCH
+from .policy import DEFAULT_CHECKPOINT_EVERY, VarunaPolicy
+from .search import DEFAULT_MAX_MICROBATCH, VarunaSearch
 
 
 @dataclass(frozen=True)

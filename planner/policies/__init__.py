@@ -7,6 +7,7 @@ view, decisions and typed actions (`decisions`), and which layers a plan's nodes
 
 from .artifact import ArtifactOobleckPolicy, ArtifactVarunaPolicy, NodesPlan
 from .decisions import (
+    DEFAULT_CHECKPOINT_EVERY_S,
     Action,
     Admit,
     Checkpoint,
@@ -34,7 +35,6 @@ from .decisions import (
     describe_plan,
     plan_nodes,
 )
-from .oobleck import OobleckMemory, OobleckPolicy
 
 # Explicit, so that linters and type checkers see the re-exports (a computed list hides them).
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ArtifactOobleckPolicy",
     "ArtifactVarunaPolicy",
     "Checkpoint",
+    "DEFAULT_CHECKPOINT_EVERY_S",
     "CheckpointSchedule",
     "ClusterView",
     "Continue",
@@ -58,8 +59,6 @@ __all__ = [
     "NodesPlan",
     "NodesReady",
     "NodesRemoved",
-    "OobleckMemory",
-    "OobleckPolicy",
     "PauseEnded",
     "plan_nodes",
     "Policy",

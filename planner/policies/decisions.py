@@ -212,6 +212,9 @@ Action = (
 NON_DISRUPTIVE = (Continue, FailOver, Admit)
 
 
+DEFAULT_CHECKPOINT_EVERY_S = 3600.0  # the hourly default of Oobleck and the designs that follow it
+
+
 @dataclass(frozen=True)
 class CheckpointSchedule:
     """When a policy writes periodic blocking checkpoints while it trains.

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from designs import registry
+from designs.oobleck.policy import OobleckPolicy
 from planner.checkpoint_cost import StorageSpec
 from planner.checkpoint_interval import AdaptiveCheckpoints, IntervalTracker, daly_interval_s, young_interval_s
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import OobleckPolicy
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError

@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from designs import BuildContext, Design, DesignError, PolicyBuild, option, registry
+from designs.oobleck.policy import OobleckPolicy
 from designs.options import as_dict, make_options, specs
 from ooblab.cli import main
-from planner.policies import CheckpointSchedule, OobleckPolicy
+from planner.policies import CheckpointSchedule
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
 REPO = Path(__file__).resolve().parents[2]

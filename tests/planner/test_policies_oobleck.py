@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from designs.oobleck.policy import OobleckMemory, OobleckPolicy
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
@@ -14,8 +15,6 @@ from planner.policies import (
     Decision,
     NodesReady,
     NodesRemoved,
-    OobleckMemory,
-    OobleckPolicy,
     PauseEnded,
     Reinstantiate,
     RestartFromCheckpoint,
@@ -130,12 +129,12 @@ def test_a_failure_during_a_reconfiguration_replans_from_the_completed_plan():
 def test_start_says_when_fewer_than_f_plus_one_pipelines_fit():
     """f = 3 asks for four replicas; when the nodes hold fewer, the job still starts and the
     decision says how many failures it really tolerates."""
+    from designs.oobleck.policy import OobleckPolicy
     from planner.analytic import analytic_profile
     from planner.hardware import make_cluster
     from planner.plan import JobSpec
     from planner.planner import Planner
     from planner.policies.decisions import ClusterView, NodesReady
-    from planner.policies.oobleck import OobleckPolicy
 
     planner = Planner(
         analytic_profile("gpt3-6.7b", "v100-16gb", 1), make_cluster("v100-16gb", 30, 1), JobSpec(1024, 1, 3)

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from designs.oobleck.join import grow
+from designs.oobleck.join_bound import JoinBound
+from designs.oobleck.policy import OobleckMemory, OobleckPolicy
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import (
-    ClusterView,
-    Continue,
-    CopyLayers,
-    IterationEnd,
-    OobleckMemory,
-    OobleckPolicy,
-    Reinstantiate,
-)
-from planner.policies.join_bound import JoinBound
-from planner.policies.oobleck_join import grow
+from planner.policies import ClusterView, Continue, CopyLayers, IterationEnd, Reinstantiate
 from planner.profile import LayerProfile, ModelProfile
 from planner.reconfigure import on_addition, on_removal
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.oobleck.join import _reference_spread, _spread
+from designs.oobleck.spread_screen import screen_for
 from planner.errors import InfeasibleError
 from planner.hardware import ClusterSpec, GpuSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies.oobleck_join import _reference_spread, _spread
-from planner.policies.spread_screen import screen_for
 from planner.profile import LayerProfile, ModelProfile
 
 GB = 10**9

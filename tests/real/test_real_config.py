@@ -93,8 +93,8 @@ def test_forced_grouping_needs_f_plus_one_pipelines():
 
 
 def test_the_real_backend_builds_its_policies_where_the_simulator_does():
+    from designs.oobleck.policy import OobleckPolicy
     from designs.varuna.policy import VarunaPolicy
-    from planner.policies import OobleckPolicy
     from real.control.policies import make_policy
 
     for policy, kind in (("oobleck", OobleckPolicy), ("varuna", VarunaPolicy)):

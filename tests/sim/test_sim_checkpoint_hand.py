@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from designs.oobleck.policy import OobleckPolicy
 from designs.varuna.policy import VarunaPolicy
 from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import CheckpointSchedule, OobleckPolicy
+from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
 from sim.timing import PlannerCosts
 

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from designs.oobleck.policy import OobleckPolicy
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, CheckpointSchedule, OobleckPolicy
+from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, CheckpointSchedule
 from sim.engine import Simulation
 from sim.timing import IterationCost, PlannerCosts
 

@@ -13,12 +13,13 @@ import pytest
 
 from designs.bamboo.cost import bamboo_layout
 from designs.bamboo.policy import BambooPolicy
+from designs.oobleck.policy import OobleckPolicy
 from designs.varuna.policy import VarunaPolicy
 from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import CheckpointSchedule, OobleckPolicy
+from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
 from sim.timing import PlannerCosts
 

@@ -22,12 +22,13 @@ from hypothesis import strategies as st
 
 from designs.bamboo.cost import bamboo_layout
 from designs.bamboo.policy import BambooPolicy
+from designs.oobleck.policy import OobleckPolicy
 from designs.varuna.policy import VarunaPolicy
 from designs.varuna.search import VarunaSearch
 from planner.checkpoint_cost import StorageSpec
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import CheckpointSchedule, OobleckPolicy
+from planner.policies import CheckpointSchedule
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from designs.oobleck.policy import OobleckPolicy
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import OobleckPolicy
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError

@@ -24,11 +24,11 @@ only the declining note differs.
 
 from __future__ import annotations
 
-from ..assignment import positions_of
-from ..batching import linear_cost
-from ..errors import InfeasibleError
-from ..planner import Planner
-from ..templates import PipelineTemplate
+from planner.assignment import positions_of
+from planner.batching import linear_cost
+from planner.errors import InfeasibleError
+from planner.planner import Planner
+from planner.templates import PipelineTemplate
 
 _SLACK = 1 - 1e-9  # floating rounding in T_n(m) must not make the bound cut a passing join
 

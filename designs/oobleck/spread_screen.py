@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..batching import linear_cost
-from ..planner import Planner
-from ..templates import PipelineTemplate
+from planner.batching import linear_cost
+from planner.planner import Planner
+from planner.templates import PipelineTemplate
 
 _SCREENS: weakref.WeakKeyDictionary[Planner, dict[int, MixScreen]] = weakref.WeakKeyDictionary()
 

@@ -21,19 +21,18 @@ from planner.policies import (
     ArtifactOobleckPolicy,
     CheckpointSchedule,
     Decision,
-    OobleckMemory,
-    OobleckPolicy,
     Reinstantiate,
     Restart,
     RestartFromCheckpoint,
     Start,
 )
 from planner.policies.artifact import ARTIFACT_MIN_NODES
-from planner.policies.oobleck import DEFAULT_CHECKPOINT_EVERY_S
+from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
-from .base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
-from .options import ARTIFACT, PLANNER, REAL, DesignError, option
+from ..base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
+from ..options import ARTIFACT, PLANNER, REAL, DesignError, option
+from .policy import OobleckMemory, OobleckPolicy
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import PlannerError
-from ..plan import ExecutionPlan
-from ..planner import Planner
-from ..reconfigure import Reconfiguration, finish
+from planner.errors import PlannerError
+from planner.plan import ExecutionPlan
+from planner.planner import Planner
+from planner.reconfigure import Reconfiguration, finish
+
 from .spread_screen import screen_for
 
 EXACT_JOIN_MAX_NODES = 256  # up to here (plan + spares) a join instantiates afresh, as before

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InfeasibleError, PlannerError
-from ..plan import ExecutionPlan
-from ..planner import Planner
-from ..reconfigure import DEFAULT_JOIN_HORIZON_S, finish, lost_layers, on_addition, on_removal
-from .decisions import (
+from planner.errors import InfeasibleError, PlannerError
+from planner.plan import ExecutionPlan
+from planner.planner import Planner
+from planner.policies.decisions import (
+    DEFAULT_CHECKPOINT_EVERY_S,
     CheckpointSchedule,
     ClusterView,
     Continue,
@@ -44,10 +44,10 @@ from .decisions import (
     Start,
     WaitForNodes,
 )
-from .join_bound import JoinBound
-from .oobleck_join import EXACT_JOIN_MAX_NODES, grow
+from planner.reconfigure import DEFAULT_JOIN_HORIZON_S, finish, lost_layers, on_addition, on_removal
 
-DEFAULT_CHECKPOINT_EVERY_S = 3600.0
+from .join import EXACT_JOIN_MAX_NODES, grow
+from .join_bound import JoinBound
 
 
 @dataclass(frozen=True)
