@@ -16,22 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.errors import InfeasibleError
-from planner.policies import (
-    Action,
-    ArtifactOobleckPolicy,
-    CheckpointSchedule,
-    Decision,
-    Reinstantiate,
-    Restart,
-    RestartFromCheckpoint,
-    Start,
-)
+from planner.policies import Action, CheckpointSchedule, Decision, Reinstantiate, Restart, RestartFromCheckpoint, Start
 from planner.policies.artifact import ARTIFACT_MIN_NODES
 from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
 from ..base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
 from ..options import ARTIFACT, PLANNER, REAL, DesignError, option
+from .artifact import ArtifactOobleckPolicy
 from .policy import OobleckMemory, OobleckPolicy
 
 

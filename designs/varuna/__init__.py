@@ -17,7 +17,6 @@ from typing import Any
 
 from planner.policies import (
     Action,
-    ArtifactVarunaPolicy,
     Checkpoint,
     CheckpointSchedule,
     Reinstantiate,
@@ -25,10 +24,11 @@ from planner.policies import (
     RestartFromCheckpoint,
     Start,
 )
-from planner.policies.artifact import ARTIFACT_MIN_NODES, ARTIFACT_VARUNA_CHECKPOINT_EVERY
+from planner.policies.artifact import ARTIFACT_MIN_NODES
 
 from ..base import REAL_BACKEND, SIMULATOR, ArtifactContext, ArtifactHooks, BuildContext, Design, PolicyBuild, RealHooks
 from ..options import ARTIFACT, PLANNER, REAL, DesignError, option
+from .artifact import ARTIFACT_VARUNA_CHECKPOINT_EVERY, ArtifactVarunaPolicy
 from .policy import DEFAULT_CHECKPOINT_EVERY, VarunaPolicy
 from .search import DEFAULT_MAX_MICROBATCH, VarunaSearch
 

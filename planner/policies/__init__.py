@@ -5,7 +5,7 @@ view, decisions and typed actions (`decisions`), and which layers a plan's nodes
 (`holdings`). The same objects serve the simulator and the real backend (DESIGN 3.6).
 """
 
-from .artifact import ArtifactOobleckPolicy, ArtifactVarunaPolicy, NodesPlan
+from .artifact import ArtifactPolicy, NodesPlan
 from .decisions import (
     DEFAULT_CHECKPOINT_EVERY_S,
     Action,
@@ -40,8 +40,7 @@ from .decisions import (
 __all__ = [
     "Action",
     "Admit",
-    "ArtifactOobleckPolicy",
-    "ArtifactVarunaPolicy",
+    "ArtifactPolicy",
     "Checkpoint",
     "DEFAULT_CHECKPOINT_EVERY_S",
     "CheckpointSchedule",

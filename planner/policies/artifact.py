@@ -1,20 +1,14 @@
-"""Oobleck and Varuna as the published artifact's simulators model them.
+"""What the published artifact's simulators know of a system, shared by its models of
+Oobleck (`designs.oobleck.artifact`) and Varuna (`designs.varuna.artifact`).
 
 The paper's figures come from simulators (SymbioticLab/Oobleck, sosp23-artifact,
 tools/simulator/) that know a system only by a throughput per live node count and a few
 fixed times (`../shared/calibration/README.md`). Their plans are therefore just the set of
-usable nodes (`NodesPlan`); these policies encode the behaviour described there, and emit
-the same typed decisions as the planner-backed policies so runs log the same records.
-Bamboo needs no separate model: it is `BambooPolicy(depth=12, fatal_rollback=False)`.
-
-- Oobleck: every removal (working, spare or starting node) ends the iteration in flight and
-  reconfigures over all usable nodes; a removal during a reconfiguration starts it over;
-  nodes that become usable while training wait until the next reconfiguration, those that
-  become usable during one join it. Below `min_nodes` usable nodes it waits.
-- Varuna: every removal is a restart that rolls back to the last completed checkpoint
-  (unless `rollback` is off, as in the paper's spot-trace figures for the smaller models);
-  checkpoints every 10 iterations and after the first iteration following a restart; new
-  nodes join at the next restart (or during one).
+usable nodes (`NodesPlan`); `ArtifactPolicy` holds what both models do (the start, the
+wait below `min_nodes`, nodes joining at the next restart or reconfiguration), and each
+design's model says what a removal does. They emit the same typed decisions as the
+planner-backed policies so runs log the same records. Bamboo needs no separate model: it is
+`BambooPolicy(depth=12, fatal_rollback=False)`.
 """
 
 from __future__ import annotations
@@ -31,15 +25,11 @@ from .decisions import (
     Event,
     NodesRemoved,
     PauseEnded,
-    Reinstantiate,
-    Restart,
-    RestartFromCheckpoint,
     Start,
     WaitForNodes,
 )
 
 ARTIFACT_MIN_NODES = 12  # the artifact's pipeline stage target: no training below it
-ARTIFACT_VARUNA_CHECKPOINT_EVERY = 10
 
 
 @dataclass(frozen=True)
@@ -52,11 +42,11 @@ class NodesPlan:
         return {"nodes": len(self.nodes)}
 
 
-def _plan(ready: Sequence[str], min_nodes: int) -> NodesPlan | None:
+def nodes_plan(ready: Sequence[str], min_nodes: int) -> NodesPlan | None:
     return NodesPlan(tuple(ready)) if len(ready) >= min_nodes else None
 
 
-class _ArtifactPolicy:
+class ArtifactPolicy:
     name = ""
     checkpoints = CheckpointSchedule()
 
@@ -87,7 +77,7 @@ class _ArtifactPolicy:
             return Decision(plan, (Continue(),), True)
         if plan is not None:
             return Decision(plan, (Continue(),), started)  # new nodes wait for the next pause
-        new = _plan(view.ready, self.min_nodes)
+        new = nodes_plan(view.ready, self.min_nodes)
         if new is None:
             return self._wait(view, started)
         return Decision(new, (self._resume_action() if started else Start(),), started)
@@ -97,47 +87,3 @@ class _ArtifactPolicy:
 
     def _resume_action(self):
         raise NotImplementedError
-
-
-class ArtifactOobleckPolicy(_ArtifactPolicy):
-    """Oobleck in the artifact's model: reconfigure on every removal."""
-
-    name = "oobleck"
-
-    def _on_removal(self, view: ClusterView, started: bool, first: bool) -> Decision:
-        new = _plan(view.ready, self.min_nodes)
-        if new is None:
-            return self._wait(view, started)
-        return Decision(new, (Start() if first else Reinstantiate("node removed"),), started)
-
-    def _resume_action(self):
-        return Start()
-
-
-class ArtifactVarunaPolicy(_ArtifactPolicy):
-    """Varuna in the artifact's model: restart on every removal."""
-
-    name = "varuna"
-
-    def __init__(
-        self,
-        min_nodes: int = ARTIFACT_MIN_NODES,
-        *,
-        rollback: bool = True,
-        checkpoint_every: int = ARTIFACT_VARUNA_CHECKPOINT_EVERY,
-    ):
-        super().__init__(min_nodes)
-        self.rollback = rollback
-        self.checkpoints = CheckpointSchedule(every_iterations=checkpoint_every, after_restart=True)
-
-    def _on_removal(self, view: ClusterView, started: bool, first: bool) -> Decision:
-        new = _plan(view.ready, self.min_nodes)
-        if new is None:
-            return self._wait(view, started, rollback=self.rollback)
-        if first:
-            return Decision(new, (Start(),), started)
-        action = RestartFromCheckpoint("node removed") if self.rollback else Restart("node removed")
-        return Decision(new, (action,), started)
-
-    def _resume_action(self):
-        return Restart("enough nodes again")

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from designs.bamboo.policy import BambooPlan
+from designs.oobleck.artifact import ArtifactOobleckPolicy
+from designs.varuna.artifact import ArtifactVarunaPolicy
 from planner.policies import (
     Admit,
-    ArtifactOobleckPolicy,
-    ArtifactVarunaPolicy,
     CheckpointSchedule,
     ClusterView,
     Continue,

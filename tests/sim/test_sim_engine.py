@@ -6,10 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from designs.oobleck.artifact import ArtifactOobleckPolicy
 from designs.oobleck.policy import OobleckPolicy
+from designs.varuna.artifact import ArtifactVarunaPolicy
 from planner.plan import JobSpec
 from planner.planner import Planner
-from planner.policies import ArtifactOobleckPolicy, ArtifactVarunaPolicy, CheckpointSchedule
+from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
 from sim.timing import IterationCost, PlannerCosts
 
