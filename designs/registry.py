@@ -87,17 +87,27 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP) -> list[str]:
 
 
 def load_file(path: str | Path) -> list[str]:
-    """Import the module at `path` and register the designs it defines; their names."""
+    """Import the module at `path` (a .py file, or a package directory with an
+    `__init__.py`, as the built-in designs are) and register the designs it defines;
+    their names."""
     _ensure_loaded()
     file = Path(path).resolve()
     if str(file) in _files:
         return list(_files[str(file)])
     if not file.exists():
-        raise DesignError(f"design module {path}: no such file")
-    if not file.is_file() or file.suffix != ".py":
-        raise DesignError(f"design module {path} is not a .py file")
+        raise DesignError(f"design module {path}: no such file or directory")
+    package = file.is_dir()
+    if package and not (file / "__init__.py").is_file():
+        raise DesignError(f"design module {path} is a directory without an __init__.py")
+    if not package and (not file.is_file() or file.suffix != ".py"):
+        raise DesignError(f"design module {path} is not a .py file or a package directory")
     name = f"ooblab_design_module_{len(_files)}_{file.stem}"
-    spec = importlib.util.spec_from_file_location(name, file)
+    if package:  # its own modules import each other relatively (from .policy import ...)
+        spec = importlib.util.spec_from_file_location(
+            name, file / "__init__.py", submodule_search_locations=[str(file)]
+        )
+    else:
+        spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise DesignError(f"design module {path} cannot be imported")
     module = importlib.util.module_from_spec(spec)

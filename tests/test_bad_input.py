@@ -62,6 +62,7 @@ ROWS = [
     (["simulate", "--trace", "{tmp}/unsorted.csv", "--no-write"], 2, "ooblab traces convert FILE --repair"),
     (["simulate", "--design-module", "{tmp}/nosuch.py", "--no-write"], 2, "nosuch.py: no such file"),
     (["simulate", "--design-module", "{tmp}/a-file", "--no-write"], 2, "a-file is not a .py file"),
+    (["simulate", "--design-module", "{tmp}", "--no-write"], 2, "is a directory without an __init__.py"),
     # the real backend, before any worker starts or any port is opened
     (["run", "--nodes", "2", "--steps", "3", "--inject", "50:node1:crash"], 2, "step 50 is past the run's 3 steps"),
     (["run", "--nodes", "2", "--steps", "3", "--inject", "1:node9:crash"], 2, "unknown worker 'node9'"),

@@ -220,3 +220,17 @@ def test_module_graph_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     graph = module_graph(tmp_path, ("sim",))
     assert graph == {"sim": {"sim.a"}, "sim.a": {"sim.b"}, "sim.b": {"sim.a"}}
     assert find_cycle(graph) == ["sim.a", "sim.b", "sim.a"]
+
+
+def test_each_built_in_design_is_one_package_and_planner_keeps_none():
+    """A reader changing one design opens one folder: `designs/<name>/` holds its record,
+    options, policy and helpers; `planner/policies/` keeps only the vocabulary the designs
+    and the engines share, no module named after a design."""
+    from designs.registry import BUILTIN, all_designs
+
+    for module in BUILTIN:
+        folder = ROOT / Path(*module.split("."))
+        assert (folder / "__init__.py").is_file(), f"{module} is not a package"
+    names = {d.name for d in all_designs()} | {m.rsplit(".", 1)[-1] for m in BUILTIN}
+    left = sorted(p.name for p in (ROOT / "planner" / "policies").glob("*.py") if any(n in p.stem for n in names))
+    assert not left, f"planner/policies holds design modules: {left}"
