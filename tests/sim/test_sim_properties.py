@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from designs.bamboo.cost import bamboo_layout
@@ -32,6 +32,7 @@ from planner.policies import CheckpointSchedule
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation
+from sim.errors import SimError
 from sim.run import simulate
 from sim.setup import build
 from sim.timing import PlannerCosts, PlannerTiming
@@ -217,7 +218,12 @@ def test_planner_runs_keep_the_invariants(trace, kind, f):
 @settings(max_examples=12, deadline=None)
 @given(random_traces(pool_size=24, min_initial=8), st.sampled_from(["oobleck", "bamboo", "varuna"]))
 def test_planner_calibration_on_an_analytic_model_keeps_the_invariants(trace, policy):
-    setup = build(SimConfig(policy=policy, model="GPT-3-2_7b", calibration="planner", trace="random"), trace)
+    try:
+        setup = build(SimConfig(policy=policy, model="GPT-3-2_7b", calibration="planner", trace="random"), trace)
+    except SimError as exc:  # removals at time 0 can leave fewer nodes than f + 1 pipelines need
+        if "the cluster ever has" not in str(exc):
+            raise
+        reject()
     sim = run_setup(setup)
     check_invariants(trace, sim, setup.price_per_node_hour)
 
