@@ -64,7 +64,7 @@ def isolated_registry(monkeypatch):
 
 
 def test_a_design_loaded_from_a_file_joins_the_experiment(isolated_registry):
-    registry.load_file(ROOT / "examples" / "designs" / "restart.py")
+    registry.load_file(ROOT / "examples" / "designs" / "restart")
     assert "restart" in {s.params["policy"] for s in designs.specs(QUICK)}
 
 
