@@ -234,3 +234,11 @@ def test_each_built_in_design_is_one_package_and_planner_keeps_none():
     names = {d.name for d in all_designs()} | {m.rsplit(".", 1)[-1] for m in BUILTIN}
     left = sorted(p.name for p in (ROOT / "planner" / "policies").glob("*.py") if any(n in p.stem for n in names))
     assert not left, f"planner/policies holds design modules: {left}"
+
+
+@pytest.mark.parametrize("folder", ["sim", "real/launch"])
+def test_no_room_too_long_to_read(folder: str) -> None:
+    """The simulator's and the launcher's modules stay under 500 lines each: a longer one is
+    split where a reader would look for one of its jobs."""
+    long = {p.name: n for p in (ROOT / folder).glob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, f"{folder}: {long}"

@@ -1,0 +1,233 @@
+"""Hugging Face decoder models (GPT-2, Llama) cut into the planner's layers.
+
+`hf:FAMILY:PRESET` names a randomly initialised model of a preset size (`PRESETS`), and
+`hf:FAMILY:DIR` one whose shape is read from a local `DIR/config.json`; nothing is ever
+downloaded: a name that would need the model hub is refused in one line saying how to
+pass a local directory. transformers is the optional extra `[hf]`.
+
+Planner layers, as tiny-gpt's: 0 = the embeddings (GPT-2: tokens and positions; Llama:
+tokens), 1..L = the decoder blocks, L + 1 = the final norm and the output projection. A
+block is the transformers class itself (`GPT2Block`, `LlamaDecoderLayer`); Llama's rotary
+embedding has no weights, so each block computes its own. Each layer is initialised from
+its own generator (`seed`, layer index; GPT-2's scheme: weights N(0, 0.02), biases 0, norm
+gains 1), so a stage builds only its layers and gets exactly the weights a single-process
+model has. The head's projection is its own matrix (`tie_word_embeddings=False`, as
+tiny-gpt's): a tie across stages would need the embedding's and the head's gradients summed
+between their owners every step, which the backend does not do yet.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ..config import ConfigError
+
+FAMILIES = ("gpt2", "llama")
+INIT_STD = 0.02
+
+
+@dataclass(frozen=True)
+class HfShape:
+    """The sizes a decoder model is built from."""
+
+    family: str
+    vocab: int
+    seq_len: int
+    hidden: int
+    heads: int
+    blocks: int
+    kv_heads: int | None = None  # Llama's grouped-query heads (None: as many as heads)
+    intermediate: int | None = None  # Llama's MLP width (None: 4 x hidden, rounded as Llama's)
+
+    @property
+    def num_layers(self) -> int:
+        return self.blocks + 2
+
+
+PRESETS = {
+    "tiny": dict(vocab=128, seq_len=16, hidden=32, heads=4, blocks=2),
+    "small": dict(vocab=512, seq_len=64, hidden=128, heads=4, blocks=4),
+}
+
+
+def parse(name: str) -> HfShape:
+    """`hf:FAMILY:PRESET` or `hf:FAMILY:DIR` (a local directory holding config.json)."""
+    parts = name.split(":", 2)
+    if len(parts) != 3 or parts[0] != "hf" or parts[1] not in FAMILIES:
+        raise ConfigError(
+            f"model {name!r}: expected hf:FAMILY:PRESET or hf:FAMILY:DIR, FAMILY one of {', '.join(FAMILIES)}"
+        )
+    family, what = parts[1], parts[2]
+    if what in PRESETS:
+        return HfShape(family, **PRESETS[what])
+    directory = Path(what)
+    if not (directory / "config.json").is_file():
+        raise ConfigError(
+            f"model {name!r}: {what!r} is neither a preset ({', '.join(PRESETS)}) nor a local directory with a "
+            "config.json; nothing is downloaded: save the model's files (config.json) to a directory and pass hf:"
+            f"{family}:DIR"
+        )
+    return _from_config_json(family, json.loads((directory / "config.json").read_text()), name)
+
+
+def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
+    keys = {
+        "gpt2": ("vocab_size", "n_positions", "n_embd", "n_head", "n_layer"),
+        "llama": ("vocab_size", "max_position_embeddings", "hidden_size", "num_attention_heads", "num_hidden_layers"),
+    }[family]
+    missing = [k for k in keys if k not in cfg]
+    if missing:
+        raise ConfigError(f"model {name!r}: config.json lacks {', '.join(missing)} for a {family} model")
+    vocab, seq_len, hidden, heads, blocks = (int(cfg[k]) for k in keys)
+    if family == "llama":
+        return HfShape(
+            family, vocab, seq_len, hidden, heads, blocks, cfg.get("num_key_value_heads"), cfg.get("intermediate_size")
+        )
+    return HfShape(family, vocab, seq_len, hidden, heads, blocks)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("Hugging Face models need transformers: pip install -e '.[hf]'") from None
+    return transformers
+
+
+def hf_config(shape: HfShape) -> Any:
+    """The transformers config of `shape`: no dropout (runs are deterministic), untied head,
+    PyTorch's scaled-dot-product attention (causal when no mask is given)."""
+    tf = _transformers()
+    if shape.family == "gpt2":
+        config = tf.GPT2Config(
+            vocab_size=shape.vocab, n_positions=shape.seq_len, n_embd=shape.hidden, n_head=shape.heads,
+            n_layer=shape.blocks, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
+        )  # fmt: skip
+    else:
+        config = tf.LlamaConfig(
+            vocab_size=shape.vocab, max_position_embeddings=shape.seq_len, hidden_size=shape.hidden,
+            num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads or shape.heads,
+            intermediate_size=shape.intermediate or 4 * shape.hidden, num_hidden_layers=shape.blocks,
+            attention_dropout=0.0, tie_word_embeddings=False,
+        )  # fmt: skip
+    config._attn_implementation = "sdpa"
+    return config
+
+
+class Embeddings(nn.Module):
+    def __init__(self, shape: HfShape, config: Any):
+        super().__init__()
+        self.tokens = nn.Embedding(shape.vocab, shape.hidden)
+        self.positions = nn.Embedding(shape.seq_len, shape.hidden) if shape.family == "gpt2" else None
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tokens(ids)
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(ids.shape[1], device=ids.device))[None]
+        return x
+
+
+class Block(nn.Module):
+    """One transformers decoder block; Llama's also computes its rotary embedding."""
+
+    def __init__(self, shape: HfShape, config: Any, index: int):
+        super().__init__()
+        if shape.family == "gpt2":
+            from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+            self.block: nn.Module = GPT2Block(config, layer_idx=index)
+            self.rotary: nn.Module | None = None
+        else:
+            from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+            self.block = LlamaDecoderLayer(config, layer_idx=index)
+            self.rotary = LlamaRotaryEmbedding(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.rotary is None:
+            out = self.block(x)
+        else:
+            positions = torch.arange(x.shape[1], device=x.device)[None]
+            out = self.block(x, position_ids=positions, position_embeddings=self.rotary(x, positions))
+        return out[0] if isinstance(out, tuple) else out
+
+
+class Head(nn.Module):
+    def __init__(self, shape: HfShape, config: Any):
+        super().__init__()
+        if shape.family == "gpt2":
+            self.norm: nn.Module = nn.LayerNorm(shape.hidden, eps=config.layer_norm_epsilon)
+        else:
+            from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+            self.norm = LlamaRMSNorm(shape.hidden, eps=config.rms_norm_eps)
+        self.logits = nn.Linear(shape.hidden, shape.vocab, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logits(self.norm(x))
+
+
+def _init(module: nn.Module, generator: torch.Generator) -> None:
+    """GPT-2's scheme, drawn in a fixed order from the layer's own generator."""
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if name.endswith("bias"):
+                param.zero_()
+            elif param.dim() == 1:  # LayerNorm / RMSNorm gains
+                param.fill_(1.0)
+            else:
+                param.normal_(0.0, INIT_STD, generator=generator)
+
+
+def build_layer(shape: HfShape, index: int, seed: int, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """Planner layer `index` with its deterministic initial weights."""
+    if not 0 <= index < shape.num_layers:
+        raise IndexError(f"{shape.family} model has layers 0..{shape.num_layers - 1}, asked for {index}")
+    config = hf_config(shape)
+    if index == 0:
+        layer: nn.Module = Embeddings(shape, config)
+    elif index == shape.num_layers - 1:
+        layer = Head(shape, config)
+    else:
+        layer = Block(shape, config, index - 1)
+    _init(layer, torch.Generator().manual_seed(seed * 1_000_003 + index))
+    return layer.to(dtype)
+
+
+def build_layers(shape: HfShape, first: int, end: int, seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
+    """Layers [first, end) as one module (a pipeline stage, or the whole model)."""
+    return nn.Sequential(*(build_layer(shape, i, seed, dtype) for i in range(first, end)))
+
+
+def as_transformers_model(shape: HfShape, layers: nn.Sequential) -> nn.Module:
+    """The transformers causal-LM model (`GPT2LMHeadModel`, `LlamaForCausalLM`) holding the
+    same weights as `layers` (all of them): the single-process model users know, to check
+    that the planner's cut computes what it computes."""
+    tf = _transformers()
+    config = hf_config(shape)
+    model = (tf.GPT2LMHeadModel if shape.family == "gpt2" else tf.LlamaForCausalLM)(config)
+    embeddings, *blocks, head = list(layers)
+    assert isinstance(embeddings, Embeddings) and isinstance(head, Head), "internal: not a whole model's layers"
+    inner: Any = model.transformer if shape.family == "gpt2" else model.model
+    with torch.no_grad():
+        if shape.family == "gpt2":
+            inner.wte.weight.copy_(embeddings.tokens.weight)
+            assert embeddings.positions is not None
+            inner.wpe.weight.copy_(embeddings.positions.weight)
+            inner.ln_f.load_state_dict(head.norm.state_dict())
+            stack = inner.h
+        else:
+            inner.embed_tokens.weight.copy_(embeddings.tokens.weight)
+            inner.norm.load_state_dict(head.norm.state_dict())
+            stack = inner.layers
+        for mine, theirs in zip(blocks, stack):
+            assert isinstance(mine, Block)
+            theirs.load_state_dict(mine.block.state_dict())
+        model.lm_head.weight.copy_(head.logits.weight)
+    return model.to(next(layers.parameters()).dtype).eval()
