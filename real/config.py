@@ -92,8 +92,9 @@ class TinyGptSpec:
 class RunConfig:
     """One job on the real backend.
 
-    - `model`: "tiny-gpt" (real or emulated compute), or, for emulated compute only, a
-      built-in analytic model name or an Oobleck-format profile directory.
+    - `model`: "tiny-gpt" (real or emulated compute), a Hugging Face model
+      "hf:FAMILY:PRESET|DIR" (real compute, `real.models.hf`), or, for emulated compute
+      only, a built-in analytic model name or an Oobleck-format profile directory.
     - `profile_dir`: a measured tiny-gpt profile (`ooblab profile`) to plan from; without
       it tiny-gpt is planned from an analytic estimate (`planning.estimate_tiny_gpt`).
     - `pipelines`: node counts of the pipelines (e.g. (3, 4)) to force a grouping through
@@ -198,9 +199,13 @@ class RunConfig:
         if self.backend == "nccl" and self.device == "cpu":
             raise ConfigError("backend 'nccl' needs device 'cuda' (or 'auto' on a machine with CUDA), not 'cpu'")
         if self.compute == "real" and self.model != TINY_GPT:
-            raise ConfigError(
-                f"real compute runs the built-in {TINY_GPT!r} only; {self.model!r} can run with --compute emulated"
-            )
+            if not self.model.startswith("hf:"):
+                raise ConfigError(
+                    f"real compute runs the built-in {TINY_GPT!r} or a Hugging Face model (hf:gpt2:tiny, "
+                    f"hf:llama:DIR); {self.model!r} can run with --compute emulated"
+                )
+            if self.profile_dir:
+                raise ConfigError("--profile applies to tiny-gpt; a Hugging Face model is planned from its estimate")
         if self.global_batch % self.microbatch_size:
             raise ConfigError(
                 f"global batch {self.global_batch} is not a multiple of the microbatch size {self.microbatch_size}"

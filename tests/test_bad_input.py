@@ -67,6 +67,7 @@ ROWS = [
     (["run", "--nodes", "2", "--steps", "3", "--inject", "50:node1:crash"], 2, "step 50 is past the run's 3 steps"),
     (["run", "--nodes", "2", "--steps", "3", "--inject", "1:node9:crash"], 2, "unknown worker 'node9'"),
     (["run", "--nodes", "2", "--global-batch", "1", "--steps", "2"], 2, "cannot feed f + 1 = 2"),
+    (["run", "--nodes", "2", "--steps", "2", "--model", "hf:gpt2:gpt2-medium"], 2, "nothing is downloaded"),
     (["coordinator", "--nodes", "2", "--global-batch", "1", "--port", "0"], 2, "cannot feed f + 1 = 2"),
 ]
 

@@ -30,6 +30,7 @@ from planner.planner import Planner
 from planner.profile import LayerProfile, ModelProfile
 
 from ..config import TINY_GPT, RunConfig, TinyGptSpec
+from ..models.family import Trained, is_hf, trained
 
 DEFAULT_MODEL_GPU = "v100-16gb"
 CPU_FLOPS = 5e9  # one core's sustained FLOP/s in the analytic estimate
@@ -79,6 +80,31 @@ def estimate_tiny_gpt(
     return ModelProfile(TINY_GPT, microbatch_size, layers, source=f"estimate:{TINY_GPT}@cpu")
 
 
+def estimate_trained(
+    model: Trained, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS
+) -> ModelProfile:
+    """Analytic profile of any model the backend trains (a Hugging Face one), from its
+    layers' parameter counts: 2 FLOPs per parameter and token forward (plus the attention
+    scores, 4 b s^2 h, in a block), backward = 2 x forward, AdamW state = 2 x parameters,
+    activations as tiny-gpt's estimate (the same transformer shapes)."""
+    if dtype not in DTYPE_BYTES:
+        raise PlannerError(f"unknown dtype {dtype!r}")
+    e = DTYPE_BYTES[dtype]
+    b, s, h, a, v = microbatch_size, model.seq_len, model.hidden, model.heads, model.vocab
+    params = model.layer_params()
+    blocks = model.num_layers - 2
+    tokens = b * s
+    flops = [2 * tokens * h] + [2 * tokens * p + 4 * b * s * s * h for p in params[1:-1]] + [2 * tokens * params[-1]]
+    keep = [8 * b * s] + [int(s * b * h * (34 + 5 * a * s / h) / 2 * e)] * blocks + [tokens * h * e + b * s * v * e]
+    out = [tokens * h * e] * (blocks + 1) + [e]
+    names = ["embedding"] + [f"block{i}" for i in range(blocks)] + ["head"]
+    layers = tuple(
+        LayerProfile(name, f / cpu_flops, 2 * f / cpu_flops, p * e, p * e, 2 * p * e, k, o)
+        for name, f, p, k, o in zip(names, flops, params, keep, out)
+    )
+    return ModelProfile(model.name, microbatch_size, layers, source=f"estimate:{model.name}@cpu")
+
+
 def one_gpu_stages(profile: ModelProfile) -> ModelProfile:
     """The profile without in-node all-reduce times, so the planner only makes stages the
     backend can execute (one GPU each)."""
@@ -110,7 +136,9 @@ def resolve_run_profile(config: RunConfig) -> ModelProfile:
     for directory in (config.profile_dir, config.model):
         if directory:
             check_profile_files(directory)
-    if config.model == TINY_GPT:
+    if is_hf(config.model) and config.compute == "real":
+        profile = estimate_trained(trained(config), config.microbatch_size, config.dtype)
+    elif config.model == TINY_GPT:
         if config.profile_dir:
             profile = load_oobleck_profile(config.profile_dir, config.microbatch_size, name=TINY_GPT)
             if profile.num_layers != config.tiny.num_layers:
@@ -129,7 +157,7 @@ def resolve_run_profile(config: RunConfig) -> ModelProfile:
 
 def run_cluster(config: RunConfig):
     """The planner's cluster for this run."""
-    if config.gpu is None and config.model == TINY_GPT:
+    if config.gpu is None and (config.model == TINY_GPT or is_hf(config.model)):
         gbps = config.inter_node_gbps or CPU_LINK_BYTES_PER_S / GBIT_PER_S
         spec = GpuSpec(
             "cpu",

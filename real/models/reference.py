@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from ..config import RunConfig
-from .tinygpt import DTYPES, batch, build_layers, lm_loss
+from .family import trained
+from .tinygpt import DTYPES, batch, lm_loss
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,11 @@ class ReferenceRun:
 def train_reference(
     config: RunConfig, step_ranges: Mapping[int, Sequence[tuple[int, int]]] | None = None
 ) -> ReferenceRun:
-    """Train tiny-gpt for `config.steps` steps in this process. `step_ranges[k]`, when
+    """Train the run's model for `config.steps` steps in this process. `step_ranges[k]`, when
     given for step k, names the (first microbatch, count) ranges of the step's global
     batch it trains on (a step over some replica groups); other steps take it whole."""
-    spec = config.tiny
-    model = build_layers(spec, 0, spec.num_layers, config.seed, DTYPES[config.dtype])
+    spec = trained(config)
+    model = spec.build(0, spec.num_layers, config.seed, DTYPES[config.dtype])
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     losses = []
     b = config.microbatch_size

@@ -13,6 +13,8 @@ step's global batch by itself, no downloads, and the model has something to lear
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -107,7 +109,17 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def batch(spec: TinyGptSpec, seed: int, step: int, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
+class TokenShape(Protocol):
+    """What the synthetic data needs of a model: its vocabulary and sequence length."""
+
+    @property
+    def vocab(self) -> int: ...
+
+    @property
+    def seq_len(self) -> int: ...
+
+
+def batch(spec: TokenShape, seed: int, step: int, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and targets [num_samples, seq_len] (int64) of step `step`'s global batch."""
     generator = torch.Generator().manual_seed(seed * 7_919 + step + 1)
     start = torch.randint(0, spec.vocab, (num_samples, 1), generator=generator)

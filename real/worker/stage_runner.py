@@ -44,7 +44,8 @@ from ..models.emulated import (
     emulated_loss,
     sleep_until,
 )
-from ..models.tinygpt import DTYPES, batch, build_layers, lm_loss
+from ..models.family import trained
+from ..models.tinygpt import DTYPES, batch, lm_loss
 from ..protocol.commit import COMMITTED
 from ..state.layer_state import LayerState, capture, install
 from .gradsync import GradientSync
@@ -122,7 +123,7 @@ class StageRunner:
             self.emulated_optimizer_s = sum(t.optimizer_step_s for t in emulation[a.first_layer : a.end_layer])
             loss_fn = emulated_loss
         else:
-            layers = build_layers(config.tiny, a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
+            layers = trained(config).build(a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
             self.module = layers
             self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(layers)}
             emulated_allreduce_s = 0.0
@@ -190,7 +191,7 @@ class StageRunner:
         if self.config.compute == "emulated":
             data = emulated_input(hi - lo).to(self.io_device)
             return data, data
-        inputs, targets = batch(self.config.tiny, self.config.seed, step, self.layout.global_batch)
+        inputs, targets = batch(trained(self.config), self.config.seed, step, self.layout.global_batch)
         return inputs[lo:hi].to(self.io_device), targets[lo:hi].to(self.io_device)
 
     def step(self, step: int, commit: Callable[[float | None], str] | None = None) -> tuple[float | None, str]:

@@ -26,7 +26,7 @@ def test_config_round_trips():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(compute="real", model="gpt3-1.3b"), "real compute runs the built-in 'tiny-gpt' only"),
+        (dict(compute="real", model="gpt3-1.3b"), "real compute runs the built-in 'tiny-gpt' or a Hugging Face model"),
         (dict(compute="quantum"), "compute must be one of"),
         (dict(global_batch=10, microbatch_size=3), "not a multiple of the microbatch"),
         (dict(nodes=7, pipelines=(3, 3)), "use 6 nodes, the job has 7"),

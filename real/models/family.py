@@ -1,0 +1,62 @@
+"""Which model a run trains, as the backend needs it: its planner layers, built per stage.
+
+`trained(config)`: tiny-gpt (`real.models.tinygpt`, the default) or a Hugging Face decoder
+model named `hf:FAMILY:PRESET|DIR` (`real.models.hf`). Both train on the same synthetic
+token sequences (`tinygpt.batch`, over the model's vocabulary and sequence length), which
+every rank builds for any step by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch.nn as nn
+
+from ..config import TINY_GPT, RunConfig
+from . import hf, tinygpt
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A model to train: `build(first, end, seed, dtype)` makes layers [first, end)."""
+
+    name: str
+    vocab: int
+    seq_len: int
+    hidden: int
+    heads: int
+    num_layers: int
+    build: Callable[[int, int, int, torch.dtype], nn.Sequential]
+
+    def layer_params(self) -> list[int]:
+        """Parameters of each planner layer (built once, in float32)."""
+        return [
+            sum(p.numel() for p in self.build(i, i + 1, 0, torch.float32).parameters()) for i in range(self.num_layers)
+        ]
+
+
+def is_hf(model: str) -> bool:
+    return model.startswith("hf:")
+
+
+@lru_cache(maxsize=16)
+def _hf(model: str) -> Trained:
+    shape = hf.parse(model)
+    return Trained(
+        model, shape.vocab, shape.seq_len, shape.hidden, shape.heads, shape.num_layers,
+        lambda first, end, seed, dtype: hf.build_layers(shape, first, end, seed, dtype),
+    )  # fmt: skip
+
+
+def trained(config: RunConfig) -> Trained:
+    """The model `config` trains with real compute."""
+    if is_hf(config.model):
+        return _hf(config.model)
+    spec = config.tiny
+    return Trained(
+        TINY_GPT, spec.vocab, spec.seq_len, spec.hidden, spec.heads, spec.num_layers,
+        lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype),
+    )  # fmt: skip
