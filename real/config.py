@@ -137,6 +137,8 @@ class RunConfig:
     fault_tolerance: int = 1
     model: str = TINY_GPT
     tiny: TinyGptSpec = field(default_factory=TinyGptSpec)
+    data: str | None = None  # a flat binary of token ids (`real.models.tokens`); None: synthetic sequences
+    data_dtype: str = "uint16"
     compute: str = "real"
     steps: int = 10
     global_batch: int = 16
@@ -206,6 +208,10 @@ class RunConfig:
                 )
             if self.profile_dir:
                 raise ConfigError("--profile applies to tiny-gpt; a Hugging Face model is planned from its estimate")
+        if self.data is not None and self.compute != "real":
+            raise ConfigError("--data feeds real compute; emulated layers take no tokens")
+        if self.data_dtype not in ("uint16", "uint32"):
+            raise ConfigError(f"data_dtype must be uint16 or uint32, got {self.data_dtype!r}")
         if self.global_batch % self.microbatch_size:
             raise ConfigError(
                 f"global batch {self.global_batch} is not a multiple of the microbatch size {self.microbatch_size}"

@@ -68,6 +68,7 @@ ROWS = [
     (["run", "--nodes", "2", "--steps", "3", "--inject", "1:node9:crash"], 2, "unknown worker 'node9'"),
     (["run", "--nodes", "2", "--global-batch", "1", "--steps", "2"], 2, "cannot feed f + 1 = 2"),
     (["run", "--nodes", "2", "--steps", "2", "--model", "hf:gpt2:gpt2-medium"], 2, "nothing is downloaded"),
+    (["run", "--nodes", "2", "--steps", "2", "--data", "{tmp}/nosuch.bin"], 2, "nosuch.bin: no such file"),
     (["coordinator", "--nodes", "2", "--global-batch", "1", "--port", "0"], 2, "cannot feed f + 1 = 2"),
 ]
 

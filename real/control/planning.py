@@ -31,6 +31,8 @@ from planner.profile import LayerProfile, ModelProfile
 
 from ..config import TINY_GPT, RunConfig, TinyGptSpec
 from ..models.family import Trained, is_hf, trained
+from ..models.tokens import TokenFile
+from ..models.tokens import check as check_tokens
 
 DEFAULT_MODEL_GPU = "v100-16gb"
 CPU_FLOPS = 5e9  # one core's sustained FLOP/s in the analytic estimate
@@ -136,6 +138,9 @@ def resolve_run_profile(config: RunConfig) -> ModelProfile:
     for directory in (config.profile_dir, config.model):
         if directory:
             check_profile_files(directory)
+    if config.data and config.compute == "real":  # before any worker starts: one line naming the problem
+        model = trained(config)
+        check_tokens(TokenFile(config.data, config.data_dtype), model.vocab, model.seq_len)
     if is_hf(config.model) and config.compute == "real":
         profile = estimate_trained(trained(config), config.microbatch_size, config.dtype)
     elif config.model == TINY_GPT:

@@ -54,6 +54,14 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--compute emulated a built-in analytic model or a profile directory",
     )
     parser.add_argument(
+        "--data",
+        default=None,
+        help="a flat binary of token ids to train on (nanoGPT's and Megatron's layout); default: synthetic sequences",
+    )
+    parser.add_argument(
+        "--data-dtype", default=d.data_dtype, choices=("uint16", "uint32"), help="the token ids' type in --data"
+    )
+    parser.add_argument(
         "--compute",
         default=d.compute,
         choices=COMPUTE_MODES,
@@ -239,6 +247,8 @@ def config_from_args(args) -> RunConfig:
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
         model=args.model,
+        data=args.data,
+        data_dtype=args.data_dtype,
         tiny=TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks),
         compute=args.compute,
         steps=args.steps,

@@ -1,22 +1,22 @@
 """Which model a run trains, as the backend needs it: its planner layers, built per stage.
 
 `trained(config)`: tiny-gpt (`real.models.tinygpt`, the default) or a Hugging Face decoder
-model named `hf:FAMILY:PRESET|DIR` (`real.models.hf`). Both train on the same synthetic
-token sequences (`tinygpt.batch`, over the model's vocabulary and sequence length), which
-every rank builds for any step by itself.
+model named `hf:FAMILY:PRESET|DIR` (`real.models.hf`). Either trains on the run's token
+file when it names one (`real.models.tokens`), else on synthetic token sequences over its
+vocabulary (`tinygpt.batch`); every rank builds any step's batch by itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
 import torch.nn as nn
 
 from ..config import TINY_GPT, RunConfig
-from . import hf, tinygpt
+from . import hf, tinygpt, tokens
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,13 @@ class Trained:
     heads: int
     num_layers: int
     build: Callable[[int, int, int, torch.dtype], nn.Sequential]
+    data: tokens.TokenFile | None = None
+
+    def batch(self, seed: int, step: int, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets of step `step`'s global batch."""
+        if self.data is not None:
+            return tokens.batch(self.data, self.seq_len, seed, step, num_samples)
+        return tinygpt.batch(self, seed, step, num_samples)
 
     def layer_params(self) -> list[int]:
         """Parameters of each planner layer (built once, in float32)."""
@@ -52,11 +59,12 @@ def _hf(model: str) -> Trained:
 
 
 def trained(config: RunConfig) -> Trained:
-    """The model `config` trains with real compute."""
+    """The model `config` trains with real compute, on the run's data."""
+    data = tokens.TokenFile(config.data, config.data_dtype) if config.data else None
     if is_hf(config.model):
-        return _hf(config.model)
+        return replace(_hf(config.model), data=data)
     spec = config.tiny
     return Trained(
         TINY_GPT, spec.vocab, spec.seq_len, spec.hidden, spec.heads, spec.num_layers,
-        lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype),
+        lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype), data,
     )  # fmt: skip

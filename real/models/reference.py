@@ -18,7 +18,7 @@ import torch
 
 from ..config import RunConfig
 from .family import trained
-from .tinygpt import DTYPES, batch, lm_loss
+from .tinygpt import DTYPES, lm_loss
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def train_reference(
     losses = []
     b = config.microbatch_size
     for step in range(config.steps):
-        inputs, targets = batch(spec, config.seed, step, config.global_batch)
+        inputs, targets = spec.batch(config.seed, step, config.global_batch)
         if step_ranges is not None and step in step_ranges:
             rows = [r for first, count in step_ranges[step] for r in range(first * b, (first + count) * b)]
             inputs, targets = inputs[rows], targets[rows]

@@ -45,7 +45,7 @@ from ..models.emulated import (
     sleep_until,
 )
 from ..models.family import trained
-from ..models.tinygpt import DTYPES, batch, lm_loss
+from ..models.tinygpt import DTYPES, lm_loss
 from ..protocol.commit import COMMITTED
 from ..state.layer_state import LayerState, capture, install
 from .gradsync import GradientSync
@@ -191,7 +191,7 @@ class StageRunner:
         if self.config.compute == "emulated":
             data = emulated_input(hi - lo).to(self.io_device)
             return data, data
-        inputs, targets = batch(trained(self.config), self.config.seed, step, self.layout.global_batch)
+        inputs, targets = trained(self.config).batch(self.config.seed, step, self.layout.global_batch)
         return inputs[lo:hi].to(self.io_device), targets[lo:hi].to(self.io_device)
 
     def step(self, step: int, commit: Callable[[float | None], str] | None = None) -> tuple[float | None, str]:
