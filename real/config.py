@@ -95,8 +95,10 @@ class RunConfig:
     - `model`: "tiny-gpt" (real or emulated compute), a Hugging Face model
       "hf:FAMILY:PRESET|DIR" (real compute, `real.models.hf`), or, for emulated compute
       only, a built-in analytic model name or an Oobleck-format profile directory.
-    - `profile_dir`: a measured tiny-gpt profile (`ooblab profile`) to plan from; without
-      it tiny-gpt is planned from an analytic estimate (`planning.estimate_tiny_gpt`).
+    - `profile_dir`: a measured profile of the model (`ooblab profile [--model hf:...]`) to
+      plan from; without it the model is planned from an analytic estimate
+      (`planning.estimate_tiny_gpt`, `planning.estimate_trained`).
+    - `data`, `data_dtype`: a flat binary of token ids to train on (`real.models.tokens`).
     - `pipelines`: node counts of the pipelines (e.g. (3, 4)) to force a grouping through
       `Planner.build_plan`; None lets the planner instantiate.
     - `gpu`: the planner's GPU type for memory and links; None: a CPU "GPU" of
@@ -206,8 +208,6 @@ class RunConfig:
                     f"real compute runs the built-in {TINY_GPT!r} or a Hugging Face model (hf:gpt2:tiny, "
                     f"hf:llama:DIR); {self.model!r} can run with --compute emulated"
                 )
-            if self.profile_dir:
-                raise ConfigError("--profile applies to tiny-gpt; a Hugging Face model is planned from its estimate")
         if self.data is not None and self.compute != "real":
             raise ConfigError("--data feeds real compute; emulated layers take no tokens")
         if self.data_dtype not in ("uint16", "uint32"):

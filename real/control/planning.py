@@ -142,7 +142,15 @@ def resolve_run_profile(config: RunConfig) -> ModelProfile:
         model = trained(config)
         check_tokens(TokenFile(config.data, config.data_dtype), model.vocab, model.seq_len)
     if is_hf(config.model) and config.compute == "real":
-        profile = estimate_trained(trained(config), config.microbatch_size, config.dtype)
+        model = trained(config)
+        if config.profile_dir:  # measured by `ooblab profile --model hf:...`
+            profile = load_oobleck_profile(config.profile_dir, config.microbatch_size, name=model.name)
+            if profile.num_layers != model.num_layers:
+                raise PlannerError(
+                    f"{config.profile_dir} profiles {profile.num_layers} layers, {model.name} has {model.num_layers}"
+                )
+        else:
+            profile = estimate_trained(model, config.microbatch_size, config.dtype)
     elif config.model == TINY_GPT:
         if config.profile_dir:
             profile = load_oobleck_profile(config.profile_dir, config.microbatch_size, name=TINY_GPT)

@@ -74,7 +74,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         default=None,
-        help="measured tiny-gpt profile directory (`ooblab profile`); default: analytic estimate",
+        help="measured profile directory of the model (`ooblab profile [--model hf:...]`); default: analytic estimate",
     )
     parser.add_argument(
         "--gpu",

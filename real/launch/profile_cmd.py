@@ -17,10 +17,15 @@ from .cli_errors import internal_error, request_error
 
 def handle_profile(args) -> int:
     try:
-        if args.model != TINY_GPT:
-            raise ConfigError(f"ooblab profile measures the built-in {TINY_GPT!r}; got {args.model!r}")
+        from ..models.family import named  # torch: only once the command runs
+
+        if args.model != TINY_GPT and not args.model.startswith("hf:"):
+            raise ConfigError(
+                f"ooblab profile measures {TINY_GPT!r} or a Hugging Face model (hf:gpt2:tiny, ...); got {args.model!r}"
+            )
         spec = TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks)
-        from .profiler import ProfilerSettings, profile_tiny_gpt
+        model = named(args.model, spec)  # a Hugging Face name is checked here: one line, nothing measured
+        from .profiler import ProfilerSettings, profile_model
 
         settings = ProfilerSettings(
             microbatch_size=args.microbatch,
@@ -32,11 +37,13 @@ def handle_profile(args) -> int:
             threads=args.threads,
         )
         neighbours = _neighbour_counts(args.busy_neighbours, args.reference_neighbours)
+        if neighbours is not None and args.model != TINY_GPT:
+            raise ConfigError("--busy-neighbours measures tiny-gpt only")
     except (ConfigError, ValueError) as exc:  # the model's shape and the profiler's settings: the user's
         return request_error("profile", exc)
     try:  # past here any error, a ValueError included, is the profiler's or the format writer's own
         if neighbours is None:
-            profile = profile_tiny_gpt(spec, settings)
+            profile = profile_model(model, settings)
         else:
             from .contention import HOP_SETTINGS, profile_with_contention
 
@@ -76,7 +83,7 @@ def handle_profile(args) -> int:
     else:
         total_ms = sum(l.forward_s + l.backward_s for l in profile.layers) * 1e3
         print(
-            f"profiled {profile.num_layers} layers of {TINY_GPT} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
+            f"profiled {profile.num_layers} layers of {model.name} (forward + backward {total_ms:.2f} ms per microbatch) into {directory}"
         )
         if profile.contention is not None:
             print(profile.contention.summary())

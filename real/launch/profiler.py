@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .comm_profile import CommMeasurement, CommSettings
 
 from ..config import TINY_GPT, TinyGptSpec
-from ..models.tinygpt import DTYPES, batch, build_layer, lm_loss
+from ..models.family import Trained, named
+from ..models.tinygpt import DTYPES, lm_loss
 
 
 @dataclass(frozen=True)
@@ -119,13 +120,17 @@ def _tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, device: torch.device) -> LayerMeasurement:
-    """Time and size one tiny-gpt layer on one microbatch."""
+def measure_layer(
+    spec: TinyGptSpec | Trained, index: int, settings: ProfilerSettings, device: torch.device
+) -> LayerMeasurement:
+    """Time and size one layer (of tiny-gpt, or any model the backend trains) on one microbatch."""
+    if isinstance(spec, TinyGptSpec):
+        spec = named(TINY_GPT, spec)
     dtype = DTYPES[settings.dtype]
-    layer = build_layer(spec, index, settings.seed, dtype).to(device)
+    layer = spec.build(index, index + 1, settings.seed, dtype).to(device)
     params = list(layer.parameters())
     param_ptrs = {p.data_ptr() for p in params}
-    ids, targets = batch(spec, settings.seed, 0, settings.microbatch_size)
+    ids, targets = spec.batch(settings.seed, 0, settings.microbatch_size)
     ids, targets = ids.to(device), targets.to(device)
     is_head = index == spec.num_layers - 1
     if index == 0:
@@ -172,7 +177,7 @@ def measure_layer(spec: TinyGptSpec, index: int, settings: ProfilerSettings, dev
     optimizer_bytes = sum(
         _tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)
     )
-    names = ["embedding"] + [f"block{i}" for i in range(spec.blocks)] + ["head"]
+    names = ["embedding"] + [f"block{i}" for i in range(spec.num_layers - 2)] + ["head"]
     return LayerMeasurement(
         name=names[index],
         forward_s=forward_s,
@@ -264,6 +269,12 @@ def measure_allreduce(sizes: list[int], settings: ProfilerSettings) -> dict[int,
 
 def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSettings()) -> ModelProfile:
     """Measure every layer of tiny-gpt, then the all-reduce of every gradient size."""
+    return profile_model(named(TINY_GPT, spec), settings)
+
+
+def profile_model(spec: Trained, settings: ProfilerSettings = ProfilerSettings()) -> ModelProfile:
+    """Measure every layer of a model the backend trains (tiny-gpt, a Hugging Face one),
+    then the all-reduce of every gradient size."""
     previous = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
     try:
@@ -286,12 +297,12 @@ def profile_tiny_gpt(spec: TinyGptSpec, settings: ProfilerSettings = ProfilerSet
         )
         for m in layers
     )
-    source = f"measured:{TINY_GPT}@{device.type},mb{settings.microbatch_size},{settings.dtype}"
+    source = f"measured:{spec.name}@{device.type},mb{settings.microbatch_size},{settings.dtype}"
     optimizer = OptimizerProfile(
         tuple(m.optimizer_step_s for m in layers),
-        f"ooblab profile, {TINY_GPT} AdamW on {device.type}, {settings.threads} thread(s), median of {settings.repeats}",
+        f"ooblab profile, {spec.name} AdamW on {device.type}, {settings.threads} thread(s), median of {settings.repeats}",
     )
-    return ModelProfile(TINY_GPT, settings.microbatch_size, profiles, source=source, optimizer=optimizer)
+    return ModelProfile(spec.name, settings.microbatch_size, profiles, source=source, optimizer=optimizer)
 
 
 def measure_and_write_communication(

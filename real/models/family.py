@@ -15,7 +15,7 @@ from functools import lru_cache
 import torch
 import torch.nn as nn
 
-from ..config import TINY_GPT, RunConfig
+from ..config import TINY_GPT, RunConfig, TinyGptSpec
 from . import hf, tinygpt, tokens
 
 
@@ -61,9 +61,13 @@ def _hf(model: str) -> Trained:
 def trained(config: RunConfig) -> Trained:
     """The model `config` trains with real compute, on the run's data."""
     data = tokens.TokenFile(config.data, config.data_dtype) if config.data else None
-    if is_hf(config.model):
-        return replace(_hf(config.model), data=data)
-    spec = config.tiny
+    return named(config.model, config.tiny, data)
+
+
+def named(model: str, spec: TinyGptSpec, data: tokens.TokenFile | None = None) -> Trained:
+    """tiny-gpt of `spec` for "tiny-gpt", else the Hugging Face model `model` names."""
+    if is_hf(model):
+        return replace(_hf(model), data=data)
     return Trained(
         TINY_GPT, spec.vocab, spec.seq_len, spec.hidden, spec.heads, spec.num_layers,
         lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype), data,

@@ -55,3 +55,22 @@ def test_heterogeneous_pipelines_train_the_model_as_one_process(tmp_path, family
 def test_a_crash_mid_backward_is_survived_exactly(tmp_path):
     summary = run_and_compare(tmp_path, "hf:llama:tiny", steps=4, inject="1:node2:crash:backward")
     assert summary["injections_fired"] == [0] and summary["generations"] >= 2
+
+
+@pytest.mark.timeout(240)
+def test_a_measured_profile_plans_the_model_and_must_match_its_layers(tmp_path):
+    """`ooblab profile --model hf:...` measures the model's layers here; `run --profile` plans
+    from them; a profile of another shape is refused in one line before any worker starts."""
+    profile = tmp_path / "profile"
+    measured = ooblab(["profile", "--model", "hf:gpt2:tiny", "--out", str(profile), "--skip-comm", "--repeats", "2",
+                       "--warmup", "1", "--max-participants", "2"], timeout_s=120)  # fmt: skip
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    assert "profiled 4 layers of hf:gpt2:tiny" in measured.stdout
+    base = ["run", "--nodes", "2", "--f", "1", "--steps", "2", "--global-batch", "4", *FAST, "--profile", str(profile)]
+    ran = ooblab([*base, "--model", "hf:gpt2:tiny", "--out", str(tmp_path / "run"), "--json"], timeout_s=150)
+    assert ran.returncode == 0 and ran.json()["status"] == "finished", ran.stderr[-3000:]
+    events = (tmp_path / "run" / "events.jsonl").read_text()
+    assert str(profile) in events  # the coordinator planned from the measured profile
+    wrong = ooblab([*base, "--model", "hf:gpt2:small", "--out", str(tmp_path / "wrong")], timeout_s=60)
+    assert wrong.returncode == 2 and "profiles 4 layers, hf:gpt2:small has 6" in wrong.stderr
+    assert len([line for line in wrong.stderr.splitlines() if line.strip()]) == 1

@@ -97,4 +97,4 @@ def test_profile_command_writes_a_profile_the_planner_uses(tmp_path):
 
 def test_profile_rejects_models_it_cannot_build(tmp_path):
     result = ooblab(["profile", "--model", "gpt3-1.3b", "--out", str(tmp_path / "p")], 60)
-    assert result.returncode == 2 and "measures the built-in 'tiny-gpt'" in result.stderr
+    assert result.returncode == 2 and "measures 'tiny-gpt' or a Hugging Face model" in result.stderr
