@@ -20,10 +20,10 @@ from designs import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("sim", "real", "experiments")
-# Replays the artifact's own three programs, one per system it shipped: the names
+# Replays the artifact's own three programs (and their state), one per system it shipped: the names
 # it compares are the artifact's systems (`ArtifactHooks.system`), not a design's branch, and
 # no other design can have an as-run replay.
-EXEMPT = {"sim/artifact_replay.py"}
+EXEMPT = {"sim/artifact_replay.py", "sim/artifact_replay_state.py"}
 
 
 def _names_in(node: ast.AST, names: set[str]) -> set[str]:
