@@ -3,8 +3,9 @@
 `ooblab run --model hf:FAMILY:tiny` (gloo on CPU, float64) on 4 workers as a 1-node and a
 3-node pipeline (different templates, unequal microbatches), failure-free and with a worker
 crashing mid-backward (live reconfiguration), and under Varuna (restart from checkpoint
-files) and GEMINI (restart from peers' memory): every pipeline's final layers and every
-step's loss equal a plain single-process run of the same model (`train_reference`).
+files), GEMINI (restart from peers' memory) and replica groups (a group out, the others
+training on their samples): every pipeline's final layers and every step's loss equal a
+plain single-process run of the same model over the same samples (`train_reference`).
 """
 
 from __future__ import annotations
@@ -86,3 +87,25 @@ def test_restarts_from_a_checkpoint_or_peers_memory_are_exact(tmp_path, design):
     peers' memory: both hold the transformers blocks' state as they hold tiny-gpt's."""
     summary = run_and_compare(tmp_path, "hf:gpt2:tiny", steps=5, inject="2:node1:crash:backward", design=design)
     assert summary["injections_fired"] == [0] and summary["generations"] >= 2
+
+
+@pytest.mark.timeout(300)
+def test_replica_groups_train_the_live_groups_samples_exactly(tmp_path):
+    """2 replica groups of 2 nodes; node3 crashes in step 2's backward and its group stays out:
+    from step 2 on every step trains on group 0's samples only, and the parameters and losses
+    equal one process trained on exactly those samples."""
+    params_dir = tmp_path / "params"
+    args = ["run", "--design", "replica_groups", "--set", "group_nodes=2", "--model", "hf:llama:tiny", "--nodes", "4",
+            "--steps", "5", "--checkpoint-every", "0", "--global-batch", "8", "--dtype", "float64", *FAST,
+            "--inject", "2:node3:crash:backward", "--save-params", str(params_dir), "--out", str(tmp_path / "run"),
+            "--json"]  # fmt: skip
+    result = ooblab(args, timeout_s=240)
+    summary = result.json()
+    assert result.returncode == 0 and summary["status"] == "finished", summary.get("reason") or result.stderr[-4000:]
+    partial = {int(k): [tuple(r) for r in v] for k, v in summary.get("partial_steps", {}).items()}
+    assert sorted(partial) == [2, 3, 4] and all(ranges == [(0, 4)] for ranges in partial.values())
+    config = RunConfig(model="hf:llama:tiny", nodes=4, steps=5, global_batch=8, dtype="float64")
+    reference = train_reference(config, partial)
+    worst = max(max_relative_difference(p, reference.params) for p in gather_params(params_dir).values())
+    assert worst <= TOLERANCE and summary["losses"] == pytest.approx(reference.losses, rel=1e-9)
+    assert train_reference(config).losses != pytest.approx(reference.losses, rel=1e-6)
