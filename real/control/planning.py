@@ -31,7 +31,6 @@ from planner.profile import LayerProfile, ModelProfile
 
 from ..config import TINY_GPT, RunConfig, TinyGptSpec
 from ..models.family import Trained, is_hf, trained
-from ..models.tokens import TokenFile
 from ..models.tokens import check as check_tokens
 
 DEFAULT_MODEL_GPU = "v100-16gb"
@@ -138,11 +137,10 @@ def resolve_run_profile(config: RunConfig) -> ModelProfile:
     for directory in (config.profile_dir, config.model):
         if directory:
             check_profile_files(directory)
-    if config.data and config.compute == "real":  # before any worker starts: one line naming the problem
-        model = trained(config)
-        check_tokens(TokenFile(config.data, config.data_dtype), model.vocab, model.seq_len)
-    if is_hf(config.model) and config.compute == "real":
-        model = trained(config)
+    model = trained(config) if config.compute == "real" else None
+    if model is not None and model.data is not None:  # before any worker starts: one line naming the problem
+        check_tokens(model.data, model.vocab, model.seq_len)
+    if model is not None and is_hf(config.model):
         if config.profile_dir:  # measured by `ooblab profile --model hf:...`
             profile = load_oobleck_profile(config.profile_dir, config.microbatch_size, name=model.name)
             if profile.num_layers != model.num_layers:

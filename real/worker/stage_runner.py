@@ -123,7 +123,8 @@ class StageRunner:
             self.emulated_optimizer_s = sum(t.optimizer_step_s for t in emulation[a.first_layer : a.end_layer])
             loss_fn = emulated_loss
         else:
-            layers = trained(config).build(a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
+            self.model = trained(config)  # also what builds every step's batch
+            layers = self.model.build(a.first_layer, a.end_layer, config.seed, DTYPES[config.dtype]).to(device)
             self.module = layers
             self.layer_named = {a.first_layer + i: dict(layer.named_parameters()) for i, layer in enumerate(layers)}
             emulated_allreduce_s = 0.0
@@ -191,7 +192,7 @@ class StageRunner:
         if self.config.compute == "emulated":
             data = emulated_input(hi - lo).to(self.io_device)
             return data, data
-        inputs, targets = trained(self.config).batch(self.config.seed, step, self.layout.global_batch)
+        inputs, targets = self.model.batch(self.config.seed, step, self.layout.global_batch)
         return inputs[lo:hi].to(self.io_device), targets[lo:hi].to(self.io_device)
 
     def step(self, step: int, commit: Callable[[float | None], str] | None = None) -> tuple[float | None, str]:
