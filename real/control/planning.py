@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from planner.catalog import resolve_profile
 from planner.errors import PlannerError, ProfileError
@@ -53,21 +54,44 @@ def estimate_tiny_gpt(
     spec: TinyGptSpec, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS
 ) -> ModelProfile:
     """Analytic tiny-gpt profile: Megatron FLOP counts (as `planner.analytic`) over
-    `cpu_flops`, backward = 2 x forward (no recomputation), AdamW state = 2 x parameters
-    in the training dtype, activations kept s b h (34 + 5 a s / h) / 2 elements per block."""
+    `cpu_flops`; state, activations and outputs as `_transformer_profile` has them."""
+    b, s, h = microbatch_size, spec.seq_len, spec.hidden
+    flops = [2 * b * s * h] + [24 * b * s * h * h + 4 * b * s * s * h] * spec.blocks + [2 * b * s * h * spec.vocab]
+    return _transformer_profile(TINY_GPT, spec, microbatch_size, dtype, tiny_gpt_layer_params(spec), flops, cpu_flops)
+
+
+def estimate_trained(
+    model: Trained, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS
+) -> ModelProfile:
+    """Analytic profile of any model the backend trains (a Hugging Face one), from its
+    layers' parameter counts: 2 FLOPs per parameter and token forward (plus the attention
+    scores, 4 b s^2 h, in a block); the rest as tiny-gpt's (`_transformer_profile`)."""
+    params = model.layer_params()
+    tokens = microbatch_size * model.seq_len
+    attention = 4 * tokens * model.seq_len * model.hidden
+    flops = [2 * tokens * model.hidden] + [2 * tokens * p + attention for p in params[1:-1]] + [2 * tokens * params[-1]]
+    return _transformer_profile(model.name, model, microbatch_size, dtype, params, flops, cpu_flops)
+
+
+def _transformer_profile(
+    name: str, shape: Any, microbatch_size: int, dtype: str, params: list[int], flops: list[int], cpu_flops: float
+) -> ModelProfile:
+    """The analytic profile of a decoder model (embedding, blocks, head) from each layer's
+    parameters and forward FLOPs (`shape`: its seq_len, hidden, heads and vocab): backward =
+    2 x forward (no recomputation), AdamW state = 2 x parameters in the training dtype,
+    activations kept s b h (34 + 5 a s / h) / 2 elements per block."""
     if dtype not in DTYPE_BYTES:
         raise PlannerError(f"unknown dtype {dtype!r}")
     e = DTYPE_BYTES[dtype]
-    b, s, h, a, v = microbatch_size, spec.seq_len, spec.hidden, spec.heads, spec.vocab
-    params = tiny_gpt_layer_params(spec)
+    b, s, h, a, v = microbatch_size, shape.seq_len, shape.hidden, shape.heads, shape.vocab
+    blocks = len(params) - 2
     hidden_bytes = b * s * h * e
-    flops = [2 * b * s * h] + [24 * b * s * h * h + 4 * b * s * s * h] * spec.blocks + [2 * b * s * h * v]
-    keep = [8 * b * s] + [int(s * b * h * (34 + 5 * a * s / h) / 2 * e)] * spec.blocks + [hidden_bytes + b * s * v * e]
-    out = [hidden_bytes] * (spec.blocks + 1) + [e]
-    names = ["embedding"] + [f"block{i}" for i in range(spec.blocks)] + ["head"]
+    keep = [8 * b * s] + [int(s * b * h * (34 + 5 * a * s / h) / 2 * e)] * blocks + [hidden_bytes + b * s * v * e]
+    out = [hidden_bytes] * (blocks + 1) + [e]
+    names = ["embedding"] + [f"block{i}" for i in range(blocks)] + ["head"]
     layers = tuple(
         LayerProfile(
-            name=name,
+            name=layer,
             forward_s=f / cpu_flops,
             backward_s=2 * f / cpu_flops,
             param_bytes=p * e,
@@ -76,34 +100,9 @@ def estimate_tiny_gpt(
             activation_bytes=k,
             output_bytes=o,
         )
-        for name, f, p, k, o in zip(names, flops, params, keep, out)
+        for layer, f, p, k, o in zip(names, flops, params, keep, out)
     )
-    return ModelProfile(TINY_GPT, microbatch_size, layers, source=f"estimate:{TINY_GPT}@cpu")
-
-
-def estimate_trained(
-    model: Trained, microbatch_size: int, dtype: str = "float32", cpu_flops: float = CPU_FLOPS
-) -> ModelProfile:
-    """Analytic profile of any model the backend trains (a Hugging Face one), from its
-    layers' parameter counts: 2 FLOPs per parameter and token forward (plus the attention
-    scores, 4 b s^2 h, in a block), backward = 2 x forward, AdamW state = 2 x parameters,
-    activations as tiny-gpt's estimate (the same transformer shapes)."""
-    if dtype not in DTYPE_BYTES:
-        raise PlannerError(f"unknown dtype {dtype!r}")
-    e = DTYPE_BYTES[dtype]
-    b, s, h, a, v = microbatch_size, model.seq_len, model.hidden, model.heads, model.vocab
-    params = model.layer_params()
-    blocks = model.num_layers - 2
-    tokens = b * s
-    flops = [2 * tokens * h] + [2 * tokens * p + 4 * b * s * s * h for p in params[1:-1]] + [2 * tokens * params[-1]]
-    keep = [8 * b * s] + [int(s * b * h * (34 + 5 * a * s / h) / 2 * e)] * blocks + [tokens * h * e + b * s * v * e]
-    out = [tokens * h * e] * (blocks + 1) + [e]
-    names = ["embedding"] + [f"block{i}" for i in range(blocks)] + ["head"]
-    layers = tuple(
-        LayerProfile(name, f / cpu_flops, 2 * f / cpu_flops, p * e, p * e, 2 * p * e, k, o)
-        for name, f, p, k, o in zip(names, flops, params, keep, out)
-    )
-    return ModelProfile(model.name, microbatch_size, layers, source=f"estimate:{model.name}@cpu")
+    return ModelProfile(name, microbatch_size, layers, source=f"estimate:{name}@cpu")
 
 
 def one_gpu_stages(profile: ModelProfile) -> ModelProfile:
