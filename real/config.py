@@ -16,6 +16,7 @@ from planner.reconfigure import DEFAULT_JOIN_HORIZON_S
 
 COMPUTE_MODES = ("real", "emulated")
 DTYPES = ("float32", "float64")
+TOKEN_DTYPE_NAMES = ("uint16", "uint32")  # token ids in a --data file (`real.models.tokens`)
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")  # auto: NCCL on CUDA, gloo on CPU (real.worker.devices)
 TINY_GPT = "tiny-gpt"
@@ -210,8 +211,8 @@ class RunConfig:
                 )
         if self.data is not None and self.compute != "real":
             raise ConfigError("--data feeds real compute; emulated layers take no tokens")
-        if self.data_dtype not in ("uint16", "uint32"):
-            raise ConfigError(f"data_dtype must be uint16 or uint32, got {self.data_dtype!r}")
+        if self.data_dtype not in TOKEN_DTYPE_NAMES:
+            raise ConfigError(f"data_dtype must be {' or '.join(TOKEN_DTYPE_NAMES)}, got {self.data_dtype!r}")
         if self.global_batch % self.microbatch_size:
             raise ConfigError(
                 f"global batch {self.global_batch} is not a multiple of the microbatch size {self.microbatch_size}"

@@ -15,6 +15,7 @@ from ..config import (
     DEVICES,
     DTYPES,
     TINY_GPT,
+    TOKEN_DTYPE_NAMES,
     ConfigError,
     RunConfig,
     TinyGptSpec,
@@ -59,7 +60,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="a flat binary of token ids to train on (nanoGPT's and Megatron's layout); default: synthetic sequences",
     )
     parser.add_argument(
-        "--data-dtype", default=d.data_dtype, choices=("uint16", "uint32"), help="the token ids' type in --data"
+        "--data-dtype", default=d.data_dtype, choices=TOKEN_DTYPE_NAMES, help="the token ids' type in --data"
     )
     parser.add_argument(
         "--compute",

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ConfigError
+from ..config import TOKEN_DTYPE_NAMES, ConfigError
 
-TOKEN_DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
+TOKEN_DTYPES = {name: np.dtype(name).type for name in TOKEN_DTYPE_NAMES}
 
 
 @dataclass(frozen=True)
