@@ -13,7 +13,6 @@ machine only ever slow a round down. Target: overhead <= 5%. Prints figures; ass
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import torch
 
 from real.config import RunConfig
+from real.launch.baseline import steady
 from real.launch.local import run_local
 from real.models.family import trained
 from real.models.tinygpt import DTYPES, lm_loss
@@ -30,7 +30,7 @@ def backend_s(config: RunConfig, out: Path) -> float:
     summary = run_local(config, out).summary.to_dict()
     if summary["status"] != "finished":
         raise RuntimeError(f"backend run failed: {summary['reason']}")
-    return statistics.median(summary["iteration_times_s"][2:])
+    return steady(summary["iteration_times_s"], skip=2)
 
 
 def plain_s(config: RunConfig) -> float:
@@ -46,7 +46,7 @@ def plain_s(config: RunConfig) -> float:
         lm_loss(layers(inputs), targets).backward()
         optimizer.step()
         times.append(time.perf_counter() - start)
-    return statistics.median(times[2:])
+    return steady(times, skip=2)
 
 
 def main() -> None:

@@ -120,12 +120,9 @@ def _tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def measure_layer(
-    spec: TinyGptSpec | Trained, index: int, settings: ProfilerSettings, device: torch.device
-) -> LayerMeasurement:
-    """Time and size one layer (of tiny-gpt, or any model the backend trains) on one microbatch."""
-    if isinstance(spec, TinyGptSpec):
-        spec = named(TINY_GPT, spec)
+def measure_layer(spec: Trained, index: int, settings: ProfilerSettings, device: torch.device) -> LayerMeasurement:
+    """Time and size one layer of a model the backend trains (tiny-gpt, a Hugging Face one)
+    on one microbatch."""
     dtype = DTYPES[settings.dtype]
     layer = spec.build(index, index + 1, settings.seed, dtype).to(device)
     params = list(layer.parameters())

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from planner.oobleck_format import load_oobleck_profile
-from real.config import TinyGptSpec
+from real.config import TINY_GPT, TinyGptSpec
 from real.control.planning import tiny_gpt_layer_params
 from real.launch.profiler import ProfilerSettings, measure_layer
+from real.models.family import named
 
 from .conftest import ooblab
 
@@ -22,7 +23,7 @@ def test_layer_measurement_sizes_are_exact():
     settings = ProfilerSettings(microbatch_size=2, repeats=2, warmup=1)
     params = tiny_gpt_layer_params(SPEC)
     for index in range(SPEC.num_layers):
-        m = measure_layer(SPEC, index, settings, torch.device("cpu"))
+        m = measure_layer(named(TINY_GPT, SPEC), index, settings, torch.device("cpu"))
         assert m.param_bytes == 4 * params[index]
         tensors = {0: 2, 1: 12, 2: 12, 3: 3}[index]  # parameter tensors of the layer
         # AdamW: exp_avg and exp_avg_sq like every parameter, plus one step counter each
