@@ -64,3 +64,19 @@ def test_reproduce_costs_reaches_every_planner_run_and_no_other():
         assert (after.key != before.key) == planner  # a run under other costs is another run
     assert any(s.params.get("calibration") == "planner" for s in specs)
     assert any(s.params.get("calibration") != "planner" for s in specs)
+
+
+@pytest.mark.timeout(120)
+def test_the_initialisation_row_charges_the_profile_and_the_copies(tmp_path):
+    """MegaScale's row is calibration: Oobleck's one reconfiguration at 12,288 GPUs costs the
+    profile's reconfigure overhead (its 30 s) plus the survivors' layer copies, never less."""
+    from experiments.simrun import run_sim
+    from experiments.sweep import run_sweep
+    from sim.cost_profiles import get
+
+    spec = next(s for s in published.specs(Setting(False, None)) if s.params["row"] == "megascale-init-12k")
+    table = run_sweep([spec], run_sim, tmp_path, processes=1, progress=False)
+    row = published.summary(table).iloc[0]
+    overhead = get("h100-datacenter").costs["reconfigure_overhead_s"].value
+    assert table.loc[0, "num_reconfigurations"] == 1
+    assert overhead < row["predicted"] < overhead * 1.25 and row["passes"]
