@@ -32,7 +32,7 @@ def one_pass(trace_list, costs: str | None) -> float:
     for design in PAPER:
         for model in MODELS:
             for label, trace in trace_list:
-                config = SimConfig(policy=design, model=model, trace=label, calibration="planner", costs=costs)
+                config = SimConfig.of(policy=design, model=model, trace=label, calibration="planner", costs=costs)
                 try:
                     simulate(config, trace=trace)
                 except SimError:
@@ -55,7 +55,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for name, costs in ways.items():
                 best[name] = min(best[name], one_pass(trace_list, costs))
-        config = SimConfig(policy="oobleck", calibration="planner", costs=str(path))
+        config = SimConfig.of(policy="oobleck", calibration="planner", costs=str(path))
         reps = 2000
         start = time.perf_counter()
         for _ in range(reps):

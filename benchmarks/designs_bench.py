@@ -49,7 +49,7 @@ def run_set(design: str, trace_list, **extra: Any) -> tuple[float, int, int]:
     trained = refused = 0
     for model in MODELS:
         for label, trace in trace_list:
-            config = SimConfig(policy=design, model=model, trace=label, calibration="planner", **extra)
+            config = SimConfig.of(policy=design, model=model, trace=label, calibration="planner", **extra)
             try:
                 result = simulate(config, trace=trace)
             except SimError:

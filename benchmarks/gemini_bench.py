@@ -31,7 +31,9 @@ def grid(design: str, trace_list, options: dict) -> tuple[float, list]:
     start = time.perf_counter()
     for model in MODELS:
         for label, trace in trace_list:
-            config = SimConfig(policy=design, model=model, trace=label, calibration="planner", design_options=options)
+            config = SimConfig.of(
+                policy=design, model=model, trace=label, calibration="planner", design_options=options
+            )
             result = simulate(config, trace=trace)
             actions = [a["action"] for e in result.events if e.kind == "decision" for a in e.detail["actions"]]
             rows.append((model, label, result.summary.avg_samples_per_s, actions.count("RestartFromSnapshot"),

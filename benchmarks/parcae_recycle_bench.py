@@ -30,7 +30,7 @@ def one_pass(design: str, trace_list) -> tuple[float, dict[str, float]]:
     rates: dict[str, list[float]] = {}
     for model in ARTIFACT_MODELS:
         for label, trace in trace_list:
-            config = SimConfig(policy=design, model=model, trace=label, calibration="planner")
+            config = SimConfig.of(policy=design, model=model, trace=label, calibration="planner")
             rates.setdefault(model, []).append(simulate(config, trace=trace).summary.avg_samples_per_s)
     return time.perf_counter() - start, {m: sum(v) / len(v) for m, v in rates.items()}
 

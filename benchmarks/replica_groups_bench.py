@@ -25,7 +25,7 @@ def figure_set(design: str, trace_list) -> tuple[float, dict]:
     start = time.perf_counter()
     for model in MODELS:
         for label, trace in trace_list:
-            config = SimConfig(policy=design, model=model, trace=label, calibration="planner")
+            config = SimConfig.of(policy=design, model=model, trace=label, calibration="planner")
             summary = simulate(config, trace=trace).summary
             rows[(model, label)] = (summary.avg_samples_per_s, summary.breakdown.reconfiguration_s)
     return time.perf_counter() - start, rows

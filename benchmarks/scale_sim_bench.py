@@ -58,7 +58,7 @@ def poisson(spec):
     return Trace.from_tuples(rows, spec)
 
 trace = poisson(spec) if spec.startswith("poisson:") else traces.from_spec(spec, rng=np.random.default_rng(0))
-config = SimConfig(policy=policy, calibration="planner", model="gpt3-175b", gpu="a100-80gb", gpus_per_node=8,
+config = SimConfig.of(policy=policy, calibration="planner", model="gpt3-175b", gpu="a100-80gb", gpus_per_node=8,
                    global_batch=24 * nodes, trace=spec, **({"fault_tolerance": 3} if policy == "oobleck" else {}))
 t0 = time.perf_counter()
 result = simulate(config, trace=trace)

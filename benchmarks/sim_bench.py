@@ -79,7 +79,7 @@ def figure_set(calibration: str, trace_list) -> tuple[float, list]:
                     and ARTIFACT_MODELS[model].spot_no_rollback
                 ):
                     extra["varuna_rollback"] = False  # as the paper's spot-trace figures
-                config = SimConfig(policy=system, model=model, trace=label, calibration=calibration, **extra)
+                config = SimConfig.of(policy=system, model=model, trace=label, calibration=calibration, **extra)
                 result = simulate(config, trace=trace)
                 rows.append((model, label, system, result.summary.avg_samples_per_s))
     return time.perf_counter() - start, rows
@@ -114,7 +114,7 @@ def long_trace() -> None:
     events.append((86400.0, "add", "last"))
     trace = traces.Trace.from_tuples(sorted(events, key=lambda e: e[0]), "24h-200-preemptions")
     # Oobleck in the artifact's model (BERT-large's pauses) with every iteration taking 1 s
-    setup = build(SimConfig(policy="oobleck", model="BERT-large", calibration="artifact"), trace)
+    setup = build(SimConfig.of(policy="oobleck", model="BERT-large", calibration="artifact"), trace)
 
     class OneSecond:
         calibration = "artifact"

@@ -43,7 +43,7 @@ def recorded(self, num_nodes, k, **kwargs):
 Planner._best_shape = recorded
 spec, nodes = "spot:nodes=1024,hours=24", 1024
 trace = traces.from_spec(spec, rng=np.random.default_rng(0))
-config = SimConfig(policy="oobleck", calibration="planner", model="gpt3-175b", gpu="a100-80gb", gpus_per_node=8,
+config = SimConfig.of(policy="oobleck", calibration="planner", model="gpt3-175b", gpu="a100-80gb", gpus_per_node=8,
                    global_batch=24 * nodes, trace=spec, fault_tolerance=3)
 start = time.perf_counter()
 result = simulate(config, trace=trace)

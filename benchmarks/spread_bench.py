@@ -34,7 +34,7 @@ def record(spec: str, nodes: int):
 
     join._spread = spy
     try:
-        config = SimConfig(
+        config = SimConfig.of(
             policy="oobleck",
             calibration="planner",
             model="gpt3-175b",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +65,15 @@ def planning_measures(config, nodes: tuple[str, ...]) -> dict[str, float]:
     from planner.reconfigure import on_removal
     from sim.setup import ARTIFACT_TO_PLANNER
 
-    model = ARTIFACT_TO_PLANNER.get(config.model, config.model)
-    microbatch = config.microbatch_size or 1
-    cluster = make_cluster(config.gpu, len(nodes), config.gpus_per_node or 1, inter_node_gbps=config.inter_node_gbps)
+    model = ARTIFACT_TO_PLANNER.get(config.job.model, config.job.model)
+    microbatch = config.job.microbatch_size or 1
+    cluster = make_cluster(
+        config.job.gpu, len(nodes), config.job.gpus_per_node or 1, inter_node_gbps=config.job.inter_node_gbps
+    )
     profile = resolve_profile(model, cluster.gpu, microbatch)
-    f = 1 if config.fault_tolerance is None else config.fault_tolerance
+    f = 1 if config.design.option("fault_tolerance") is None else config.design.option("fault_tolerance")
     start = time.perf_counter()
-    planner = Planner(profile, cluster, JobSpec(config.global_batch, microbatch, f))
+    planner = Planner(profile, cluster, JobSpec(config.job.global_batch, microbatch, f))
     planner.template_set()
     middle = time.perf_counter()
     plan = planner.instantiate(list(nodes))
@@ -91,15 +92,15 @@ def planning_measures(config, nodes: tuple[str, ...]) -> dict[str, float]:
 def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     """Sweep runner (module level, so it crosses process boundaries)."""
     from planner.policies import Checkpoint
-    from sim.config import SimConfig
+    from sim.config import FLAT_KEYS, SimConfig
     from sim.run import simulate
     from sim.setup import build
 
     from . import tracesrc
 
     params = spec.params
-    names = {f.name for f in fields(SimConfig)}
-    config = SimConfig(**{k: v for k, v in params.items() if k in names})
+    names = set(FLAT_KEYS)
+    config = SimConfig.of(**{k: v for k, v in params.items() if k in names})
     trace = tracesrc.resolve(params["trace"])
     facts = tracesrc.stats(trace)
     extra: dict[str, Any] = {"checkpoint_interval_s": math.nan}
@@ -107,7 +108,7 @@ def run_scale(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
         setup = build(config, trace)
         plan = _first_plan(setup)
         if plan is None:
-            raise ValueError(f"{config.policy} makes no plan on the {len(trace.initial_nodes)} nodes of the job")
+            raise ValueError(f"{config.design.name} makes no plan on the {len(trace.initial_nodes)} nodes of the job")
         cost = setup.timing.iteration(plan)
         checkpoint_s = setup.timing.pause_s(Checkpoint(), plan)
         extra.update(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,9 @@ KIND = "sim"
 
 
 def _config_fields() -> frozenset[str]:
-    from sim.config import SimConfig
+    from sim.config import FLAT_KEYS
 
-    return frozenset(f.name for f in fields(SimConfig))
+    return frozenset(FLAT_KEYS)
 
 
 def sim_spec(
@@ -101,7 +100,7 @@ def run_sim(spec: RunSpec, run_dir: Path) -> Mapping[str, Any]:
     trace = tracesrc.resolve(spec.params["trace"])
     facts = tracesrc.stats(trace)
     try:
-        result = simulate(SimConfig(**config_params), trace=trace)
+        result = simulate(SimConfig.of(**config_params), trace=trace)
     except ValueError as exc:  # SimError, PlannerError, TraceError: the reason is the message
         return {
             "outcome": "error",

@@ -1,7 +1,7 @@
 """sim: the simpy trace-replay simulator of Oobleck, Bamboo and Varuna (DESIGN 4).
 
     from sim import SimConfig, simulate
-    result = simulate(SimConfig(policy="varuna", model="GPT-3-medium", trace="fixed:interval=1h"))
+    result = simulate(SimConfig.of(policy="varuna", model="GPT-3-medium", trace="fixed:interval=1h"))
     result.summary.avg_samples_per_s; result.write()   # results/sim/<run id>/
 
 Exports are loaded on first use, so `ooblab plan` does not import simpy through `sim.cli`.

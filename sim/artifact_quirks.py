@@ -155,15 +155,16 @@ def is_paper_spot_trace(trace_name: str) -> bool:
 
 def resolve(config: Any, trace_name: str) -> tuple[ArtifactQuirks, bool, str]:
     """The quirks of an artifact-calibration run, Varuna's rollback and why it is so."""
-    default = AS_RUN if config.calibration == "artifact-as-run" else STATED
-    quirks = ArtifactQuirks.parse(config.artifact_quirks, default)
+    default = AS_RUN if config.run.calibration == "artifact-as-run" else STATED
+    quirks = ArtifactQuirks.parse(config.run.artifact_quirks, default)
     if quirks.needs_replay():
-        stray = [name for name in REPLAY_UNSUPPORTED if getattr(config, name) is not None]
+        given = config.to_dict()
+        stray = [name for name in REPLAY_UNSUPPORTED if given[name] is not None]
         if stray:
             raise SimError(f"{', '.join(stray)} cannot be set when the artifact's code is replayed (artifact_quirks)")
-    small = art.ARTIFACT_MODELS[config.model].spot_no_rollback if config.model in art.ARTIFACT_MODELS else False
-    if config.varuna_rollback is not None:
-        return quirks, config.varuna_rollback, "given"
+    small = art.ARTIFACT_MODELS[config.job.model].spot_no_rollback if config.job.model in art.ARTIFACT_MODELS else False
+    if config.design.option("rollback") is not None:
+        return quirks, config.design.option("rollback"), "given"
     if quirks.eval_spot_no_rollback and small and is_paper_spot_trace(trace_name):
         return quirks, False, "the paper's spot-trace setting for the three smaller models (eval_gcp_ec2.py)"
     return quirks, True, "the artifact's default"

@@ -6,9 +6,9 @@
 
 Defaults: Oobleck, GPT-3-medium, the paper's 1-hour trace (`fixed:interval=1h`: 30 nodes,
 one removed every hour, 15 times), artifact calibration. `--design` (or `--policy`) names
-any registered design (`ooblab designs`). Every `SimConfig` field and every option of the
-design can be set with `--set` (or its own flag where there is one); unknown keys are
-errors. The run's files go to `results/sim/<run id>/` unless `--no-write`.
+any registered design (`ooblab designs`). Every config key (flat, as `sim/config_keys.py`
+lists them, or `group.field`) and every option of the design can be set with `--set` (or its
+own flag where there is one); unknown keys are errors. The run's files go to `results/sim/<run id>/` unless `--no-write`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from designs import cli as design_cli
@@ -25,7 +24,7 @@ from designs import registry
 from designs.options import DesignError
 
 from . import cli_costs
-from .config import CALIBRATIONS, SimConfig
+from .config import CALIBRATIONS, FLAT_KEYS, SimConfig
 from .errors import SimError
 
 FLAGS = {  # flag: (type, help); unset flags take the calibration's default
@@ -67,24 +66,24 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     d = SimConfig()
-    design_cli.add_arguments(parser, d.policy)
+    design_cli.add_arguments(parser, d.design.name)
     parser.add_argument(
         "--model",
-        default=d.model,
+        default=d.job.model,
         help="artifact calibration: BERT-large, GPT-2-ours, GPT-3-medium, GPT-3-2_7b, GPT-3-6_7b; planner calibration: those, a built-in planner model, or a profile directory",
     )
     parser.add_argument(
         "--trace",
-        default=d.trace,
+        default=d.job.trace,
         help="a trace file, or a generator spec (fixed:interval=1h, spot:nodes=30,hours=24, ...)",
     )
     parser.add_argument(
         "--calibration",
-        default=d.calibration,
+        default=d.run.calibration,
         choices=CALIBRATIONS,
         help="artifact: the published tables and constants; planner: the planner's cost model",
     )
-    parser.add_argument("--seed", type=int, default=d.seed, help="seed for generated traces and count-log victims")
+    parser.add_argument("--seed", type=int, default=d.run.seed, help="seed for generated traces and count-log victims")
     for name, (kind, text) in FLAGS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=argparse.SUPPRESS, help=text)
     parser.add_argument(
@@ -100,11 +99,11 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other SimConfig field, or an option of the design (repeatable; `ooblab designs` lists them)",
+        help="any other config key (flat, or group.field: job.global_batch, costs.detect_s, design.depth), or an option of the design (repeatable; `ooblab designs` lists them)",
     )
     parser.add_argument(
         "--timeline",
-        default=d.timeline,
+        default=d.run.timeline,
         choices=("changes", "iterations"),
         help="timeline rows at state changes only, or also one per iteration",
     )
@@ -135,7 +134,8 @@ def config_from_args(args) -> SimConfig:
         raise SimError(str(exc)) from None
     if "policy" in settings or "design" in settings:
         data["policy"] = settings.pop("design", settings.pop("policy", None))
-    names = {f.name for f in fields(SimConfig)}
+    dotted = {key: settings.pop(key) for key in list(settings) if "." in key}  # group.field: SimConfig reads them
+    names = set(FLAT_KEYS)
     if data["policy"] in _registered():
         into_fields, options = design_cli.split_settings(data["policy"], settings, names)
     else:  # SimConfig names the unknown design
@@ -148,6 +148,7 @@ def config_from_args(args) -> SimConfig:
             f"{data['policy']} (its options: {mine}); known config keys: {', '.join(sorted(names))}"
         )
     data.update(into_fields)
+    data.update(dotted)
     if options:
         data["design_options"] = {**(data.get("design_options") or {}), **options}
     return SimConfig.from_mapping(data)

@@ -202,17 +202,17 @@ def get(name_or_path: str) -> CostProfile:
 
 def apply(config: Any) -> Any:
     """`config` (a `SimConfig`) with its profile's values where it sets none."""
-    if config.costs is None:
+    if config.costs.profile is None:
         return config
-    profile = get(config.costs)
-    if config.calibration != "planner":
+    profile = get(config.costs.profile)
+    if config.run.calibration != "planner":
         priced = sorted(set(profile.costs) - set(BOTH_CALIBRATIONS))
         if priced:
             raise CostProfileError(
-                f"cost profile {profile.name!r} prices {', '.join(priced)}, which the {config.calibration} "
+                f"cost profile {profile.name!r} prices {', '.join(priced)}, which the {config.run.calibration} "
                 "calibration takes from the artifact: use --calibration planner"
             )
-    fill = {key: value for key, value in profile.values().items() if getattr(config, key) is None}
-    if config.restart_overhead_s is not None:  # the older constant relaunch, set by hand, wins over the line
+    fill = {key: value for key, value in profile.values().items() if getattr(config.costs, key) is None}
+    if config.costs.restart_overhead_s is not None:  # the older constant relaunch, set by hand, wins over the line
         fill = {k: v for k, v in fill.items() if k not in ("restart_fixed_s", "restart_per_process_s")}
-    return replace(config, **fill)
+    return replace(config, costs=replace(config.costs, **fill))

@@ -29,10 +29,10 @@ class Detection:
     hang_s: float = 0.0
 
     @classmethod
-    def of(cls, config: Any) -> Detection:
-        """The detection a `SimConfig` prices (its `detect_*` fields, unset ones 0)."""
+    def of(cls, costs: Any) -> Detection:
+        """The detection a run's costs price (`CostConfig`'s `detect_*` fields, unset ones 0)."""
         return cls(
-            *(getattr(config, f) or 0.0 for f in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s"))
+            *(getattr(costs, f) or 0.0 for f in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s"))
         )
 
     def seconds(self, cause: str | None) -> float:

@@ -67,12 +67,12 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
         setup.timing,
         node_startup_s=setup.node_startup_s,
         price_per_node_hour=setup.price_per_node_hour,
-        iteration_rows=config.timeline == "iterations",
-        duration_s=config.duration_s,
+        iteration_rows=config.run.timeline == "iterations",
+        duration_s=config.run.duration_s,
         adaptive_checkpoints=setup.adaptive,
-        startup_cores=setup.config.startup_cores,
-        sync_notice=bool(setup.config.sync_notice),
-        detection=Detection.of(setup.config),  # from the cost profile, if the run names one
+        startup_cores=setup.config.costs.startup_cores,
+        sync_notice=bool(setup.config.costs.sync_notice),
+        detection=Detection.of(setup.config.costs),  # from the cost profile, if the run names one
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 
@@ -118,13 +118,13 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         "decisions": counts["decisions"],
         "unfinished_iteration_s": led.unfinished_s,
         "samples_per_iteration": batch,
-        "on_demand_cost_usd": node_hours * 3.06 if config.calibration in ARTIFACT_CALIBRATIONS else None,
+        "on_demand_cost_usd": node_hours * 3.06 if config.run.calibration in ARTIFACT_CALIBRATIONS else None,
     }
     return RunSummary(
-        policy=config.policy,
-        model=config.model,
+        policy=config.design.name,
+        model=config.job.model,
         trace=sim.trace.name,
-        calibration=config.calibration,
+        calibration=config.run.calibration,
         duration_s=sim.end_s - sim.start_s,
         avg_samples_per_s=samples / span if span > 0 else 0.0,
         committed_samples=samples,
@@ -151,22 +151,22 @@ def _replayed(setup: Setup) -> SimResult:
     rep = Replay(
         setup.trace,
         system,
-        config.model,
+        config.job.model,
         setup.quirks or ArtifactQuirks(),
         rollback=bool(rollback),
         node_startup_s=setup.node_startup_s,
         price_per_node_hour=setup.price_per_node_hour,
-        duration_s=config.duration_s,
-        iteration_rows=config.timeline == "iterations",
+        duration_s=config.run.duration_s,
+        iteration_rows=config.run.timeline == "iterations",
     ).run()
     node_hours = rep.node_s / 3600.0
     steps = rep.committed_steps()
     c = rep.counts
     summary = RunSummary(
-        policy=config.policy,
-        model=config.model,
+        policy=config.design.name,
+        model=config.job.model,
         trace=setup.trace.name,
-        calibration=config.calibration,
+        calibration=config.run.calibration,
         duration_s=(rep.end_ms - rep.start_ms) / 1000,
         avg_samples_per_s=rep.avg_samples_per_s(),
         committed_samples=steps * rep.batch,

@@ -90,7 +90,7 @@ class Setup:
 
 
 def load_trace(config: SimConfig) -> Trace:
-    return traces.from_spec(config.trace, rng=np.random.default_rng(config.seed))
+    return traces.from_spec(config.job.trace, rng=np.random.default_rng(config.run.seed))
 
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
@@ -99,25 +99,29 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     design, options = resolve_design(config)
     if trace is None:
         trace = load_trace(config)
-    if trace.duration_s <= 0 and config.duration_s is None:
+    if trace.duration_s <= 0 and config.run.duration_s is None:
         raise SimError(
             f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s): give duration_s"
         )
-    startup = art.NODE_STARTUP_S if config.node_startup_s is None else float(config.node_startup_s)
-    price = art.SPOT_PRICE_PER_NODE_HOUR if config.price_per_node_hour is None else float(config.price_per_node_hour)
+    startup = art.NODE_STARTUP_S if config.costs.node_startup_s is None else float(config.costs.node_startup_s)
+    price = (
+        art.SPOT_PRICE_PER_NODE_HOUR
+        if config.costs.price_per_node_hour is None
+        else float(config.costs.price_per_node_hour)
+    )
     derived = {
         "trace_name": trace.name,
         "trace_events": len(trace),
         "trace_span_s": trace.duration_s,
         # the run ends at the trace's last instant without processing its events
         "trace_last_instant_events": sum(1 for e in trace.events if e.time_s == trace.stop_s)
-        if config.duration_s is None
+        if config.run.duration_s is None
         else 0,
         "node_startup_s": startup,
         "price_per_node_hour": price,
     }
     quirks = None
-    if config.calibration in ARTIFACT_CALIBRATIONS:
+    if config.run.calibration in ARTIFACT_CALIBRATIONS:
         quirks, rollback, why = resolve(config, trace.name)
         derived.update(artifact_quirks=",".join(quirks.on()) or "none")
         policy, timing = _artifact(config, design, options, derived, (rollback, why))
@@ -125,7 +129,8 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _planner(config, trace, design, options, derived)
     adaptive = _adaptive(config, design, policy, derived)
     factors = {
-        kind: _or(getattr(config, f"{kind}_cost_factor"), 1.0) for kind in ("reconfigure", "restart", "checkpoint")
+        kind: _or(getattr(config.costs, f"{kind}_cost_factor"), 1.0)
+        for kind in ("reconfigure", "restart", "checkpoint")
     }
     if any(value != 1.0 for value in factors.values()):
         timing = ScaledPauses(timing, **factors)
@@ -136,14 +141,16 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
 def _adaptive(config: SimConfig, design: Design, policy: Any, resolved: dict[str, Any]) -> AdaptiveCheckpoints | None:
     """The adaptive interval rule, for a design whose policy writes periodic checkpoints
     (it replaces that schedule's interval; `after_restart` still holds)."""
-    if config.checkpoint_adaptive is None:
+    if config.design.checkpoint_adaptive is None:
         return None
     schedule = policy.checkpoints
     if not (schedule.every_iterations or schedule.every_s):
         raise SimError(
             f"design {design.name} writes no periodic checkpoints: checkpoint_adaptive applies to designs that do"
         )
-    rule = AdaptiveCheckpoints(config.checkpoint_adaptive, _or(config.checkpoint_prior_mtbf_s, DEFAULT_PRIOR_MTBF_S))
+    rule = AdaptiveCheckpoints(
+        config.design.checkpoint_adaptive, _or(config.design.checkpoint_prior_mtbf_s, DEFAULT_PRIOR_MTBF_S)
+    )
     resolved.update(
         checkpoint_every_iterations=None,
         checkpoint_every_s=None,
@@ -155,21 +162,11 @@ def _adaptive(config: SimConfig, design: Design, policy: Any, resolved: dict[str
 
 # -- the design and its options -------------------------------------------------------------
 def resolve_design(config: SimConfig) -> tuple[Design, object]:
-    """The design `config.policy` names and its options: the legacy fields it owns
-    (`bamboo_depth`, ...) and `design_options`; a legacy field of another design is an error."""
-    owned = designs.legacy_fields()
-    settings: dict[str, object] = {}
-    for key, owners in owned.items():
-        value = getattr(config, key, None)
-        if value is None:
-            continue
-        if config.policy not in owners:
-            raise SimError(f"{key} applies to {' and '.join(owners)}, not {config.policy}")
-        settings[key] = value
-    settings.update(config.design_options or {})
+    """The design `config.design` names and its options, checked for the calibration."""
+    settings = dict(config.design.options or {})
     try:
-        where = ARTIFACT if config.calibration in ARTIFACT_CALIBRATIONS else config.calibration
-        return designs.resolve(config.policy, settings, where)
+        where = ARTIFACT if config.run.calibration in ARTIFACT_CALIBRATIONS else config.run.calibration
+        return designs.resolve(config.design.name, settings, where)
     except DesignError as exc:
         raise SimError(str(exc)) from None
 
@@ -194,17 +191,12 @@ def _artifact(
         raise SimError(
             f"design {design.name} has no artifact calibration (use --calibration planner); designs with one: {', '.join(able)}"
         )
-    model = art.get_model(config.model)
-    timing = ArtifactTiming(design, model.name, config.calibration, options)
-    given = frozenset(
-        spec.name
-        for spec in design.option_specs
-        if spec.name in (config.design_options or {})
-        or (spec.legacy is not None and getattr(config, spec.legacy, None) is not None)
-    )
+    model = art.get_model(config.job.model)
+    timing = ArtifactTiming(design, model.name, config.run.calibration, options)
+    given = frozenset(spec.name for spec in design.option_specs if spec.name in (config.design.options or {}))
     ctx = replace(
         timing.context,
-        checkpoint_every_iterations=config.checkpoint_every_iterations,
+        checkpoint_every_iterations=config.design.checkpoint_every_iterations,
         given=given,
         paper_rollback=rollback[0],
         paper_rollback_why=rollback[1],
@@ -224,19 +216,19 @@ def _artifact(
 
 # -- planner calibration -------------------------------------------------------------------
 def _model_and_batch(config: SimConfig) -> tuple[str, int]:
-    name = ARTIFACT_TO_PLANNER.get(config.model, config.model)
+    name = ARTIFACT_TO_PLANNER.get(config.job.model, config.job.model)
     if name not in MODEL_SHAPES and not Path(name).is_dir():
         raise SimError(
-            f"unknown model {config.model!r}: use an artifact name ({', '.join(ARTIFACT_TO_PLANNER)}), "
+            f"unknown model {config.job.model!r}: use an artifact name ({', '.join(ARTIFACT_TO_PLANNER)}), "
             f"a built-in model ({', '.join(MODEL_SHAPES)}) or an Oobleck profile directory"
         )
-    batch = config.global_batch
+    batch = config.job.global_batch
     if batch is None:
-        if config.model not in art.ARTIFACT_MODELS:
+        if config.job.model not in art.ARTIFACT_MODELS:
             raise SimError(
-                f"global_batch is required for {config.model!r} (defaults exist only for the artifact's models)"
+                f"global_batch is required for {config.job.model!r} (defaults exist only for the artifact's models)"
             )
-        batch = art.ARTIFACT_MODELS[config.model].global_batch
+        batch = art.ARTIFACT_MODELS[config.job.model].global_batch
     return name, batch
 
 
@@ -280,21 +272,21 @@ def _memo(scope: tuple, key: Hashable, make: Callable[[], Any]) -> Any:
 
 def _planner(config: SimConfig, trace: Trace, design: Design, options: object, resolved: dict[str, Any]):
     name, batch = _model_and_batch(config)
-    microbatch = config.microbatch_size or 1
-    gpu = config.gpu or DEFAULT_GPU
-    g = config.gpus_per_node or 1
+    microbatch = config.job.microbatch_size or 1
+    gpu = config.job.gpu or DEFAULT_GPU
+    g = config.job.gpus_per_node or 1
     peak = max(1, int(trace.live_counts()["live_nodes"].max()))
-    cluster = make_cluster(gpu, peak, g, inter_node_gbps=config.inter_node_gbps)
+    cluster = make_cluster(gpu, peak, g, inter_node_gbps=config.job.inter_node_gbps)
     profile = _resolved_profile(name, cluster.gpu, microbatch)
     JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
     costs = PlannerCosts(
-        reconfigure_overhead_s=_or(config.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
-        restart_fixed_s=_or(config.restart_fixed_s, PlannerCosts.restart_fixed_s),
-        restart_per_process_s=_or(config.restart_per_process_s, PlannerCosts.restart_per_process_s),
-        restart_overhead_s=config.restart_overhead_s,
-        restart_startup_share=_or(config.restart_startup_share, PlannerCosts.restart_startup_share),
+        reconfigure_overhead_s=_or(config.costs.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
+        restart_fixed_s=_or(config.costs.restart_fixed_s, PlannerCosts.restart_fixed_s),
+        restart_per_process_s=_or(config.costs.restart_per_process_s, PlannerCosts.restart_per_process_s),
+        restart_overhead_s=config.costs.restart_overhead_s,
+        restart_startup_share=_or(config.costs.restart_startup_share, PlannerCosts.restart_startup_share),
     )
-    storage = storage_from_config(cluster.gpu.name, config)
+    storage = storage_from_config(cluster.gpu.name, config.costs)
     analytic = name in MODEL_SHAPES
 
     def profile_for(b: int) -> ModelProfile | None:
@@ -302,7 +294,9 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
             return None
         return _profile(name, cluster.gpu, b)
 
-    schedule = _schedule(config.checkpoint_every_iterations, config.checkpoint_every_s, design.default_checkpoints)
+    schedule = _schedule(
+        config.design.checkpoint_every_iterations, config.design.checkpoint_every_s, design.default_checkpoints
+    )
     ctx = BuildContext(
         profile=profile,
         cluster=cluster,
@@ -312,7 +306,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         max_nodes=peak,
         checkpoints=schedule,
         # what a join costs, as timed
-        reconfigure_pause_s=costs.reconfigure_overhead_s * _or(config.reconfigure_cost_factor, 1.0),
+        reconfigure_pause_s=costs.reconfigure_overhead_s * _or(config.costs.reconfigure_cost_factor, 1.0),
         profile_for=profile_for,
         profiled_microbatch=None if analytic else microbatch,
         planner_for=lambda f: _cached_planner(name, cluster, batch, microbatch, f),
@@ -345,27 +339,27 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
         timing = SyncMessages(timing, profile, cluster, message_s)
         resolved.update(sync_message_s=message_s)
-    if config.loaded_hop_fixed_s or config.loaded_hop_slope_s2 or config.loaded_hop_per_process_s:
+    if config.costs.loaded_hop_fixed_s or config.costs.loaded_hop_slope_s2 or config.costs.loaded_hop_per_process_s:
         # sends that slow with the plan's own send rate and processes
         timing = LoadedHops(
             timing,
             profile,
             cluster,
-            config.loaded_hop_fixed_s or 0.0,
-            config.loaded_hop_slope_s2 or 0.0,
-            config.loaded_hop_per_process_s or 0.0,
+            config.costs.loaded_hop_fixed_s or 0.0,
+            config.costs.loaded_hop_slope_s2 or 0.0,
+            config.costs.loaded_hop_per_process_s or 0.0,
         )
         resolved.update(
-            loaded_hop_fixed_s=config.loaded_hop_fixed_s,
-            loaded_hop_slope_s2=config.loaded_hop_slope_s2,
-            loaded_hop_per_process_s=config.loaded_hop_per_process_s,
+            loaded_hop_fixed_s=config.costs.loaded_hop_fixed_s,
+            loaded_hop_slope_s2=config.costs.loaded_hop_slope_s2,
+            loaded_hop_per_process_s=config.costs.loaded_hop_per_process_s,
         )
     if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
         timing = OptimizerStep(timing, profile.optimizer, profile.contention)
         resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))
-    if config.compute_cores is not None and config.sample_core_s is not None:  # last: a floor on the whole
-        timing = CoreBound(timing, config.compute_cores, config.sample_core_s)
-        resolved.update(compute_cores=config.compute_cores, sample_core_s=config.sample_core_s)
+    if config.costs.compute_cores is not None and config.costs.sample_core_s is not None:  # last: a floor on the whole
+        timing = CoreBound(timing, config.costs.compute_cores, config.costs.sample_core_s)
+        resolved.update(compute_cores=config.costs.compute_cores, sample_core_s=config.costs.sample_core_s)
     resolved.update(
         planner_model=name,
         profile_source=profile.source,

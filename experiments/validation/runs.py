@@ -62,17 +62,16 @@ def sim_trace(trace_file: Path, time_scale: float, lead_s: float):
 def twin_settings(spec: ValidationSpec, model: PreparedModel, policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The design's options as the real run resolves them, those the planner calibration
     uses, split into (SimConfig fields, design_options) for the simulated twin."""
-    from dataclasses import fields
 
     from designs.cli import split_settings
     from designs.options import PLANNER, as_dict
     from real.control.policies import resolve_design
-    from sim.config import SimConfig
+    from sim.config import FLAT_KEYS
 
     design, options = resolve_design(base_run_config(spec, model, 1).with_(policy=policy))
     values = as_dict(options)
     settings = {s.name: values[s.name] for s in design.option_specs if PLANNER in s.where}
-    return split_settings(policy, settings, {f.name for f in fields(SimConfig)})
+    return split_settings(policy, settings, set(FLAT_KEYS))
 
 
 def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads | None, policy: str, duration_s: float):
@@ -81,7 +80,7 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads 
     from sim.config import SimConfig
 
     extra, options = twin_settings(spec, model, policy)
-    return SimConfig(
+    return SimConfig.of(
         policy=policy,
         model=str(model.profile_dir),
         trace="validation",
@@ -106,7 +105,6 @@ def twin_timing_for(spec: ValidationSpec, model: PreparedModel, nodes: int) -> C
     """`extra` -> the simulator's Oobleck timing of the setting on `nodes` nodes, every
     pipeline send `extra` longer (0: without the term), for the loaded-send calibration
     (`loaded_hops`)."""
-    from dataclasses import replace
 
     from sim.setup import build
     from traces.model import Trace, TraceEvent
@@ -115,7 +113,7 @@ def twin_timing_for(spec: ValidationSpec, model: PreparedModel, nodes: int) -> C
     base = sim_config(spec, model, None, "oobleck", 1.0)
 
     def timing_for(extra_s: float):
-        return build(replace(base, loaded_hop_fixed_s=extra_s or None), trace=trace).timing
+        return build(base.with_(loaded_hop_fixed_s=extra_s or None), trace=trace).timing
 
     return timing_for
 

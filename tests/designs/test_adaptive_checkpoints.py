@@ -188,7 +188,7 @@ SPOT = "spot:nodes=8,hours=1,seed=3"
 
 @pytest.mark.parametrize("name", [d.name for d in registry.all_designs() if "simulator" in d.runs_on])
 def test_every_design_that_checkpoints_runs_adaptive(name):
-    config = SimConfig(policy=name, calibration="planner", trace=SPOT, checkpoint_adaptive="daly")
+    config = SimConfig.of(policy=name, calibration="planner", trace=SPOT, checkpoint_adaptive="daly")
     try:
         result = simulate_config(config)
     except SimError as exc:
@@ -212,7 +212,7 @@ def test_every_design_that_checkpoints_runs_adaptive(name):
 )
 def test_bad_settings_are_one_line_errors(changes, words):
     with pytest.raises(SimError, match=words) as info:
-        SimConfig(**{"calibration": "planner", **changes})
+        SimConfig.of(**{"calibration": "planner", **changes})
     assert "\n" not in str(info.value)
 
 

@@ -144,7 +144,7 @@ def _falling(nodes: int = 8, every_s: float = 300.0, removals: int = 4, end_s: f
 
 
 def _run(trace: traces.Trace, **options):
-    config = SimConfig(
+    config = SimConfig.of(
         policy="parcae", model="GPT-2-ours", trace=trace.name, calibration="planner", design_options=options or None
     )
     return simulate(config, trace=trace)

@@ -97,7 +97,7 @@ def _trace(removals: list[tuple[float, str]], nodes: int = 8, end_s: float = 4 *
 
 
 def _run(trace: traces.Trace, **options):
-    config = SimConfig(
+    config = SimConfig.of(
         policy="recycle", model="GPT-2-ours", trace="inline", calibration="planner", design_options=options or None,
         checkpoint_every_s=1800.0,
     )  # fmt: skip

@@ -18,7 +18,7 @@ from experiments import scale
 from experiments.base import Setting
 from experiments.reproduce import results
 from planner.checkpoint_interval import young_interval_s
-from sim.config import SimConfig
+from sim.config import FLAT_KEYS, SimConfig
 
 from ..conftest import session_quick_results
 
@@ -61,13 +61,17 @@ def test_specs_cover_sizes_traces_and_designs():
     assert len(quick) == 2 * 2 * 1 * 3
     for spec in full + quick:
         p = spec.params
-        config = SimConfig(**{k: v for k, v in p.items() if k in SimConfig.__dataclass_fields__})
-        assert config.global_batch == 24 * p["nodes"] and config.gpus_per_node == 8 and config.gpu == "a100-80gb"
-        assert config.fault_tolerance == (3 if p["policy"] == "oobleck" else None)
+        config = SimConfig.of(**{k: v for k, v in p.items() if k in FLAT_KEYS})
+        assert (
+            config.job.global_batch == 24 * p["nodes"]
+            and config.job.gpus_per_node == 8
+            and config.job.gpu == "a100-80gb"
+        )
+        assert config.design.option("fault_tolerance") == (3 if p["policy"] == "oobleck" else None)
         assert p["young_daly"] == (p["policy"] == "varuna")
         window = scale.DAYS * 86400 if p["trace_kind"] == "datacenter" else scale.HOURS * 3600
         if spec in full:
-            assert config.duration_s == window
+            assert config.run.duration_s == window
     planned = [s for s in full if s.params["measure_planning"]]
     assert len(planned) == 5 and {s.params["policy"] for s in planned} == {"oobleck"}
 

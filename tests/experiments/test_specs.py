@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,18 @@ from experiments import cost, fault_tolerance, frequency, planning, rates, real_
 from experiments.base import Setting
 from experiments.registry import UnknownExperiment, all_experiments, get
 from experiments.tracesrc import REAL_TRACES
-from sim.config import SimConfig
+from sim.config import FLAT_KEYS, SimConfig
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 HAVE_SHARED = (SHARED / "traces").is_dir()
 FULL = Setting(quick=False, shared=SHARED if HAVE_SHARED else None)
 QUICK = Setting(quick=True, shared=None)
-CONFIG_FIELDS = {f.name for f in fields(SimConfig)}
+CONFIG_FIELDS = set(FLAT_KEYS)
 MODELS = {"BERT-large", "GPT-2-ours", "GPT-3-medium", "GPT-3-2_7b", "GPT-3-6_7b"}
 
 
 def config_of(spec) -> SimConfig:
-    return SimConfig(**{k: v for k, v in spec.params.items() if k in CONFIG_FIELDS})
+    return SimConfig.of(**{k: v for k, v in spec.params.items() if k in CONFIG_FIELDS})
 
 
 @pytest.mark.parametrize("setting", [FULL, QUICK], ids=["full", "quick"])

@@ -9,7 +9,7 @@ from sim.config import SimConfig
 
 def profile_run_config(directory, nodes: int = 4, removals: int = 1, policy: str = "oobleck") -> SimConfig:
     """Batch 16 of microbatch 1, planner calibration, one removal an hour, one hour past the last."""
-    return SimConfig(
+    return SimConfig.of(
         policy=policy,
         model=str(directory),
         trace=f"fixed:interval=1h,nodes={nodes},removals={removals}",

@@ -28,16 +28,16 @@ def test_paper_changes_no_result(design):
     """`paper` holds the planner calibration's defaults: naming it gives the same summary."""
     options = {"design_options": {"depth": 4}} if design == "bamboo" else {}
     base = dict(policy=design, calibration="planner", trace="spot:nodes=30,hours=6", **options)
-    assert simulate(SimConfig(**base)).summary == simulate(SimConfig(**base, costs="paper")).summary
+    assert simulate(SimConfig.of(**base)).summary == simulate(SimConfig.of(**base, costs="paper")).summary
 
 
 def test_a_profile_fills_only_what_the_run_leaves_unset():
-    config = apply(SimConfig(calibration="planner", costs="h100-datacenter", restart_fixed_s=5.0))
-    assert config.restart_fixed_s == 5.0  # the run's own value wins
-    assert config.restart_per_process_s == BUILTIN["h100-datacenter"].costs["restart_per_process_s"].value
-    assert config.checkpoint_fixed_s == 10.0 and config.storage_cap_gb_per_s == 2000.0
-    older = apply(SimConfig(calibration="planner", costs="h100-datacenter", restart_overhead_s=7.0))
-    assert older.restart_fixed_s is None and older.restart_overhead_s == 7.0
+    config = apply(SimConfig.of(calibration="planner", costs="h100-datacenter", restart_fixed_s=5.0))
+    assert config.costs.restart_fixed_s == 5.0  # the run's own value wins
+    assert config.costs.restart_per_process_s == BUILTIN["h100-datacenter"].costs["restart_per_process_s"].value
+    assert config.costs.checkpoint_fixed_s == 10.0 and config.costs.storage_cap_gb_per_s == 2000.0
+    older = apply(SimConfig.of(calibration="planner", costs="h100-datacenter", restart_overhead_s=7.0))
+    assert older.costs.restart_fixed_s is None and older.costs.restart_overhead_s == 7.0
 
 
 def test_the_datacenter_profile_prices_a_restart_as_the_field_reports():
@@ -51,7 +51,7 @@ def test_the_datacenter_profile_prices_a_restart_as_the_field_reports():
                   global_batch=2048, trace="hand")  # fmt: skip
     restart = {}
     for name in ("paper", "h100-datacenter"):
-        result = simulate(SimConfig(**common, costs=name), trace=make_trace(rows))
+        result = simulate(SimConfig.of(**common, costs=name), trace=make_trace(rows))
         times = [e.time_s for e in result.events if e.kind == "decision"]
         at = times.index(7200.0)
         restart[name] = times[at + 1] - times[at]
@@ -61,7 +61,7 @@ def test_the_datacenter_profile_prices_a_restart_as_the_field_reports():
 
 def test_the_artifact_calibration_refuses_a_profile_that_prices_the_planner():
     with pytest.raises(CostProfileError, match="use --calibration planner"):
-        apply(SimConfig(costs="h100-datacenter"))
+        apply(SimConfig.of(costs="h100-datacenter"))
 
 
 GOOD = {
@@ -139,9 +139,9 @@ def test_a_failure_waits_for_its_detection_by_cause(design, cause, detect_s):
     time (a crash 60 s, a hang 600 s); the recovery starts only then. Without a cause (or
     with one of no known kind), `detect_s` (0)."""
     common = dict(policy=design, calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
-    quick = simulate(SimConfig(**common, costs="h100-datacenter", detect_crash_s=0.0, detect_network_s=0.0,
+    quick = simulate(SimConfig.of(**common, costs="h100-datacenter", detect_crash_s=0.0, detect_network_s=0.0,
                                detect_hang_s=0.0), trace=caused_trace(cause))  # fmt: skip
-    slow = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace(cause))
+    slow = simulate(SimConfig.of(**common, costs="h100-datacenter"), trace=caused_trace(cause))
     assert recovery_s(slow) - recovery_s(quick) == pytest.approx(detect_s)
     if detect_s:
         detected = [e for e in slow.events if e.kind == "decision" and e.time_s == 7200.0]
@@ -161,9 +161,11 @@ def test_a_design_that_detects_itself_pays_the_sooner_detector(cause, costs, exp
     never both one after the other."""
     common = dict(calibration="planner", model="gpt3-350m", global_batch=64, trace="hand", costs=costs)
     options = {"detection_timeout_s": 120.0}
-    groups = simulate(SimConfig(policy="replica_groups", design_options=options, **common), trace=caused_trace(cause))
+    groups = simulate(
+        SimConfig.of(policy="replica_groups", design_options=options, **common), trace=caused_trace(cause)
+    )
     instant = simulate(
-        SimConfig(policy="replica_groups", design_options={"detection_timeout_s": 0.0}, **common),
+        SimConfig.of(policy="replica_groups", design_options={"detection_timeout_s": 0.0}, **common),
         trace=caused_trace(cause),
     )
     taken = [e for e in groups.events if e.kind == "decision" and e.time_s == 7200.0][0]
@@ -175,8 +177,8 @@ def test_detection_is_charged_to_the_recovery_it_delays():
     """Varuna checkpoints then restarts after a loss with notice (no cause): 60 s of
     detection are restart time, not checkpoint time."""
     common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
-    quick = simulate(SimConfig(**common, costs="h100-datacenter"), trace=caused_trace(None))
-    slow = simulate(SimConfig(**common, costs="h100-datacenter", detect_s=60.0), trace=caused_trace(None))
+    quick = simulate(SimConfig.of(**common, costs="h100-datacenter"), trace=caused_trace(None))
+    slow = simulate(SimConfig.of(**common, costs="h100-datacenter", detect_s=60.0), trace=caused_trace(None))
     taken = [e for e in slow.events if e.kind == "decision" and e.time_s == 7200.0][0]
     assert [a["action"] for a in taken.detail["actions"]][:2] == ["Checkpoint", "Restart"]
     assert slow.summary.breakdown.restart_s - quick.summary.breakdown.restart_s == pytest.approx(60.0)
@@ -188,8 +190,8 @@ def test_a_loss_without_notice_sends_varuna_back_to_its_checkpoint():
     """The same loss with a hardware cause: no save from the survivors, the work since the
     last checkpoint is lost; with notice it is saved and nothing is lost."""
     common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
-    sudden = simulate(SimConfig(**common, costs="paper"), trace=caused_trace("gpu"))
-    warned = simulate(SimConfig(**common, costs="paper"), trace=caused_trace(None))
+    sudden = simulate(SimConfig.of(**common, costs="paper"), trace=caused_trace("gpu"))
+    warned = simulate(SimConfig.of(**common, costs="paper"), trace=caused_trace(None))
     taken = [e for e in sudden.events if e.kind == "decision" and e.time_s == 7200.0][0]
     assert [a["action"] for a in taken.detail["actions"]] == ["RestartFromCheckpoint"]
     assert sudden.summary.breakdown.lost_work_s > warned.summary.breakdown.lost_work_s

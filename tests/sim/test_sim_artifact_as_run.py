@@ -60,7 +60,7 @@ def test_every_published_cell_within_one_percent(artifact_traces):
     misses = []
     for r in reference():
         path, trace = artifact_traces[r["trace"]]
-        config = SimConfig(policy=r["system"], model=r["model"], trace=path, calibration="artifact-as-run")
+        config = SimConfig.of(policy=r["system"], model=r["model"], trace=path, calibration="artifact-as-run")
         got = simulate(config, trace=trace).summary.avg_samples_per_s
         want = float(r["samples_per_s"])
         if abs(got - want) > 0.01 * want + (1e-9 if want == 0 else 0):
@@ -76,7 +76,7 @@ def test_the_replay_with_every_switch_off_is_the_stated_model(artifact_traces):
     worst = 0.0
     for r in (r for r in reference() if r["trace"] in ("1h", "10m", "gcp", "p3")):
         path, trace = artifact_traces[r["trace"]]
-        stated = simulate(SimConfig(policy=r["system"], model=r["model"], trace=path), trace=trace)
+        stated = simulate(SimConfig.of(policy=r["system"], model=r["model"], trace=path), trace=trace)
         rollback = stated.config.get("effective_varuna_rollback", stated.config.get("varuna_rollback", True))
         replay = Replay(
             trace, r["system"], r["model"], STATED, rollback=rollback, node_startup_s=45, price_per_node_hour=0.91
@@ -98,7 +98,7 @@ def test_the_replay_with_every_switch_off_is_the_stated_model(artifact_traces):
 )
 def test_each_switch_moves_a_published_cell(artifact_traces, quirk, system, model, label):
     path, trace = artifact_traces[label]
-    base = SimConfig(policy=system, model=model, trace=path, calibration="artifact-as-run")
+    base = SimConfig.of(policy=system, model=model, trace=path, calibration="artifact-as-run")
     on = simulate(base, trace=trace).summary.avg_samples_per_s
     off = simulate(base.with_(artifact_quirks=f"-{quirk}"), trace=trace).summary.avg_samples_per_s
     assert abs(on - off) > 0.01 * max(on, off), (on, off)
@@ -106,17 +106,17 @@ def test_each_switch_moves_a_published_cell(artifact_traces, quirk, system, mode
 
 def test_the_run_records_its_quirks_and_rollback(artifact_traces):
     path, trace = artifact_traces["gcp"]
-    result = simulate(SimConfig(policy="varuna", model="BERT-large", trace=path), trace=trace)
+    result = simulate(SimConfig.of(policy="varuna", model="BERT-large", trace=path), trace=trace)
     assert result.config["effective_artifact_quirks"] == "eval_spot_no_rollback"
     assert result.config["effective_varuna_rollback"] is False
     assert "spot" in result.config["varuna_rollback_why"]
-    big = simulate(SimConfig(policy="varuna", model="GPT-3-6_7b", trace=path), trace=trace)
+    big = simulate(SimConfig.of(policy="varuna", model="GPT-3-6_7b", trace=path), trace=trace)
     assert big.config["effective_varuna_rollback"] is True
     path, trace = artifact_traces["10m"]
-    freq = simulate(SimConfig(policy="varuna", model="BERT-large", trace=path), trace=trace)
+    freq = simulate(SimConfig.of(policy="varuna", model="BERT-large", trace=path), trace=trace)
     assert freq.config["effective_varuna_rollback"] is True
     given = simulate(
-        SimConfig(
+        SimConfig.of(
             policy="varuna", model="BERT-large", trace=path, calibration="artifact-as-run", varuna_rollback=False
         ),
         trace=trace,
@@ -136,15 +136,17 @@ def test_quirk_names_parse_and_bad_ones_are_rejected():
     with pytest.raises(SimError, match="not both"):
         ArtifactQuirks.parse("stale_timeouts,-bamboo_heap_order", STATED)
     with pytest.raises(SimError, match="no effect in the planner calibration"):
-        SimConfig(calibration="planner", artifact_quirks="all")
+        SimConfig.of(calibration="planner", artifact_quirks="all")
     with pytest.raises(SimError, match="cannot be set when the artifact's code is replayed"):
-        simulate(SimConfig(policy="varuna", calibration="artifact-as-run", checkpoint_every_iterations=5))
+        simulate(SimConfig.of(policy="varuna", calibration="artifact-as-run", checkpoint_every_iterations=5))
     assert is_paper_spot_trace("../shared/traces/oobleck-artifact/scaled/scale_p3-trace.csv")
     assert not is_paper_spot_trace("fixed:interval=10m")
 
 
 def test_an_as_run_simulation_is_deterministic_and_accounts_for_its_time():
-    config = SimConfig(policy="bamboo", model="BERT-large", trace="fixed:interval=30m", calibration="artifact-as-run")
+    config = SimConfig.of(
+        policy="bamboo", model="BERT-large", trace="fixed:interval=30m", calibration="artifact-as-run"
+    )
     a, b = simulate(config), simulate(config)
     assert a.summary == b.summary and a.timeline == b.timeline and a.events == b.events
     assert a.summary.breakdown.total_s() == pytest.approx(a.summary.duration_s, rel=1e-9)

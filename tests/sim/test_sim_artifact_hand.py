@@ -23,7 +23,7 @@ BERT_BAMBOO_23 = 74.53416149
 
 def run(policy, model, rows, **options):
     trace = make_trace(rows)
-    return simulate(SimConfig(policy=policy, model=model, trace="hand", **options), trace=trace)
+    return simulate(SimConfig.of(policy=policy, model=model, trace="hand", **options), trace=trace)
 
 
 def events_of(result, kind):

@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,7 +65,7 @@ def planner_config(design: str, **extra) -> SimConfig:
     values = {"policy": design, "model": "gpt3-350m", "global_batch": 64, "calibration": "planner", "trace": "hand"}
     if design in SMALL and "design_options" not in extra:
         values["design_options"] = SMALL[design]
-    return SimConfig(**{**values, **extra})
+    return SimConfig.of(**{**values, **extra})
 
 
 @st.composite
@@ -131,7 +130,7 @@ def fastest_rate(config: SimConfig, most_nodes: int) -> float:
 def _fastest_rate(config: SimConfig, most_nodes: int) -> float:
     best = 0.0
     for n in range(1, most_nodes + 1):
-        free = replace(config, trace=f"fixed:nodes={n},removals=0,interval=1h", duration_s=4 * 3600.0)
+        free = config.with_(trace=f"fixed:nodes={n},removals=0,interval=1h", duration_s=4 * 3600.0)
         try:
             s = simulate(free).summary
         except SimError:  # too few nodes for the design to be built at all
@@ -178,7 +177,7 @@ def test_a_launch_completes_or_begins_again_before_training(design, trace):
 @SETTINGS
 @given(trace=awkward_traces())
 def test_a_launch_completes_or_begins_again_in_the_artifact_calibration(design, trace):
-    config = SimConfig(policy=design, model="GPT-3-medium", trace="hand")
+    config = SimConfig.of(policy=design, model="GPT-3-medium", trace="hand")
     result = simulate(config, trace=trace)
     assert not launch_violations(result)
     summary_holds(result, trace, config)
@@ -282,7 +281,7 @@ def test_replica_groups_size_the_job_at_launch_not_from_the_trace_peak():
 
 
 def test_gemini_says_it_cannot_run_where_the_model_does_not_fit():
-    config = SimConfig(
+    config = SimConfig.of(
         policy="gemini", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,nodes=2,removals=1"
     )
     result = simulate(config)
@@ -298,7 +297,7 @@ from sim.errors import SimError
 from sim.run import simulate
 for d in registry.all_designs():
     if SIMULATOR in d.runs_on:
-        r = simulate(SimConfig(policy=d.name, model="gpt3-350m", global_batch=64, calibration="planner",
+        r = simulate(SimConfig.of(policy=d.name, model="gpt3-350m", global_batch=64, calibration="planner",
                                trace="spot:nodes=16,hours=4,seed=3"))
         r.write(sys.argv[1] + "/" + d.name)
 """
@@ -326,7 +325,7 @@ def test_recycle_loss_during_the_replan_checkpoint_keeps_the_work(second_s):
     checkpoint is written again from the survivors, and the loss costs what it costs 1.5 s
     later (when the checkpoint is done), not the 1,800 s back to the run's start."""
     rows = [(0.0, "add", [f"n{i}" for i in range(16)]), (1800.0, "remove", "n0"), (second_s, "remove", "n15")]
-    result = simulate(SimConfig(policy="recycle", model="GPT-3-medium", calibration="planner", trace="hand"),
+    result = simulate(SimConfig.of(policy="recycle", model="GPT-3-medium", calibration="planner", trace="hand"),
                       trace=make_trace([*rows, (7200.0, "add", "late")]))  # fmt: skip
     taken = {e.time_s: [a["action"] for a in e.detail["actions"]] for e in decisions(result)}
     assert taken[1800.0] == ["Checkpoint", "Restart"]
@@ -335,11 +334,11 @@ def test_recycle_loss_during_the_replan_checkpoint_keeps_the_work(second_s):
 
 
 def test_a_run_that_never_trains_says_so_and_why():
-    never = simulate(SimConfig(policy="oobleck", model="GPT-3-medium", min_nodes=1000))
+    never = simulate(SimConfig.of(policy="oobleck", model="GPT-3-medium", min_nodes=1000))
     assert never.summary.committed_samples == 0
     assert never.summary.extra["outcome"] == "never-trained"
     assert never.summary.extra["infeasible_reason"] == "never trained: 30 usable nodes, the artifact's model needs 1000"
-    trained = simulate(SimConfig(policy="oobleck", model="GPT-3-medium"))
+    trained = simulate(SimConfig.of(policy="oobleck", model="GPT-3-medium"))
     assert trained.summary.extra["outcome"] == "ok" and trained.summary.extra["infeasible_reason"] is None
 
 
@@ -350,7 +349,7 @@ def test_bamboo_judges_a_loss_during_a_reconfiguration_on_the_grid_that_holds_th
     before it (1,810 s) or during it (1,830 s): fatal both times, back to the checkpoint,
     since the copies to the new grid had not completed."""
     rows = [(0.0, "add", [f"n{i}" for i in range(16)]), (1800.0, "remove", "n0"), (second_s, "remove", "n11")]
-    result = simulate(SimConfig(policy="bamboo", model="GPT-3-medium", calibration="planner", trace="hand"),
+    result = simulate(SimConfig.of(policy="bamboo", model="GPT-3-medium", calibration="planner", trace="hand"),
                       trace=make_trace([*rows, (7200.0, "add", "late")]))  # fmt: skip
     taken = {e.time_s: [a["action"] for a in e.detail["actions"]] for e in decisions(result)}
     assert taken[second_s] == ["RestartFromCheckpoint"]

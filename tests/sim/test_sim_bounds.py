@@ -14,12 +14,12 @@ from sim.run import simulate
 
 @pytest.mark.parametrize("calibration", ["planner", "artifact"])
 def test_iteration_rows_stop_at_the_bound(monkeypatch, calibration):
-    config = SimConfig(calibration=calibration, timeline="iterations", duration_s=6 * 3600.0)
+    config = SimConfig.of(calibration=calibration, timeline="iterations", duration_s=6 * 3600.0)
     rows = len(simulate(config).timeline)
     monkeypatch.setattr(sim.bounds, "MAX_TIMELINE_ROWS", rows // 2)
     with pytest.raises(SimError, match=f"passed {rows // 2:,} rows at .* h of the 6.0 h run"):
         simulate(config)
-    changes = simulate(SimConfig(calibration=calibration, duration_s=6 * 3600.0))
+    changes = simulate(SimConfig.of(calibration=calibration, duration_s=6 * 3600.0))
     assert len(changes.timeline) < rows // 2  # state changes alone stay under it
 
 

@@ -105,7 +105,7 @@ def test_a_malformed_trace_file_is_named(capsys, tmp_path):
 
 
 def test_same_config_same_bytes_and_rerun_from_the_record(tmp_path):
-    config = SimConfig(policy="varuna", model="GPT-2-ours", trace="spot:nodes=30,hours=6", seed=3)
+    config = SimConfig.of(policy="varuna", model="GPT-2-ours", trace="spot:nodes=30,hours=6", seed=3)
     first = simulate(config).write(tmp_path / "a")
     second = simulate(config).write(tmp_path / "b")
     for name in ("config.json", "summary.json", "timeline.csv", "events.jsonl"):
@@ -121,7 +121,7 @@ def test_same_config_same_bytes_and_rerun_from_the_record(tmp_path):
 
 def test_planner_calibration_records_its_effective_setting(tmp_path):
     result = simulate(
-        SimConfig(policy="oobleck", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=3")
+        SimConfig.of(policy="oobleck", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=3")
     )
     c = result.config
     assert c["planner_model"] == "gpt3-2.7b" and c["effective_gpu"] == "v100-16gb" and c["effective_gpus_per_node"] == 1
@@ -133,13 +133,15 @@ def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(SimError, match="unknown config key"):
         SimConfig.from_mapping({"policy": "oobleck", "speed": 3})
     with pytest.raises(SimError, match="unknown design .no-such-design.; known designs: oobleck"):
-        SimConfig(policy="no-such-design")
+        SimConfig.of(policy="no-such-design")
     with pytest.raises(SimError, match="varuna_rollback has no effect in the planner calibration"):
-        SimConfig(calibration="planner", varuna_rollback=False)
+        SimConfig.of(calibration="planner", varuna_rollback=False)
 
 
 def test_varuna_checkpoint_count_default_only_without_an_interval():
-    base = SimConfig(policy="varuna", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=1")
+    base = SimConfig.of(
+        policy="varuna", model="GPT-3-2_7b", calibration="planner", trace="fixed:interval=1h,removals=1"
+    )
     assert simulate(base).config["effective_checkpoint_every_iterations"] == 10
     by_time = simulate(base.with_(checkpoint_every_s=600.0)).config
     assert by_time["effective_checkpoint_every_iterations"] is None and by_time["effective_checkpoint_every_s"] == 600.0
@@ -150,7 +152,7 @@ def test_varuna_checkpoint_count_default_only_without_an_interval():
 def test_a_trace_that_spans_no_time_runs_for_duration_s(tmp_path):
     path = tmp_path / "quiet.csv"
     path.write_text("time_s,kind,node\n" + "".join(f"0,add,n{i}\n" for i in range(12)))
-    config = SimConfig(policy="oobleck", trace=str(path))
+    config = SimConfig.of(policy="oobleck", trace=str(path))
     with pytest.raises(SimError, match="spans no time.*duration_s"):
         simulate(config)
     result = simulate(config.with_(duration_s=3600.0))

@@ -97,7 +97,7 @@ def test_a_run_past_the_measured_counts_is_refused(tmp_path):
 
 def test_bamboo_plans_are_refused(tmp_path):
     with pytest.raises(SimError, match="times Oobleck and Varuna plans only"):
-        simulate(replace(_config(_directory(tmp_path), policy="bamboo"), bamboo_depth=2))
+        simulate(_config(_directory(tmp_path), policy="bamboo").with_(bamboo_depth=2))
 
 
 @pytest.fixture(scope="module")

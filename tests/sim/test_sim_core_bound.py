@@ -8,8 +8,6 @@ a phase under it keeps its own time.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,7 +46,7 @@ def test_no_phase_commits_faster_than_the_cores_allow(directory):
     free = running_rates(config)
     assert set(free) == {4, 3, 2} and len(set(free.values())) == 3
     ceiling = sorted(free.values())[1]  # the middle rate: one phase above it, one below
-    bounded = running_rates(replace(config, compute_cores=2.0, sample_core_s=2.0 / ceiling))
+    bounded = running_rates(config.with_(compute_cores=2.0, sample_core_s=2.0 / ceiling))
     assert set(bounded) == set(free)
     for live, rate in free.items():  # under the ceiling a phase keeps its own time
         assert bounded[live] == pytest.approx(min(rate, ceiling))
@@ -76,16 +74,16 @@ def test_the_floor_stretches_only_what_is_shorter_and_keeps_the_useful_share(
 def test_the_options_go_together_and_are_checked_by_name(directory):
     base = profile_run_config(directory)
     with pytest.raises(SimError, match="set both or neither"):
-        replace(base, compute_cores=2.0)
+        base.with_(compute_cores=2.0)
     with pytest.raises(SimError, match="set both or neither"):
-        replace(base, sample_core_s=0.04)
+        base.with_(sample_core_s=0.04)
     with pytest.raises(SimError, match="sample_core_s must be > 0"):
-        replace(base, compute_cores=2.0, sample_core_s=0.0)
+        base.with_(compute_cores=2.0, sample_core_s=0.0)
     with pytest.raises(SimError, match="compute_cores must be a finite number >= 0"):
-        replace(base, compute_cores=-1.0, sample_core_s=0.04)
+        base.with_(compute_cores=-1.0, sample_core_s=0.04)
     with pytest.raises(SimError, match="no effect in the artifact calibration"):
-        SimConfig(compute_cores=2.0, sample_core_s=0.04)
+        SimConfig.of(compute_cores=2.0, sample_core_s=0.04)
     assert not isinstance(build(base).timing, CoreBound)
-    built = build(replace(base, compute_cores=2.0, sample_core_s=0.04))
+    built = build(base.with_(compute_cores=2.0, sample_core_s=0.04))
     assert isinstance(built.timing, CoreBound)
     assert built.resolved["compute_cores"] == 2.0 and built.resolved["sample_core_s"] == 0.04

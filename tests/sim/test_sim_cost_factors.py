@@ -21,7 +21,7 @@ GPT3M_VARUNA_15 = 20.91158092  # samples/s, Varuna's row for 15 (and fewer) node
 
 
 def run(policy, rows, **options):
-    return simulate(SimConfig(policy=policy, model="GPT-3-medium", trace="hand", **options), trace=make_trace(rows))
+    return simulate(SimConfig.of(policy=policy, model="GPT-3-medium", trace="hand", **options), trace=make_trace(rows))
 
 
 ONE_REMOVAL = [(0, "add", nodes(14)), (1000, "remove", "n3"), (2000, "add", "end")]
@@ -63,7 +63,9 @@ def test_planner_calibration_start_pause_scaled():
     # per-process slope), tripled
     rows = [(0, "add", nodes(16)), (3000, "add", "end")]
     result = simulate(
-        SimConfig(policy="oobleck", model="GPT-3-medium", calibration="planner", trace="hand", restart_cost_factor=3.0),
+        SimConfig.of(
+            policy="oobleck", model="GPT-3-medium", calibration="planner", trace="hand", restart_cost_factor=3.0
+        ),
         trace=make_trace(rows),
     )
     start = PlannerCosts.restart_fixed_s + 16 * PlannerCosts.restart_per_process_s
@@ -74,6 +76,6 @@ def test_planner_calibration_start_pause_scaled():
 
 def test_factors_are_validated():
     with pytest.raises(SimError, match="checkpoint_cost_factor must be a finite number >= 0"):
-        SimConfig(checkpoint_cost_factor=-1.0)
+        SimConfig.of(checkpoint_cost_factor=-1.0)
     with pytest.raises(SimError, match="restart_cost_factor"):
-        SimConfig(restart_cost_factor=float("inf"))
+        SimConfig.of(restart_cost_factor=float("inf"))

@@ -43,8 +43,7 @@ def _directory(tmp_path, hop_overhead_s: float | None = None):
 def _timing(
     tmp_path, fixed_s: float, slope_s2: float, hop_overhead_s: float | None = None, per_process_s: float = 0.0
 ) -> LoadedHops:
-    config = replace(
-        profile_run_config(_directory(tmp_path, hop_overhead_s)),
+    config = profile_run_config(_directory(tmp_path, hop_overhead_s)).with_(
         loaded_hop_fixed_s=fixed_s,
         loaded_hop_slope_s2=slope_s2,
         loaded_hop_per_process_s=per_process_s,
@@ -138,9 +137,9 @@ def test_varuna_counts_every_replica_of_its_pipeline():
 )
 def test_bad_options_are_refused_by_name(tmp_path, field, value, message):
     with pytest.raises(SimError, match=message):
-        replace(profile_run_config(_directory(tmp_path)), **{field: value})
+        profile_run_config(_directory(tmp_path)).with_(**{field: value})
 
 
 def test_the_artifact_calibration_refuses_the_options(tmp_path):
     with pytest.raises(SimError, match="loaded_hop_fixed_s"):
-        replace(profile_run_config(_directory(tmp_path)), calibration="artifact", loaded_hop_fixed_s=0.001)
+        profile_run_config(_directory(tmp_path)).with_(calibration="artifact", loaded_hop_fixed_s=0.001)

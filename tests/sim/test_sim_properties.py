@@ -159,7 +159,7 @@ def artifact_config(draw_dict) -> SimConfig:
     if policy == "varuna":
         extra["varuna_rollback"] = draw_dict["rollback"]
     model = draw_dict["model"] if policy != "bamboo" else "BERT-large"
-    return SimConfig(policy=policy, model=model, trace="random", calibration="artifact", **extra)
+    return SimConfig.of(policy=policy, model=model, trace="random", calibration="artifact", **extra)
 
 
 @SETTINGS
@@ -219,7 +219,7 @@ def test_planner_runs_keep_the_invariants(trace, kind, f):
 @given(random_traces(pool_size=24, min_initial=8), st.sampled_from(["oobleck", "bamboo", "varuna"]))
 def test_planner_calibration_on_an_analytic_model_keeps_the_invariants(trace, policy):
     try:
-        setup = build(SimConfig(policy=policy, model="GPT-3-2_7b", calibration="planner", trace="random"), trace)
+        setup = build(SimConfig.of(policy=policy, model="GPT-3-2_7b", calibration="planner", trace="random"), trace)
     except SimError as exc:  # removals at time 0 can leave fewer nodes than f + 1 pipelines need
         if "the cluster ever has" not in str(exc):
             raise

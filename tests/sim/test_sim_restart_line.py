@@ -70,7 +70,7 @@ ROWS = [(0, "add", nodes(8)), (2000, "remove", "n3"), (4000, "add", "end")]
 
 
 def planner_run(**options):
-    return simulate(SimConfig(**PLANNER_RUN, **options), trace=make_trace(ROWS)).summary.to_dict()
+    return simulate(SimConfig.of(**PLANNER_RUN, **options), trace=make_trace(ROWS)).summary.to_dict()
 
 
 def test_an_old_config_with_the_constant_keeps_its_results():
@@ -81,8 +81,8 @@ def test_an_old_config_with_the_constant_keeps_its_results():
 
 def test_the_constant_and_the_line_are_alternatives():
     with pytest.raises(SimError, match="restart_overhead_s .* alternatives"):
-        SimConfig(calibration="planner", restart_overhead_s=10.0, restart_per_process_s=0.1)
+        SimConfig.of(calibration="planner", restart_overhead_s=10.0, restart_per_process_s=0.1)
     with pytest.raises(SimError, match="restart_per_process_s must be a finite number >= 0"):
-        SimConfig(calibration="planner", restart_per_process_s=-1.0)
+        SimConfig.of(calibration="planner", restart_per_process_s=-1.0)
     with pytest.raises(SimError, match="restart_fixed_s"):
-        SimConfig(restart_fixed_s=1.0)  # artifact calibration: a planner-only option
+        SimConfig.of(restart_fixed_s=1.0)  # artifact calibration: a planner-only option

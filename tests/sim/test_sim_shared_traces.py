@@ -29,7 +29,7 @@ def test_every_artifact_trace_runs_in_both_calibrations(shared_dir, calibration,
         trace = traces.load(path)
         for policy in ("oobleck", "bamboo", "varuna"):
             result = simulate(
-                SimConfig(policy=policy, model=model, trace=str(path), calibration=calibration), trace=trace
+                SimConfig.of(policy=policy, model=model, trace=str(path), calibration=calibration), trace=trace
             )
             s = result.summary
             assert s.extra["outcome"] == "ok", (path.name, policy)
@@ -49,6 +49,6 @@ def test_the_frequency_traces_are_reproduced_by_the_fixed_generator(shared_dir):
         assert [e.kind for e in generated.events] == [e.kind for e in real.events]
         # node identities differ, which the artifact's node-count models cannot see
         for policy in ("oobleck", "varuna"):
-            a = simulate(SimConfig(policy=policy, model="GPT-3-medium", trace=name), trace=real).summary
-            b = simulate(SimConfig(policy=policy, model="GPT-3-medium", trace=name), trace=generated).summary
+            a = simulate(SimConfig.of(policy=policy, model="GPT-3-medium", trace=name), trace=real).summary
+            b = simulate(SimConfig.of(policy=policy, model="GPT-3-medium", trace=name), trace=generated).summary
             assert a.committed_samples == b.committed_samples and a.avg_samples_per_s == b.avg_samples_per_s

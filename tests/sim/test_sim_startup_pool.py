@@ -183,8 +183,8 @@ def test_a_node_removed_while_it_starts_leaves_the_pool():
 
 def test_startup_cores_is_checked_by_name():
     with pytest.raises(SimError, match="startup_cores must be > 0"):
-        SimConfig(calibration="planner", startup_cores=0)
+        SimConfig.of(calibration="planner", startup_cores=0)
     with pytest.raises(SimError, match="startup_cores must be a finite number >= 0"):
-        SimConfig(calibration="planner", startup_cores=-1)
+        SimConfig.of(calibration="planner", startup_cores=-1)
     with pytest.raises(SimError, match="startup_cores"):
-        SimConfig(startup_cores=2)  # the artifact calibration has no such host
+        SimConfig.of(startup_cores=2)  # the artifact calibration has no such host

@@ -82,8 +82,8 @@ def test_notice_s_takes_the_slowest_survivor_and_scales_to_the_simulated_iterati
 
 
 def test_sync_notice_is_a_planner_option_and_a_boolean():
-    assert SimConfig(calibration="planner", sync_notice=True).sync_notice is True
+    assert SimConfig.of(calibration="planner", sync_notice=True).costs.sync_notice is True
     with pytest.raises(SimError, match="sync_notice must be true or false"):
-        SimConfig(calibration="planner", sync_notice=1)
+        SimConfig.of(calibration="planner", sync_notice=1)
     with pytest.raises(SimError, match="sync_notice has no effect in the artifact calibration"):
-        SimConfig(calibration="artifact", sync_notice=True)
+        SimConfig.of(calibration="artifact", sync_notice=True)

@@ -22,7 +22,7 @@ TAU = 819 / 19.10313139
 def run(timeline):
     rows = [(0, "add", nodes(14)), (1000, "add", "extra"), (1500, "add", "late"), (2000, "add", "end")]
     return simulate(
-        SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline=timeline), trace=make_trace(rows)
+        SimConfig.of(policy="oobleck", model="GPT-3-medium", trace="hand", timeline=timeline), trace=make_trace(rows)
     )
 
 
@@ -54,7 +54,8 @@ def test_nodes_ready_after_a_pause_abandoned_for_waiting_start_the_job(calibrati
     back = nodes(3, "m") if calibration == "artifact" else nodes(14, "m")
     rows = [(0, "add", nodes(14)), (46, "remove", lost), (100, "add", back), (2000, "add", "end")]
     result = simulate(
-        SimConfig(policy="oobleck", model="GPT-3-medium", calibration=calibration, trace="hand"), trace=make_trace(rows)
+        SimConfig.of(policy="oobleck", model="GPT-3-medium", calibration=calibration, trace="hand"),
+        trace=make_trace(rows),
     )
     waiting = [r.time_s for r in result.timeline if r.state == "waiting"]
     assert 46.0 in waiting
@@ -65,7 +66,7 @@ def test_nodes_ready_after_a_pause_abandoned_for_waiting_start_the_job(calibrati
 
 def test_duration_runs_past_the_last_event_at_the_last_membership_and_cuts_before_it():
     rows = [(0, "add", nodes(14)), (1000, "add", "extra")]
-    base = SimConfig(policy="oobleck", model="GPT-3-medium", trace="hand", timeline="iterations")
+    base = SimConfig.of(policy="oobleck", model="GPT-3-medium", trace="hand", timeline="iterations")
     short = simulate(base, trace=make_trace(rows))
     longer = simulate(base.with_(duration_s=3000.0), trace=make_trace(rows))
     cut = simulate(base.with_(duration_s=500.0), trace=make_trace(rows))
@@ -80,4 +81,4 @@ def test_duration_runs_past_the_last_event_at_the_last_membership_and_cuts_befor
 
 def test_duration_must_be_positive():
     with pytest.raises(Exception, match="duration_s"):
-        SimConfig(duration_s=0.0)
+        SimConfig.of(duration_s=0.0)

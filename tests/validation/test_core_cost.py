@@ -93,11 +93,13 @@ def test_only_real_compute_twins_get_the_ceiling(tmp_path):
     overheads = Overheads(0.5, 5.0, 0.01, 2.0, details={CORE_COST_KEY: costs})
     for policy in ("oobleck", "varuna"):  # one figure for both
         real = sim_config(ValidationSpec(compute="real", model=TINY_GPT), model, overheads, policy, 60.0)
-        assert (real.compute_cores, real.sample_core_s) == (2.0, 0.045)
+        assert (real.costs.compute_cores, real.costs.sample_core_s) == (2.0, 0.045)
     emulated = sim_config(ValidationSpec(), model, overheads, "oobleck", 60.0)
-    assert emulated.compute_cores is None and emulated.sample_core_s is None
+    assert emulated.costs.compute_cores is None and emulated.costs.sample_core_s is None
     unmeasured = Overheads(0.5, 5.0, 0.01, 2.0, details={CORE_COST_KEY: {}})
     assert (
-        sim_config(ValidationSpec(compute="real", model=TINY_GPT), model, unmeasured, "oobleck", 60.0).compute_cores
+        sim_config(
+            ValidationSpec(compute="real", model=TINY_GPT), model, unmeasured, "oobleck", 60.0
+        ).costs.compute_cores
         is None
     )

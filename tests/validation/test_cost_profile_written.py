@@ -29,7 +29,7 @@ def test_the_fitted_terms_make_a_profile_that_prices_as_the_validation_does(tmp_
     )
     common: dict[str, Any] = dict(policy="oobleck", calibration="planner", model="gpt3-350m", global_batch=64,
                   trace="spot:nodes=12,hours=3,seed=2")  # fmt: skip
-    named = simulate(SimConfig(**common, costs=str(path))).summary
-    direct = simulate(SimConfig(**common, **overheads.sim_options(True))).summary
+    named = simulate(SimConfig.of(**common, costs=str(path))).summary
+    direct = simulate(SimConfig.of(**common, **overheads.sim_options(True))).summary
     assert named == direct
-    assert named != simulate(SimConfig(**common)).summary  # the terms do change the run
+    assert named != simulate(SimConfig.of(**common)).summary  # the terms do change the run

@@ -69,7 +69,7 @@ def test_a_probe_solves_the_extra_that_makes_the_simulator_take_the_measured_tim
     config = profile_run_config(directory)
 
     def timing_for(extra_s):
-        return build(replace(config, loaded_hop_fixed_s=extra_s or None)).timing
+        return build(config.with_(loaded_hop_fixed_s=extra_s or None)).timing
 
     twin = timing_for(0.001)
     while not isinstance(twin, LoadedHops):

@@ -1,0 +1,202 @@
+"""The flat keys of a simulation's configuration: one table, and each key's checks.
+
+Sweeps, `--set`, result tables and `config.json` name every input of a run by one flat key;
+`KEYS` maps each to its group of `SimConfig` and the field there. Six keys carry a design's
+option under the name it had before designs had options (`bamboo_depth` is Bamboo's
+`depth`); they map to `OPTION`, and the option that declares the key (`legacy=`) says which.
+`check` holds every rule on a single value and those between values of the flat record, each
+failure one line naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from planner.checkpoint_interval import RULES
+from traces.errors import MAX_HOURS
+
+from .errors import SimError
+
+CALIBRATIONS = ("artifact", "planner", "artifact-as-run")
+ARTIFACT_CALIBRATIONS = ("artifact", "artifact-as-run")  # the artifact's tables and constants
+TIMELINES = ("changes", "iterations")
+GROUPS = ("job", "design", "costs", "run")
+OPTION = "<option>"  # the key names a design's option (the option that declares it, `legacy=`)
+
+_JOB = ("model", "trace", "global_batch", "microbatch_size", "gpu", "gpus_per_node", "inter_node_gbps")
+_CHECKPOINTS = ("checkpoint_every_iterations", "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s")
+_COSTS = (
+    "node_startup_s", "price_per_node_hour", "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s",
+    "restart_per_process_s", "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "detect_s",
+    "detect_crash_s", "detect_network_s", "detect_hang_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2",
+    "loaded_hop_per_process_s", "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "storage_gb_per_s",
+    "storage_cap_gb_per_s", "reconfigure_cost_factor", "restart_cost_factor", "checkpoint_cost_factor",
+)  # fmt: skip
+_RUN = ("calibration", "artifact_quirks", "seed", "duration_s", "timeline")
+_OPTIONS = (
+    "fault_tolerance",
+    "varuna_rollback",
+    "min_nodes",
+    "bamboo_depth",
+    "join_horizon_s",
+    "varuna_max_microbatch",
+)
+# the record's order: the order of the flat record these keys have always been written in
+_ORDER = (
+    "policy", "model", "trace", "calibration", "seed", "costs", "global_batch", "microbatch_size", "fault_tolerance",
+    "gpu", "gpus_per_node", "inter_node_gbps", "node_startup_s", "price_per_node_hour", *_CHECKPOINTS,
+    "varuna_rollback", "artifact_quirks", "min_nodes", "bamboo_depth", "join_horizon_s", "varuna_max_microbatch",
+    "design_options", *_COSTS[2:], "duration_s", "timeline",
+)  # fmt: skip
+
+
+def _table() -> dict[str, tuple[str, str]]:
+    where: dict[str, tuple[str, str]] = {"policy": ("design", "name"), "design_options": ("design", "options")}
+    where |= {k: ("job", k) for k in _JOB} | {k: ("design", k) for k in _CHECKPOINTS}
+    where |= {k: ("costs", k) for k in _COSTS} | {"costs": ("costs", "profile")}
+    where |= {k: ("run", k) for k in _RUN} | {k: ("design", OPTION) for k in _OPTIONS}
+    assert sorted(where) == sorted(_ORDER), "internal: the key table and the record's order disagree"
+    return {key: where[key] for key in _ORDER}
+
+
+# flat key -> (group, field); `OPTION`: a design option under its older name
+KEYS: dict[str, tuple[str, str]] = _table()
+FLAT_KEYS = tuple(KEYS)
+BY_FIELD = {(group, name): key for key, (group, name) in KEYS.items() if name != OPTION}
+
+# keys each calibration ignores: setting them is an error
+PLANNER_ONLY = (
+    "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
+    "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s", "join_horizon_s", "varuna_max_microbatch",
+    "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s", "restart_per_process_s",
+    "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s",
+    "storage_cap_gb_per_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2", "loaded_hop_per_process_s",
+    "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "detect_s", "detect_crash_s",
+    "detect_network_s", "detect_hang_s",
+)  # fmt: skip
+ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
+
+# the longest run `duration_s` may ask for: beyond the trace it holds the last membership
+MAX_DURATION_S = MAX_HOURS * 3600.0  # a year: the traces' own bound on generated hours
+
+_NOT_NUMBERS = (
+    "policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "costs", "varuna_rollback",
+    "design_options", "artifact_quirks", "checkpoint_adaptive", "sync_notice",
+)  # fmt: skip
+_WHOLE = (
+    "global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations", "min_nodes", "bamboo_depth",
+    "varuna_max_microbatch",
+)  # fmt: skip
+_POSITIVE = (
+    "inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "storage_cap_gb_per_s", "checkpoint_every_s",
+    "checkpoint_prior_mtbf_s", "duration_s", "startup_cores", "compute_cores", "sample_core_s",
+)  # fmt: skip
+
+
+def check(flat: Mapping[str, Any]) -> None:
+    """Every rule on the flat record `flat` (all of `KEYS`); the first broken one raises."""
+    options = flat["design_options"]
+    if options is not None and (not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options)):
+        raise SimError(f"design_options must map option names to values, got {options!r}")
+    if flat["calibration"] not in CALIBRATIONS:
+        raise SimError(f"unknown calibration {flat['calibration']!r}; choose one of {', '.join(CALIBRATIONS)}")
+    if flat["timeline"] not in TIMELINES:
+        raise SimError(f"unknown timeline granularity {flat['timeline']!r}; choose one of {', '.join(TIMELINES)}")
+    if not isinstance(flat["trace"], str) or not flat["trace"].strip():
+        raise SimError("trace must be a file path or a generator spec, got an empty value")
+    if not isinstance(flat["model"], str) or not flat["model"].strip():
+        raise SimError("model must be a name or a profile directory, got an empty value")
+    seed = flat["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SimError(f"seed must be a whole number >= 0, got {seed!r}")
+    costs = flat["costs"]
+    if costs is not None and (not isinstance(costs, str) or not costs.strip()):
+        raise SimError(f"costs must name a cost profile or a .json file, got {costs!r}")
+    for key, value in flat.items():
+        if value is not None and key not in _NOT_NUMBERS:
+            _check_number(key, value)
+    _check_between(flat)
+
+
+def _check_number(key: str, value: Any) -> None:
+    if key in _WHOLE:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SimError(f"{key} must be a whole number >= 1, got {value!r}")
+    elif key == "loaded_hop_fixed_s":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SimError(f"loaded_hop_fixed_s must be a finite number, got {value!r}")
+    elif key == "fault_tolerance":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")
+    else:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise SimError(f"{key} must be a finite number >= 0, got {value!r}")
+        if key in _POSITIVE and value == 0:
+            raise SimError(f"{key} must be > 0")
+
+
+def _check_between(flat: Mapping[str, Any]) -> None:
+    duration = flat["duration_s"]
+    if duration is not None and duration > MAX_DURATION_S:
+        raise SimError(
+            f"duration_s {duration:g} is past the bound of {MAX_DURATION_S:g} s (a year): past its last "
+            "event a trace's membership is held as it is, so a longer run is extrapolation; give a longer trace"
+        )
+    if (flat["compute_cores"] is None) != (flat["sample_core_s"] is None):
+        raise SimError(
+            "compute_cores and sample_core_s bound throughput together (the host's cores and the "
+            "core-seconds a sample costs): set both or neither"
+        )
+    share = flat["restart_startup_share"]
+    if share is not None and share > 1:
+        raise SimError(f"restart_startup_share must be in [0, 1], got {share!r}")
+    if flat["restart_overhead_s"] is not None and (
+        flat["restart_fixed_s"] is not None or flat["restart_per_process_s"] is not None
+    ):
+        raise SimError(
+            "restart_overhead_s (a constant relaunch) and restart_fixed_s / restart_per_process_s "
+            "(a relaunch growing with its processes) are alternatives: set one"
+        )
+    for key in ("varuna_rollback", "sync_notice"):
+        if flat[key] is not None and not isinstance(flat[key], bool):
+            raise SimError(f"{key} must be true or false, got {flat[key]!r}")
+    if flat["artifact_quirks"] is not None and not isinstance(flat["artifact_quirks"], str):
+        raise SimError(f"artifact_quirks must be a comma-separated list of names, got {flat['artifact_quirks']!r}")
+    _check_adaptive(flat)
+    check_reach(flat["calibration"], flat)
+
+
+def check_older(calibration: str, given: Mapping[str, Any]) -> None:
+    """The design options `given` by their older flat keys: values, then reach, in the order
+    `check` takes them, so that a message does not depend on how an option was given."""
+    for key, value in given.items():
+        if key == "varuna_rollback":
+            if not isinstance(value, bool):
+                raise SimError(f"varuna_rollback must be true or false, got {value!r}")
+        elif value is not None:
+            _check_number(key, value)
+    check_reach(calibration, given)
+
+
+def check_reach(calibration: str, given: Mapping[str, Any]) -> None:
+    """No key of `given` that the calibration ignores is set."""
+    unused = PLANNER_ONLY if calibration in ARTIFACT_CALIBRATIONS else ARTIFACT_ONLY
+    stray = [name for name in unused if given.get(name) is not None]
+    if stray:
+        raise SimError(
+            f"{', '.join(stray)} ha{'s' if len(stray) == 1 else 've'} no effect in the {calibration} calibration"
+        )
+
+
+def _check_adaptive(flat: Mapping[str, Any]) -> None:
+    if flat["checkpoint_adaptive"] is None:
+        if flat["checkpoint_prior_mtbf_s"] is not None:
+            raise SimError("checkpoint_prior_mtbf_s needs checkpoint_adaptive (young or daly)")
+        return
+    if flat["checkpoint_adaptive"] not in RULES:
+        raise SimError(f"unknown checkpoint_adaptive {flat['checkpoint_adaptive']!r}; choose one of {', '.join(RULES)}")
+    fixed = [k for k in ("checkpoint_every_iterations", "checkpoint_every_s") if flat[k] is not None]
+    if fixed:
+        raise SimError(f"checkpoint_adaptive sets the interval: drop {' and '.join(fixed)}")
