@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from designs.varuna.policy import VarunaPlan
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.contention import ContentionProfile
 from planner.costmodel import CostTables, pipeline_time_s
 from planner.errors import PlannerError
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
+from planner.policies.grid import GridPlan
 from planner.profile import ModelProfile
 from planner.templates import PipelineTemplate
 
@@ -50,7 +50,7 @@ def computing_workers(plan: Any) -> int:
     """Workers (GPUs) that compute in each iteration of `plan`."""
     if isinstance(plan, ExecutionPlan):
         return sum(p.template.num_nodes * p.template.gpus_per_node for p in plan.pipelines)
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         return plan.config.num_gpus
     raise SimError(f"a profile with contention.json times Oobleck and Varuna plans only, not a {type(plan).__name__}")
 
@@ -122,8 +122,8 @@ class PlanScaler:
         `hop_extra_s` longer (its own time at factor 1 and no extra)."""
         if isinstance(plan, ExecutionPlan):
             return self._oobleck_s(plan, factor, hop_extra_s)
-        if isinstance(plan, VarunaPlan):
-            return self._varuna_s(plan, factor, hop_extra_s)
+        if isinstance(plan, GridPlan):
+            return self._grid_s(plan, factor, hop_extra_s)
         raise SimError(f"internal: no contended time for a {type(plan).__name__}")
 
     def _oobleck_s(self, plan: ExecutionPlan, factor: float, hop_extra_s: float = 0.0) -> float:
@@ -149,7 +149,7 @@ class PlanScaler:
             )
         return plan.iteration_time_s + (max(scaled) - max(base)) + exposed_delta
 
-    def _varuna_s(self, plan: VarunaPlan, factor: float, hop_extra_s: float = 0.0) -> float:
+    def _grid_s(self, plan: GridPlan, factor: float, hop_extra_s: float = 0.0) -> float:
         c = plan.config
         if c.microbatch_size != self.profile.microbatch_size:
             raise SimError(

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from designs.varuna.policy import VarunaPlan
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
+from planner.policies.grid import GridPlan
 from planner.profile import ModelProfile
 
 from .contention import PlanScaler
@@ -45,7 +45,7 @@ def plan_sends(plan: Any) -> int:
     (forward to the next stage, backward to the one before)."""
     if isinstance(plan, ExecutionPlan):
         return sum(2 * (len(p.template.stages) - 1) * p.num_microbatches for p in plan.pipelines)
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         c = plan.config
         return c.width * 2 * (c.depth - 1) * c.num_microbatches
     raise SimError(f"loaded hops time Oobleck and Varuna plans only, not a {type(plan).__name__}")
@@ -56,7 +56,7 @@ def plan_processes(plan: Any) -> int:
     (Oobleck), width x depth (Varuna)."""
     if isinstance(plan, ExecutionPlan):
         return sum(stage.num_gpus for p in plan.pipelines for stage in p.template.stages)
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         return plan.config.width * plan.config.depth
     raise SimError(f"loaded hops time Oobleck and Varuna plans only, not a {type(plan).__name__}")
 

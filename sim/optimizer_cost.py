@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from designs.varuna.policy import VarunaPlan
 from planner.contention import ContentionProfile
 from planner.optimizer_step import OptimizerProfile
 from planner.plan import ExecutionPlan
+from planner.policies.grid import GridPlan
 
 from .contention import plan_factor
 from .timing import AddedIterationTime, Timing
@@ -44,7 +44,7 @@ def slowest_step_s(plan: Any, optimizer: OptimizerProfile) -> float:
             ),
             default=0.0,
         )
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         return max((optimizer.stage_s(a, e) for a, e in plan.config.stage_layers), default=0.0)
     return 0.0
 

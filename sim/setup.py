@@ -327,7 +327,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         gpus_per_node=g,
         costs=costs,
         storage=storage,
-        bamboo_layout=built.layout,
+        layout=built.layout,
         options=built.options,
         iteration_s=built.iteration_s,
     )

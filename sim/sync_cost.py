@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from designs.varuna.policy import VarunaPlan
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.errors import PlannerError
 from planner.hardware import ClusterSpec
 from planner.plan import ExecutionPlan
+from planner.policies.grid import GridPlan
 from planner.profile import ModelProfile
 
 from .errors import SimError
@@ -73,6 +73,6 @@ class SyncMessages(AddedIterationTime):
             return exposed_allreduce_s(templates, times, layer_s, latency) - exposed_allreduce_s(
                 templates, times, layer_s
             )
-        if isinstance(plan, VarunaPlan):
+        if isinstance(plan, GridPlan):
             return ring_messages(plan.config.width) * self.message_s
         return 0.0

@@ -47,9 +47,6 @@ from typing import Any, Protocol
 
 from designs import ArtifactContext, Design, DesignError
 from designs import registry as designs
-from designs.bamboo.cost import BambooLayout
-from designs.bamboo.policy import BambooPlan
-from designs.varuna.policy import VarunaPlan
 from planner.checkpoint_cost import StorageSpec, load_cost, write_cost
 from planner.plan import ExecutionPlan
 from planner.policies import (
@@ -62,6 +59,7 @@ from planner.policies import (
     RestartFromSnapshot,
     Start,
 )
+from planner.policies.grid import GridPlan
 from planner.policies.holdings import holdings
 from planner.reconfigure import Reconfiguration
 
@@ -129,16 +127,13 @@ class ArtifactTiming:
         )
         self._cache: dict[tuple[int, bool], IterationCost] = {}
 
-    def _count(self, plan: Any) -> int:
-        if isinstance(plan, BambooPlan):
-            return plan.formed_with
-        if isinstance(plan, NodesPlan):
-            return len(plan.nodes)
-        raise SimError(f"the artifact calibration cannot time a {type(plan).__name__}")
-
     def iteration(self, plan: Any) -> IterationCost:
-        count = self._count(plan)
-        slowed = isinstance(plan, BambooPlan) and bool(plan.covered)
+        """A plan says which row of the table prices it and whether a fail-over slows it
+        (`artifact_nodes`, `failed_over`: `NodesPlan`, Bamboo's plan)."""
+        try:
+            count, slowed = plan.artifact_nodes, plan.failed_over
+        except AttributeError:
+            raise SimError(f"the artifact calibration cannot time a {type(plan).__name__}") from None
         key = (count, slowed)
         if key not in self._cache:
             rate = art.row(self.system, self.model.name, count).samples_per_s
@@ -248,7 +243,7 @@ class PlannerTiming:
         gpus_per_node: int,
         costs: PlannerCosts = PlannerCosts(),
         storage: StorageSpec = StorageSpec(),
-        bamboo_layout: BambooLayout | None = None,
+        layout: Any = None,
         options: Any = None,
         iteration_s: Any = None,
     ):
@@ -261,8 +256,8 @@ class PlannerTiming:
         self.gpus_per_node = gpus_per_node
         self.costs = costs
         self.storage = storage
-        self.layout = bamboo_layout
-        self._bamboo: dict[tuple, IterationCost] = {}
+        self.layout = layout  # what the design built once per job to time its own plans (Bamboo's)
+        self._own: dict[tuple, IterationCost] = {}  # plans the design times: by their cost_key
         self._last: dict[str, tuple[Any, float]] = {}  # kind -> (plan, seconds): periodic checkpoints repeat
         self._by_shape: dict[tuple, float] = {}
 
@@ -270,18 +265,18 @@ class PlannerTiming:
         if isinstance(plan, ExecutionPlan) and plan.partial:
             seconds = plan.iteration_time_s
             return IterationCost(seconds, seconds, plan.global_batch)
-        if isinstance(plan, (ExecutionPlan, VarunaPlan)):
+        if isinstance(plan, (ExecutionPlan, GridPlan)):
             seconds = plan.iteration_time_s
             if self.iteration_s is not None:
                 seconds = self.iteration_s(plan, seconds)
             return IterationCost(seconds, seconds)
-        if isinstance(plan, BambooPlan):
+        key = getattr(plan, "cost_key", None)  # a plan its design times on its layout (Bamboo's)
+        if key is not None:
             if self.layout is None:
-                raise SimError("a Bamboo plan needs a Bamboo layout in the planner calibration")
-            key = (plan.num_pipelines, plan.covered)
-            if key not in self._bamboo:
-                self._bamboo[key] = IterationCost(*self.layout.iteration_s(plan.num_pipelines, plan.covered))
-            return self._bamboo[key]
+                raise SimError(f"a {type(plan).__name__} needs its design's layout in the planner calibration")
+            if key not in self._own:
+                self._own[key] = IterationCost(*plan.iteration_s(self.layout))
+            return self._own[key]
         raise SimError(f"the planner calibration cannot time a {type(plan).__name__}")
 
     def _holdings(self, plan: Any, alive: Container[str] | None):
@@ -364,7 +359,7 @@ class PlannerTiming:
         return Reconfiguration(None, action.copies).copy_time_s(self.bandwidth)
 
     def idle_gpus(self, plan: Any) -> int:
-        return plan.idle_gpus if isinstance(plan, VarunaPlan) else 0
+        return plan.idle_gpus if isinstance(plan, GridPlan) else 0
 
 
 RESTARTS = (Restart, RestartFromCheckpoint, RestartFromSnapshot)

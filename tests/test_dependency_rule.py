@@ -242,3 +242,44 @@ def test_no_room_too_long_to_read(folder: str) -> None:
     split where a reader would look for one of its jobs."""
     long = {p.name: n for p in (ROOT / folder).glob("*.py") if (n := len(p.read_text().splitlines())) > 500}
     assert not long, f"{folder}: {long}"
+
+
+def design_modules_imported(path: Path) -> set[str]:
+    """The modules under `designs.` that `path` imports, `from designs import x` counted as
+    `designs.x` when x is a module."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("designs."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("designs."):
+                found.add(node.module)
+            elif node.module == "designs":
+                found.update(f"designs.{a.name}" for a in node.names if (ROOT / "designs" / a.name).exists())
+    return found
+
+
+# the part of `designs` the engines may import: the record, the registry, options, the CLI
+DESIGNS_FRONT = {"designs.base", "designs.registry", "designs.options", "designs.cli"}
+
+
+@pytest.mark.parametrize("package", ["sim", "real"])
+def test_engines_reach_designs_through_the_registry(package: str) -> None:
+    """sim and real know a design by its record in the registry, never by importing its
+    package: a plan they time, place or checkpoint is the planner's vocabulary
+    (`ExecutionPlan`, `planner.policies.grid.GridPlan`) or says what it needs itself."""
+    offences = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        inner = {
+            m for m in design_modules_imported(path) if not any(m == f or m.startswith(f + ".") for f in DESIGNS_FRONT)
+        }
+        if inner:
+            offences.append(f"{path.relative_to(ROOT)} imports {sorted(inner)}")
+    assert not offences, "\n".join(offences)
+
+
+def test_the_designs_import_checker_sees_both_forms(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("from designs.varuna.policy import X\nimport designs.bamboo.cost\nfrom designs import gemini\n")
+    assert design_modules_imported(sample) == {"designs.varuna.policy", "designs.bamboo.cost", "designs.gemini"}

@@ -138,6 +138,26 @@ class BambooPlan:
         """Usable nodes when the grid was formed (working + spares)."""
         return self.depth * self.num_pipelines + len(self.spares)
 
+    # -- what the engines ask of a plan they cannot time by its shape ------------------------
+    @property
+    def artifact_nodes(self) -> int:
+        """The node count whose row of the artifact's table prices this plan."""
+        return self.formed_with
+
+    @property
+    def failed_over(self) -> bool:
+        """Whether a predecessor runs a lost stage (the artifact's fail-over slowdown)."""
+        return bool(self.covered)
+
+    @property
+    def cost_key(self) -> tuple:
+        """Plans with the same key cost the same iteration."""
+        return (self.num_pipelines, self.covered)
+
+    def iteration_s(self, layout: BambooLayout) -> tuple[float, float]:
+        """One iteration on `layout` (the job's, built once): (with fail-overs, without)."""
+        return layout.iteration_s(self.num_pipelines, self.covered)
+
     @property
     def overloaded(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.owners[p][s] for p, s in self.covered))

@@ -1,6 +1,6 @@
 """Migrating a (depth, width) grid to another: which node takes which place, what it copies.
 
-A grid plan is a `VarunaPlan`: worker k = w D + s (replica w, stage s) on node k // g. Parcae
+A grid plan is a `GridPlan`: worker k = w D + s (replica w, stage s) on node k // g. Parcae
 (NSDI'24, section 5 "migration") distinguishes two kinds of move, and the copies below price
 them apart without a special case:
 
@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
-from designs.varuna.policy import VarunaPlan, place
-from designs.varuna.search import VarunaConfig
+from planner.policies.grid import Grid, GridPlan, place
 from planner.profile import LayerProfile
 from planner.reconfigure import LayerCopy
 
 
-def node_layers(plan: VarunaPlan) -> dict[str, frozenset[int]]:
+def node_layers(plan: GridPlan) -> dict[str, frozenset[int]]:
     """The layers each node of `plan` holds."""
     held: dict[str, set[int]] = {n: set() for n in plan.nodes}
     for s, holders in enumerate(plan.stage_nodes):
@@ -36,7 +35,7 @@ def node_layers(plan: VarunaPlan) -> dict[str, frozenset[int]]:
     return {n: frozenset(v) for n, v in held.items()}
 
 
-def position_layers(config: VarunaConfig, gpus_per_node: int) -> list[frozenset[int]]:
+def position_layers(config: Grid, gpus_per_node: int) -> list[frozenset[int]]:
     """The layers node position j of `config`'s placement holds."""
     workers = config.depth * config.width
     used = -(-workers // gpus_per_node)
@@ -51,8 +50,8 @@ def position_layers(config: VarunaConfig, gpus_per_node: int) -> list[frozenset[
 
 
 def arrange(
-    config: VarunaConfig, candidates: Sequence[str], held: dict[str, frozenset[int]], gpus_per_node: int
-) -> VarunaPlan | None:
+    config: Grid, candidates: Sequence[str], held: dict[str, frozenset[int]], gpus_per_node: int
+) -> GridPlan | None:
     """`config` placed on `candidates` (preference order), matching held layers first."""
     wanted = position_layers(config, gpus_per_node)
     if len(wanted) > len(candidates):
@@ -75,7 +74,7 @@ def arrange(
 
 
 def copies(
-    old: VarunaPlan, new: VarunaPlan, layers: Sequence[LayerProfile], alive: Container[str]
+    old: GridPlan, new: GridPlan, layers: Sequence[LayerProfile], alive: Container[str]
 ) -> tuple[LayerCopy, ...] | None:
     """What `new`'s nodes must receive from `old`'s live holders; None if a layer is lost."""
     held = node_layers(old)

@@ -2,7 +2,7 @@
 
 Duan et al., "Parcae: Proactive, Liveput-Optimized DNN Training on Preemptible Instances",
 NSDI'24 (sections 3-5). The plan is a (depth D, width W) grid of uniform stages (a
-`VarunaPlan`: D stages cut at layer boundaries, W data-parallel replicas, the largest
+`GridPlan`: D stages cut at layer boundaries, W data-parallel replicas, the largest
 microbatch that fits), because Parcae's shapes are exactly (data-parallel, pipeline) pairs.
 
 - Clock: time is cut into intervals of `interval_s` from the first decision. The policy
@@ -37,8 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from designs.varuna.policy import VarunaPlan, place
-from designs.varuna.search import VarunaConfig, VarunaSearch
+from designs.varuna.search import VarunaSearch
 from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
@@ -55,6 +54,7 @@ from planner.policies.decisions import (
     Start,
     WaitForNodes,
 )
+from planner.policies.grid import Grid, GridPlan, place
 from planner.profile import LayerProfile
 from planner.reconfigure import Reconfiguration
 
@@ -81,14 +81,14 @@ class ParcaeMemory:
     last observation and `last_count` what it saw; `saving`: the plan whose survivors write
     the checkpoint taken before a wait (None: none under way)."""
 
-    base: VarunaPlan | None = None
+    base: GridPlan | None = None
     started: bool = False
     t0_s: float = 0.0
     counts: tuple[int, ...] = ()
     last_k: int = 0
     last_count: int = 0
     forecast: tuple[int, ...] = field(default=())
-    saving: VarunaPlan | None = None
+    saving: GridPlan | None = None
 
 
 class ParcaePolicy:
@@ -123,10 +123,10 @@ class ParcaePolicy:
         return None
 
     # -- the model -------------------------------------------------------------------------
-    def nodes_of(self, config: VarunaConfig) -> int:
+    def nodes_of(self, config: Grid) -> int:
         return -(-config.num_gpus // self.g)
 
-    def shapes_for(self, count: int) -> tuple[VarunaConfig, ...]:
+    def shapes_for(self, count: int) -> tuple[Grid, ...]:
         """The fastest widest grid per depth on `count` nodes, best `shapes_per_count`."""
         key = ("shapes", count)
         if key not in self.cache:
@@ -143,7 +143,7 @@ class ParcaePolicy:
     def copy_s(self, action: CopyLayers) -> float:
         return Reconfiguration(None, action.copies).copy_time_s(self.bandwidth)
 
-    def migrate_s(self, old: VarunaConfig | None, new: VarunaConfig) -> float:
+    def migrate_s(self, old: Grid | None, new: Grid) -> float:
         """What moving from grid `old` to `new` costs (the same copies the policy would
         ask for, on the first nodes); from no grid: a restart."""
         if old is None:
@@ -160,7 +160,7 @@ class ParcaePolicy:
             self.cache[key] = self.reconfigure_s + self.copy_s(CopyLayers(moved))
         return self.cache[key]
 
-    def hit_s(self, config: VarunaConfig) -> float:
+    def hit_s(self, config: Grid) -> float:
         """Expected cost of losing one working node of `config`."""
         key = ("hit", config)
         if key not in self.cache:
@@ -172,13 +172,13 @@ class ParcaePolicy:
             self.cache[key] = seconds
         return self.cache[key]
 
-    def liveput(self, current: VarunaConfig | None, counts: tuple[int, ...]) -> VarunaConfig | None:
+    def liveput(self, current: Grid | None, counts: tuple[int, ...]) -> Grid | None:
         """The first interval's shape of the best plan over `counts` (now, then forecast)."""
         key = ("liveput", current, counts)
         if key in self.cache:
             return self.cache[key]
         interval = self.settings.interval_s
-        pool: dict[VarunaConfig, None] = {}
+        pool: dict[Grid, None] = {}
         if current is not None:
             pool[current] = None
         for c in dict.fromkeys(counts):
@@ -186,13 +186,13 @@ class ParcaePolicy:
         shapes = list(pool)
         rate = {s: 1.0 / s.iteration_time_s for s in shapes}
         # best[s] = (value, first shape) after interval k; None = no shape (waiting)
-        best: dict[VarunaConfig | None, tuple[float, VarunaConfig | None]] = {current: (0.0, None)}
+        best: dict[Grid | None, tuple[float, Grid | None]] = {current: (0.0, None)}
         for k, c in enumerate(counts):
             removed = max(0, c - counts[k + 1]) if k + 1 < len(counts) else 0
-            step: dict[VarunaConfig | None, tuple[float, VarunaConfig | None]] = {}
+            step: dict[Grid | None, tuple[float, Grid | None]] = {}
             fits = [s for s in shapes if self.nodes_of(s) <= c]
             for prev, (value, first) in best.items():
-                options: list[VarunaConfig | None] = [None, *fits]
+                options: list[Grid | None] = [None, *fits]
                 for s in options:
                     if s is None:
                         gain = 0.0
@@ -230,7 +230,7 @@ class ParcaePolicy:
 
     # -- decisions -----------------------------------------------------------------------
     def decide(self, view: ClusterView, event: Event, current: Decision | None) -> Decision:
-        plan: VarunaPlan | None = current.plan if current is not None else None
+        plan: GridPlan | None = current.plan if current is not None else None
         memory = self._observe(view, current.memory if current is not None else None)
         reason = self.infeasible_reason()
         if reason is not None:
@@ -245,7 +245,7 @@ class ParcaePolicy:
             return self._tick(view, plan, memory)
         return Decision(plan, (Continue(),), memory, wake_at_s=self._next_tick_s(memory))
 
-    def _tick(self, view: ClusterView, plan: VarunaPlan, memory: ParcaeMemory) -> Decision:
+    def _tick(self, view: ClusterView, plan: GridPlan, memory: ParcaeMemory) -> Decision:
         counts = self._counts(view, memory)
         memory = replace(memory, forecast=counts[1:])
         best = self.liveput(plan.config, counts)
@@ -255,9 +255,7 @@ class ParcaePolicy:
         why = f"proactive: {plan.config.depth}x{plan.config.width} -> {best.depth}x{best.width}, forecast {list(counts[1:])}"
         return self._migrate(view, memory.base, best, memory, why)
 
-    def _migrate(
-        self, view: ClusterView, base: VarunaPlan, config: VarunaConfig, memory: ParcaeMemory, why: str
-    ) -> Decision:
+    def _migrate(self, view: ClusterView, base: GridPlan, config: Grid, memory: ParcaeMemory, why: str) -> Decision:
         ready = set(view.ready)
         held = {n: v for n, v in node_layers(base).items() if n in ready}
         order = [n for n in base.nodes if n in ready] + [n for n in view.ready if n not in held]
@@ -269,7 +267,7 @@ class ParcaePolicy:
         return Decision(new, actions, memory, wake_at_s=self._next_tick_s(memory), notes=(why,))
 
     def _on_removal(
-        self, view: ClusterView, event: NodesRemoved, plan: VarunaPlan | None, memory: ParcaeMemory
+        self, view: ClusterView, event: NodesRemoved, plan: GridPlan | None, memory: ParcaeMemory
     ) -> Decision:
         saving = memory.saving
         gone = sorted(set(event.nodes) & set(saving.nodes)) if saving is not None else []

@@ -23,8 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from designs.varuna.policy import VarunaPlan, place
-from designs.varuna.search import VarunaConfig, VarunaSearch
+from designs.varuna.search import VarunaSearch
 from planner.costmodel import CostTables
 from planner.policies.decisions import (
     Checkpoint,
@@ -42,6 +41,7 @@ from planner.policies.decisions import (
     Start,
     WaitForNodes,
 )
+from planner.policies.grid import Grid, GridPlan, place
 
 from .schedule import host_of, hosts, makespan
 
@@ -49,7 +49,7 @@ CONTINUE = Continue()
 
 
 @dataclass(frozen=True)
-class RecyclePlan(VarunaPlan):
+class RecyclePlan(GridPlan):
     """A grid with `failed` (pipeline, stage) slots whose work its peers run; its
     iteration takes `degraded_s` (None: the grid's own time). `nodes` are the live ones."""
 
@@ -86,7 +86,7 @@ class RecyclePlan(VarunaPlan):
         return info
 
 
-def healthy(config: VarunaConfig, ready: Iterable[str], gpus_per_node: int) -> RecyclePlan:
+def healthy(config: Grid, ready: Iterable[str], gpus_per_node: int) -> RecyclePlan:
     base = place(config, tuple(ready), gpus_per_node)
     return RecyclePlan(base.config, base.nodes, None, base.idle_gpus, gpus=gpus_per_node)
 
@@ -122,7 +122,7 @@ def canonical(failed: Iterable[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(tuple(sorted(v)) for v in by_pipe.values()))
 
 
-def stage_lost(config: VarunaConfig, failed: frozenset[tuple[int, int]]) -> bool:
+def stage_lost(config: Grid, failed: frozenset[tuple[int, int]]) -> bool:
     """Some stage has no live worker: every pipeline's slot of it is among `failed`."""
     return any(all((p, s) in failed for p in range(config.width)) for s in range(config.depth))
 
@@ -169,7 +169,7 @@ class RecyclePolicy:
         return None
 
     # -- the adapted schedule ------------------------------------------------------------
-    def slowdown(self, config: VarunaConfig, failed: frozenset[tuple[int, int]]) -> float | None:
+    def slowdown(self, config: Grid, failed: frozenset[tuple[int, int]]) -> float | None:
         """Adapted / healthy makespan of `config`'s pipelines with `failed` slots; None
         when a stage has no live worker or a peer cannot hold the extra activations."""
         shape = canonical(failed)
@@ -198,7 +198,7 @@ class RecyclePolicy:
             raise ValueError(f"internal: no profile at microbatch {b} for a grid that uses it")
         return tables
 
-    def _fits(self, config: VarunaConfig, failed: list[tuple[int, int]]) -> bool:
+    def _fits(self, config: Grid, failed: list[tuple[int, int]]) -> bool:
         """Each host keeps D - s forwards in flight per pipeline it serves."""
         route = hosts(config.width, config.depth, failed)
         serves: dict[tuple[int, int], set[int]] = {}

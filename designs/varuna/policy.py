@@ -24,14 +24,9 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
-from math import gcd
 
-from planner.checkpoint_cost import Holdings, Ranges, merge
-from planner.errors import PlannerError
 from planner.policies.decisions import (
     Checkpoint,
     CheckpointSchedule,
@@ -46,118 +41,19 @@ from planner.policies.decisions import (
     Start,
     WaitForNodes,
 )
+from planner.policies.grid import GridPlan, place
 
-from .search import VarunaConfig, VarunaSearch
+from .search import VarunaSearch
 
 DEFAULT_CHECKPOINT_EVERY = 10
-
-
-@dataclass(frozen=True)
-class VarunaPlan:
-    """A configuration on concrete nodes, worker k = w D + s (replica w, stage s) on node
-    k // gpus_per_node. `stage_nodes[s]`, the nodes holding a replica of stage s, is worked
-    out when first asked for (a placement on 12,500 nodes would list 100,000 workers)."""
-
-    config: VarunaConfig
-    nodes: tuple[str, ...]
-    given_stage_nodes: tuple[tuple[str, ...], ...] | None
-    idle_gpus: int
-
-    @property
-    def iteration_time_s(self) -> float:
-        return self.config.iteration_time_s
-
-    @property
-    def gpus_per_node(self) -> int:
-        return (self.config.num_gpus + self.idle_gpus) // len(self.nodes)
-
-    @cached_property
-    def stage_nodes(self) -> tuple[tuple[str, ...], ...]:
-        if self.given_stage_nodes is not None:
-            return self.given_stage_nodes
-        c, g, nodes = self.config, self.gpus_per_node, self.nodes
-        return tuple(
-            tuple(dict.fromkeys(nodes[(w * c.depth + s) // g] for w in range(c.width))) for s in range(c.depth)
-        )
-
-    def layer_holdings(self, stage_layers: Sequence[tuple[int, int]] | None = None) -> Holdings:
-        """Which layers its nodes hold (`planner.policies.holdings`): node j runs workers
-        j g .. j g + g - 1 (worker k = w D + s is stage s), so it holds the union of those
-        workers' stages; the pattern repeats every D / gcd(D, g) nodes."""
-        if self.given_stage_nodes is not None:
-            return Counter(self._node_ranges(j) for j in range(len(self.nodes)))
-        return _holdings_shape(self.config, len(self.nodes), self._gpus_per_node())
-
-    def node_layer_ranges(self, node: str, stage_layers: Sequence[tuple[int, int]] | None = None) -> Ranges:
-        return self._node_ranges(self.nodes.index(node))
-
-    def _node_ranges(self, j: int) -> Ranges:
-        c = self.config
-        if self.given_stage_nodes is not None:  # a placement other than `place`'s
-            node = self.nodes[j]
-            return merge(*(c.stage_layers[s] for s, holders in enumerate(self.given_stage_nodes) if node in holders))
-        g = self._gpus_per_node()
-        workers = range(j * g, min((j + 1) * g, c.depth * c.width))
-        return merge(*(c.stage_layers[k % c.depth] for k in workers))
-
-    def _gpus_per_node(self) -> int:
-        g, rest = divmod(self.config.depth * self.config.width + self.idle_gpus, len(self.nodes))
-        if rest:
-            raise PlannerError("internal: a Varuna plan whose GPUs do not divide among its nodes")
-        return g
-
-    def stages_without_holder(self, alive: Container[str]) -> list[int]:
-        """Stages none of whose replicas is on a node in `alive`; O(nodes + dead nodes' stages
-        x replicas scanned until a live one)."""
-        dead = {j for j, n in enumerate(self.nodes) if n not in alive}
-        if not dead:
-            return []
-        if self.given_stage_nodes is not None:
-            return [s for s, holders in enumerate(self.given_stage_nodes) if not any(n in alive for n in holders)]
-        c, g = self.config, self.gpus_per_node
-        stages = sorted({k % c.depth for j in dead for k in range(j * g, min((j + 1) * g, c.num_gpus))})
-        return [s for s in stages if all((w * c.depth + s) // g in dead for w in range(c.width))]
-
-    def describe(self) -> dict:
-        c = self.config
-        return {
-            "nodes": len(self.nodes),
-            "depth": c.depth,
-            "width": c.width,
-            "microbatch_size": c.microbatch_size,
-            "microbatches": c.num_microbatches,
-            "idle_gpus": self.idle_gpus,
-            "predicted_iteration_s": c.iteration_time_s,
-        }
-
-
-def place(config: VarunaConfig, ready: Sequence[str], gpus_per_node: int) -> VarunaPlan:
-    """Worker k = w D + s (replica w, stage s) runs on node k // gpus_per_node."""
-    workers = config.depth * config.width
-    used = math.ceil(workers / gpus_per_node)
-    return VarunaPlan(config, tuple(ready[:used]), None, used * gpus_per_node - workers)
 
 
 @dataclass(frozen=True)
 class VarunaMemory:
     """`base`: the configuration whose workers hold the model now; `started`: launched once."""
 
-    base: VarunaPlan | None = None
+    base: GridPlan | None = None
     started: bool = False
-
-
-@lru_cache(maxsize=256)
-def _holdings_shape(c: VarunaConfig, used: int, g: int) -> Holdings:
-    """Depends on the configuration and node count only: every event re-places Varuna."""
-    plan = VarunaPlan(c, tuple(str(j) for j in range(used)), None, used * g - c.num_gpus)
-    full = c.depth * c.width // g  # nodes whose g GPUs all run a worker
-    period = c.depth // gcd(c.depth, g)
-    out: Counter = Counter()
-    for j in range(min(period, full)):
-        out[plan._node_ranges(j)] += len(range(j, full, period))
-    for j in range(full, used):
-        out[plan._node_ranges(j)] += 1
-    return out
 
 
 def _save(view: ClusterView, why: str) -> tuple[Checkpoint, ...]:
@@ -190,7 +86,7 @@ class VarunaPolicy:
             return "out of memory: no Varuna configuration (depth dividing the layers, width, microbatch) fits"
         return None
 
-    def plan_for(self, ready: Sequence[str]) -> VarunaPlan | None:
+    def plan_for(self, ready: Sequence[str]) -> GridPlan | None:
         config = self.search.best(len(ready) * self.gpus_per_node)
         return place(config, ready, self.gpus_per_node) if config is not None else None
 
@@ -199,7 +95,7 @@ class VarunaPolicy:
         reason = self.infeasible_reason()
         if reason is not None:
             return Decision(None, (WaitForNodes(0, reason),), VarunaMemory())
-        plan: VarunaPlan | None = current.plan if current is not None else None
+        plan: GridPlan | None = current.plan if current is not None else None
         memory = current.memory if current is not None and current.memory is not None else VarunaMemory()
         if isinstance(event, NodesRemoved):
             return self._on_removal(view, event, plan, memory)

@@ -17,34 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from planner.costmodel import CostTables, pipeline_time_s
 from planner.hardware import ClusterSpec, ring_allreduce_s
+from planner.policies.grid import Grid
 from planner.profile import ModelProfile
 
 DEFAULT_MAX_MICROBATCH = 8
-
-
-@dataclass(frozen=True)
-class VarunaConfig:
-    """D stages x W replicas at microbatch b, N_b microbatches per replica per iteration."""
-
-    depth: int
-    width: int
-    microbatch_size: int
-    num_microbatches: int
-    stage_layers: tuple[tuple[int, int], ...]
-    compute_s: float  # pipeline T
-    allreduce_s: float
-
-    @property
-    def num_gpus(self) -> int:
-        return self.depth * self.width
-
-    @property
-    def iteration_time_s(self) -> float:
-        return self.compute_s + self.allreduce_s
 
 
 class VarunaSearch:
@@ -69,7 +48,7 @@ class VarunaSearch:
         self.num_layers = base.num_layers
         self.depths = tuple(d for d in range(1, self.num_layers + 1) if self.num_layers % d == 0)
         self._tables: dict[int, CostTables | None] = {}
-        self._best: dict[int, VarunaConfig | None] = {}
+        self._best: dict[int, Grid | None] = {}
 
     def _tables_for(self, b: int) -> CostTables | None:
         if b not in self._tables:
@@ -77,7 +56,7 @@ class VarunaSearch:
             self._tables[b] = CostTables(profile, self.cluster.with_nodes(1)) if profile is not None else None
         return self._tables[b]
 
-    def _config(self, depth: int, width: int) -> VarunaConfig | None:
+    def _config(self, depth: int, width: int) -> Grid | None:
         per = self.num_layers // depth
         stages = tuple((i * per, (i + 1) * per) for i in range(depth))
         b = 1
@@ -95,7 +74,7 @@ class VarunaSearch:
                     allreduce = max(
                         ring_allreduce_s(sum(l.grad_bytes for l in layers[a:e]), width, bw) for a, e in stages
                     )
-                    return VarunaConfig(depth, width, b, n_b, stages, pipeline_time_s(weights, n_b), allreduce)
+                    return Grid(depth, width, b, n_b, stages, pipeline_time_s(weights, n_b), allreduce)
             b //= 2
         return None
 
@@ -103,7 +82,7 @@ class VarunaSearch:
         """The cost tables at microbatch b (None: no profile there), as the search uses them."""
         return self._tables_for(b)
 
-    def config(self, depth: int, width: int) -> VarunaConfig | None:
+    def config(self, depth: int, width: int) -> Grid | None:
         """The (depth, width) configuration at the largest microbatch that fits, or None
         (depth must divide the layer count). Other designs that choose their own shape
         (Parcae's liveput) ask for one here."""
@@ -115,7 +94,7 @@ class VarunaSearch:
             cache[key] = self._config(depth, width)
         return cache[key]
 
-    def best(self, num_gpus: int) -> VarunaConfig | None:
+    def best(self, num_gpus: int) -> Grid | None:
         """The fastest configuration on `num_gpus` GPUs, or None if nothing fits."""
         if num_gpus not in self._best:
             found = []

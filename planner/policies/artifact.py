@@ -41,6 +41,15 @@ class NodesPlan:
     def describe(self) -> dict:
         return {"nodes": len(self.nodes)}
 
+    @property
+    def artifact_nodes(self) -> int:
+        """The node count whose row of the artifact's table prices this plan."""
+        return len(self.nodes)
+
+    @property
+    def failed_over(self) -> bool:
+        return False
+
 
 def nodes_plan(ready: Sequence[str], min_nodes: int) -> NodesPlan | None:
     return NodesPlan(tuple(ready)) if len(ready) >= min_nodes else None

@@ -4,7 +4,7 @@ Computed from the plan's shape, not node by node, so a 12,500-node plan costs wh
 distinct templates (or a design's stage patterns) cost. Oobleck's `ExecutionPlan` is the
 planner's own: node i of a pipeline holds the stages its template puts there, and
 pipelines of the same template hold the same. A design's own plan says what its nodes hold
-through `HeldLayers` (Varuna's `VarunaPlan`, Bamboo's `BambooPlan`).
+through `HeldLayers` (the grid plans of Varuna, Parcae and ReCycle, `grid.GridPlan`; Bamboo's `BambooPlan`).
 
 `node_ranges(plan, node)` gives one node's entry, for dropping nodes that are gone
 (`checkpoint_cost.restrict`).

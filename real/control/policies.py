@@ -8,7 +8,7 @@ differs is only how a decision is carried out (`coordinator`). This module turns
 policy's plan into the backend's `Layout`:
 
 - an Oobleck `ExecutionPlan` directly (`layout.layout_from_plan`);
-- a `VarunaPlan` (D stages x W replicas, worker w D + s on node (w D + s) // g) as W
+- a `GridPlan` (D stages x W replicas, worker w D + s on node (w D + s) // g) as W
   pipelines of D one-GPU stages with Varuna's layer split; the global batch is cut into
   the job's microbatches, spread as evenly as possible over the W replicas, so the
   trained model is the same as any other plan's (Varuna's own microbatch size only
@@ -24,10 +24,10 @@ from typing import Any
 from designs import BuildContext, Design, DesignError, PolicyBuild
 from designs import registry as designs
 from designs.options import REAL
-from designs.varuna.policy import VarunaPlan
 from planner.plan import ExecutionPlan
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule, ClusterView, Decision, describe_action, describe_event, describe_plan
+from planner.policies.grid import GridPlan
 from planner.profile import ModelProfile
 
 from ..config import ConfigError, RunConfig
@@ -89,7 +89,7 @@ def make_policy(config: RunConfig, planner: Planner, profile: ModelProfile):
 
 
 def varuna_layout(
-    plan: VarunaPlan, generation: int, config: RunConfig, layer_allreduce_s: Sequence[float] = ()
+    plan: GridPlan, generation: int, config: RunConfig, layer_allreduce_s: Sequence[float] = ()
 ) -> Layout:
     """W pipelines of D one-GPU stages, the job's microbatches spread evenly."""
     c, g = plan.config, config.gpus_per_node
@@ -128,7 +128,7 @@ def varuna_layout(
 def plan_layout(plan: Any, generation: int, config: RunConfig, planner: Planner) -> Layout:
     if isinstance(plan, ExecutionPlan):
         return layout_from_plan(plan, generation, [float(x) for x in planner.layer_allreduce_s(plan.num_pipelines)])
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         return varuna_layout(plan, generation, config, [float(x) for x in planner.layer_allreduce_s(plan.config.width)])
     raise LayoutError(f"the real backend cannot run a {type(plan).__name__}")
 
@@ -141,7 +141,7 @@ def plan_dict(plan: Any, gpus_per_node: int = 1) -> dict | None:
     if isinstance(plan, ExecutionPlan):
         return plan.to_dict()
     info = describe_plan(plan)
-    if isinstance(plan, VarunaPlan):
+    if isinstance(plan, GridPlan):
         c = plan.config
         info["pipelines"] = [
             {"nodes": list(dict.fromkeys(plan.nodes[(w * c.depth + s) // gpus_per_node] for s in range(c.depth))),

@@ -13,10 +13,9 @@ from designs import DesignError, registry
 from designs.parcae.migrate import arrange, copies, node_layers
 from designs.parcae.policy import ParcaePolicy, ParcaeSettings
 from designs.parcae.predict import ar1_coefficient, forecast
-from designs.varuna.policy import place
-from designs.varuna.search import VarunaConfig
 from ooblab.cli import main
 from planner.policies import CheckpointSchedule
+from planner.policies.grid import Grid, place
 from planner.profile import LayerProfile
 from planner.reconfigure import Reconfiguration
 from sim.config import SimConfig
@@ -61,9 +60,9 @@ def _layer(bytes_: int) -> LayerProfile:
 LAYERS = [_layer(100), _layer(200), _layer(300), _layer(400)]
 
 
-def _config(depth: int, width: int, iteration_s: float = 1.0) -> VarunaConfig:
+def _config(depth: int, width: int, iteration_s: float = 1.0) -> Grid:
     per = 4 // depth
-    return VarunaConfig(depth, width, 1, 8, tuple((i * per, (i + 1) * per) for i in range(depth)), iteration_s, 0.0)
+    return Grid(depth, width, 1, 8, tuple((i * per, (i + 1) * per) for i in range(depth)), iteration_s, 0.0)
 
 
 def test_intra_stage_migration_copies_one_stage_per_new_replica():
@@ -102,7 +101,7 @@ class _Search:
     depths = (1,)
 
     def config(self, depth, width):
-        return VarunaConfig(1, width, 1, 8, ((0, 4),), 12.0 / width, 0.0)
+        return Grid(1, width, 1, 8, ((0, 4),), 12.0 / width, 0.0)
 
     def min_gpus(self, up_to):
         return 1

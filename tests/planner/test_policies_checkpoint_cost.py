@@ -16,8 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from designs.bamboo.policy import BambooPlan, form_grid
-from designs.varuna.policy import place
-from designs.varuna.search import VarunaConfig
 from planner.checkpoint_cost import (
     StorageSpec,
     as_ranges,
@@ -30,6 +28,7 @@ from planner.checkpoint_cost import (
 from planner.errors import PlannerError
 from planner.plan import JobSpec
 from planner.planner import Planner
+from planner.policies.grid import Grid, place
 from planner.policies.holdings import holdings, node_ranges
 from tests.sim.tiny import GB, nodes, tiny_cluster, tiny_profile
 
@@ -90,7 +89,7 @@ def test_one_pipeline_reads_everything_itself_with_no_exchange():
 def test_varuna_holdings_by_hand():
     # depth 2 x width 3 on nodes of 4 GPUs: workers 0..5 (stage = k mod 2) on n1 (0-3) and
     # n2 (4, 5; two GPUs idle): both nodes hold both stages
-    config = VarunaConfig(2, 3, 1, 8, ((0, 2), (2, 4)), 1.0, 0.0)
+    config = Grid(2, 3, 1, 8, ((0, 2), (2, 4)), 1.0, 0.0)
     plan = place(config, nodes(3), 4)
     assert plan.nodes == ("n1", "n2") and plan.idle_gpus == 2
     assert holdings(plan) == {((0, 4),): 2}
@@ -132,7 +131,7 @@ def brute(plan, stage_layers=None) -> Counter:
 def test_varuna_shape_holdings_match_node_by_node(depth, width, g, data):
     layers = depth * data.draw(st.integers(1, 3))
     per = layers // depth
-    config = VarunaConfig(depth, width, 1, 4, tuple((i * per, (i + 1) * per) for i in range(depth)), 1.0, 0.0)
+    config = Grid(depth, width, 1, 4, tuple((i * per, (i + 1) * per) for i in range(depth)), 1.0, 0.0)
     plan = place(config, [f"n{i}" for i in range(depth * width)], g)
     # node by node, straight from the placement rule: node j runs workers j g .. j g + g - 1
     direct = Counter()

@@ -96,11 +96,10 @@ def test_uniform_sources_and_validation():
 
 
 def test_a_varuna_configuration_runs_as_pipelines_with_the_job_microbatches():
-    from designs.varuna.policy import VarunaPlan
-    from designs.varuna.search import VarunaConfig
+    from planner.policies.grid import Grid, GridPlan
 
     config = RunConfig(nodes=4, gpus_per_node=2, global_batch=18, tiny=TinyGptSpec(blocks=4))
-    vc = VarunaConfig(
+    vc = Grid(
         depth=3,
         width=2,
         microbatch_size=2,
@@ -109,7 +108,7 @@ def test_a_varuna_configuration_runs_as_pipelines_with_the_job_microbatches():
         compute_s=1.0,
         allreduce_s=0.1,
     )
-    plan = VarunaPlan(vc, ("n0", "n1", "n2"), (("n0", "n1"), ("n0", "n2"), ("n1", "n2")), 0)
+    plan = GridPlan(vc, ("n0", "n1", "n2"), (("n0", "n1"), ("n0", "n2"), ("n1", "n2")), 0)
     layout = varuna_layout(plan, 3, config)
     assert layout.generation == 3 and layout.world_size == 6
     assert [(s.node, s.gpu, s.pipeline, s.stage, s.first_layer) for s in layout.stages] == [

@@ -14,14 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from designs.varuna.policy import VarunaPlan
-from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.contention import ContentionProfile, write_contention
 from planner.costmodel import pipeline_time_s
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
+from planner.policies.grid import Grid, GridPlan
 from sim.contention import ContendedCompute
 from sim.errors import SimError
 from sim.run import simulate
@@ -66,8 +65,8 @@ def test_single_stage_pipelines_take_the_factor_of_their_worker_count(tmp_path):
 
 def test_varuna_counts_the_gpus_it_computes_on_not_its_idle_ones(tmp_path):
     timing = _timing(tmp_path)
-    config = VarunaConfig(1, 3, 1, 6, ((0, 8),), 6 * COMPUTE_S, 0.05)
-    plan = VarunaPlan(config, ("a", "b", "c", "d"), None, 1)
+    config = Grid(1, 3, 1, 6, ((0, 8),), 6 * COMPUTE_S, 0.05)
+    plan = GridPlan(config, ("a", "b", "c", "d"), None, 1)
     assert timing.iteration(plan).total_s == pytest.approx(0.8 * 6 * COMPUTE_S + 0.05, rel=1e-9)
 
 
@@ -145,7 +144,7 @@ def test_each_send_costs_the_loaded_hop_over_the_unloaded_one(tmp_path):
     assert timing.scaled_plan_s(two, 1.0, h) - two.iteration_time_s == pytest.approx(h * (m + 1), rel=1e-9)
     # 2 workers: the factor of 1 busy neighbour and its hop reading over the unloaded one
     assert timing.iteration(two).total_s == pytest.approx(timing.scaled_plan_s(two, 0.6, 0.0015 - 0.001), rel=1e-12)
-    varuna = VarunaPlan(VarunaConfig(2, 1, 1, 6, ((0, 4), (4, 8)), 0.0, 0.0), ("a", "b"), None, 1)
+    varuna = GridPlan(Grid(2, 1, 1, 6, ((0, 4), (4, 8)), 0.0, 0.0), ("a", "b"), None, 1)
     weights = [timing.scaler.tables.weight_s(a, e, 1) for a, e in varuna.config.stage_layers]
     varuna = replace(varuna, config=replace(varuna.config, compute_s=pipeline_time_s(weights, 6)))
     assert timing.scaled_plan_s(varuna, 1.0, h) - varuna.iteration_time_s == pytest.approx(h * (6 + 1), rel=1e-9)

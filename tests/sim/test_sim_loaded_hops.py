@@ -16,12 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from designs.varuna.policy import VarunaPlan
-from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
+from planner.policies.grid import Grid, GridPlan
 from planner.profile import CommProfile, LinkProfile
 from sim.errors import SimError
 from sim.loaded_hops import LoadedHops, plan_processes, plan_sends, send_rate_per_s
@@ -121,7 +120,7 @@ def test_a_send_never_costs_less_than_nothing(tmp_path):
 
 
 def test_varuna_counts_every_replica_of_its_pipeline():
-    plan = VarunaPlan(VarunaConfig(3, 4, 1, 5, ((0, 3), (3, 6), (6, 8)), 1.0, 0.0), tuple("abcdefghijkl"), None, 1)
+    plan = GridPlan(Grid(3, 4, 1, 5, ((0, 3), (3, 6), (6, 8)), 1.0, 0.0), tuple("abcdefghijkl"), None, 1)
     assert plan_sends(plan) == 4 * 2 * 2 * 5
     assert send_rate_per_s(plan) == pytest.approx(80.0)
     assert plan_processes(plan) == 12

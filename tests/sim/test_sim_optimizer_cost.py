@@ -14,8 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from designs.varuna.policy import VarunaPlan
-from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.contention import ContentionProfile, write_contention
 from planner.errors import ProfileError
@@ -24,6 +22,7 @@ from planner.oobleck_format import load_oobleck_profile, write_oobleck_profile
 from planner.optimizer_step import FILE_NAME, OptimizerProfile, load_optimizer, parse_optimizer, write_optimizer
 from planner.plan import JobSpec
 from planner.planner import Planner
+from planner.policies.grid import Grid, GridPlan
 from sim.optimizer_cost import OptimizerStep, slowest_step_s
 from sim.run import simulate
 from sim.setup import build
@@ -82,15 +81,15 @@ def test_each_iteration_pays_the_slowest_stage(tmp_path):
 
 def test_varuna_pays_its_slowest_stage(tmp_path):
     timing = _outer(_directory(tmp_path))
-    config = VarunaConfig(2, 2, 1, 8, ((0, 3), (3, 8)), 1.0, 0.05)
-    plan = VarunaPlan(config, ("a", "b", "c", "d"), None, 1)
+    config = Grid(2, 2, 1, 8, ((0, 3), (3, 8)), 1.0, 0.05)
+    plan = GridPlan(config, ("a", "b", "c", "d"), None, 1)
     assert timing.extra_s(plan) == pytest.approx(sum(STEPS[3:]), rel=1e-12)
 
 
 def test_contention_scales_the_step_by_the_plans_factor(tmp_path):
     timing = _outer(_directory(tmp_path, factors=FACTORS))
-    config = VarunaConfig(1, 2, 1, 8, ((0, 8),), 1.0, 0.05)
-    plan = VarunaPlan(config, ("a", "b"), None, 1)
+    config = Grid(1, 2, 1, 8, ((0, 8),), 1.0, 0.05)
+    plan = GridPlan(config, ("a", "b"), None, 1)
     assert timing.extra_s(plan) == pytest.approx(0.6 * sum(STEPS), rel=1e-12)  # 2 workers: 1 neighbour
 
 

@@ -31,7 +31,7 @@ BATCH = 8
 
 
 def simulate(trace, policy, system, layout=None):
-    timing = tiny_timing(system, COSTS, BATCH, storage=STORAGE, bamboo_layout=layout)
+    timing = tiny_timing(system, COSTS, BATCH, storage=STORAGE, layout=layout)
     return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
 
 

@@ -204,7 +204,7 @@ def test_planner_runs_keep_the_invariants(trace, kind, f):
         gpus_per_node=1,
         costs=costs,
         storage=storage,
-        bamboo_layout=layout,
+        layout=layout,
     )
 
     def run(p):

@@ -16,13 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from designs.varuna.policy import VarunaPlan
-from designs.varuna.search import VarunaConfig
 from experiments.validation.spec import synthetic_profile
 from planner.allreduce import exposed_allreduce_s, layer_allreduce_s
 from planner.oobleck_format import write_oobleck_profile
 from planner.plan import JobSpec
 from planner.planner import Planner
+from planner.policies.grid import Grid, GridPlan
 from sim.run import simulate
 from sim.setup import build
 from sim.sync_cost import SyncMessages, ring_messages
@@ -77,8 +76,8 @@ def test_one_pipeline_has_nothing_to_synchronise(timing):
 
 
 def test_varuna_pays_the_messages_of_its_width(timing):
-    config = VarunaConfig(2, 3, 1, 6, ((0, 4), (4, 8)), 6 * 0.12, 0.05)
-    plan = VarunaPlan(config, ("a", "b", "c", "d", "e", "f"), None, 1)
+    config = Grid(2, 3, 1, 6, ((0, 4), (4, 8)), 6 * 0.12, 0.05)
+    plan = GridPlan(config, ("a", "b", "c", "d", "e", "f"), None, 1)
     assert timing.iteration(plan).total_s == pytest.approx(plan.iteration_time_s + 4 * HOP_S, rel=1e-12)
 
 

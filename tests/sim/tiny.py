@@ -52,7 +52,7 @@ def nodes(count: int, prefix: str = "n") -> list[str]:
 def tiny_timing(design: str, costs: PlannerCosts, batch: int = 8, layer_bytes: int = 0, **extra: Any) -> PlannerTiming:
     """The planner calibration's timing of `design` on the tiny model: its four layers of
     `layer_bytes` each, one GPU a node, a network so fast that transfers take nanoseconds;
-    `extra`: more `PlannerTiming` arguments (storage, bamboo_layout, options)."""
+    `extra`: more `PlannerTiming` arguments (storage, layout, options)."""
     return PlannerTiming(
         design,
         global_batch=batch,
