@@ -1,0 +1,115 @@
+"""A real job across namespace hosts, launched with the commands the Slurm recipe prints.
+
+`recipe_commands` runs `deploy/slurm/ooblab.sbatch --dry-run` for an allocation of N nodes
+whose first node has address HOST, and returns the coordinator's command and each node's
+(`ooblab node ... --coordinator HOST:PORT`), so a namespace job is started exactly as a
+Slurm job is: a secret file, `--host`/`--advertise` on the job's network, a connect timeout.
+`NetJob` runs them on a `NetCluster`: the coordinator on host 0, node i on host i + 1,
+each with its log under the job directory, and waits for lines of the coordinator's log
+(to time a fault) and for its end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .netns import NetCluster
+
+SBATCH = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "ooblab.sbatch"
+OOBLAB = f"{shlex.quote(sys.executable)} -m ooblab.cli"
+
+
+def recipe_commands(
+    nodes: int, host: str, job_dir: Path, job_args: Sequence[str], gpus: int = 1, connect_timeout_s: int = 60
+) -> tuple[list[str], list[list[str]]]:
+    """(the coordinator's argv, each node's argv with HOST:PORT to fill in), as the Slurm
+    recipe's dry run prints them."""
+    if not SBATCH.is_file():
+        raise FileNotFoundError(f"the Slurm recipe is not at {SBATCH}: run from a checkout of ooblab")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OOBLAB"))}
+    env |= {"SLURM_JOB_NUM_NODES": str(nodes), "OOBLAB_GPUS_PER_NODE": str(gpus), "OOBLAB_HOST": host,
+            "OOBLAB_JOB_DIR": str(job_dir), "OOBLAB": OOBLAB, "OOBLAB_CONNECT_TIMEOUT": str(connect_timeout_s)}  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(SBATCH), "--dry-run", *job_args], env=env, capture_output=True, text=True, timeout=30
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the Slurm recipe's dry run failed: {done.stderr.strip()}")
+    lines = done.stdout.splitlines()
+    coordinator = shlex.split(next(line for line in lines if not line.startswith("#")))
+    node_lines = [shlex.split(line.split(" runs: ", 1)[1]) for line in lines if line.startswith("# node ")]
+    return coordinator, node_lines
+
+
+class NetJob:
+    """The coordinator on host 0 of `cluster` and `nodes` launchers on hosts 1..nodes."""
+
+    def __init__(self, cluster: NetCluster, job_dir: Path, nodes: int, job_args: Sequence[str], gpus: int = 1):
+        if len(cluster.hosts) < nodes + 1:
+            raise ValueError(
+                f"{nodes} nodes and a coordinator need {nodes + 1} hosts, the cluster has {len(cluster.hosts)}"
+            )
+        self.cluster = cluster
+        self.job_dir = Path(job_dir)
+        self.nodes = nodes
+        self.coordinator_cmd, self.node_cmds = recipe_commands(
+            nodes, cluster.hosts[0].address, self.job_dir, job_args, gpus
+        )
+        self.log = self.job_dir / "coordinator.log"
+        self.coordinator: subprocess.Popen | None = None
+        self.launchers: list[subprocess.Popen] = []
+        self.started_at = 0.0
+
+    def start(self, wait_s: float = 60.0) -> str:
+        """Start the coordinator, wait for its address file, start every node; HOST:PORT."""
+        (self.job_dir / "nodes").mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.job_dir, 0o700)
+        env = {"PYTHONUNBUFFERED": "1"}
+        self.started_at = time.monotonic()
+        self.coordinator = self.cluster.start(0, self.coordinator_cmd, log=self.log, env=env)
+        address_file = self.job_dir / "coordinator.addr"
+        deadline = time.monotonic() + wait_s
+        while not (address_file.exists() and address_file.read_text().strip()):
+            if self.coordinator.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the coordinator wrote no address (log: {self.tail()})")
+            time.sleep(0.05)
+        address = address_file.read_text().strip()
+        for i, argv in enumerate(self.node_cmds):
+            argv = [address if a == "HOST:PORT" else a for a in argv]
+            self.launchers.append(
+                self.cluster.start(i + 1, argv, log=self.job_dir / "nodes" / f"node-{i}.log", env=env)
+            )
+        return address
+
+    def wait_for(self, text: str, timeout_s: float) -> float:
+        """Seconds until `text` appears in the coordinator's log (RuntimeError if it ends or
+        the time runs out first)."""
+        begin = time.monotonic()
+        while True:
+            if self.log.exists() and text in self.log.read_text(errors="replace"):
+                return time.monotonic() - begin
+            if self.coordinator is not None and self.coordinator.poll() is not None:
+                raise RuntimeError(f"the coordinator ended before {text!r}: {self.tail()}")
+            if time.monotonic() - begin > timeout_s:
+                raise RuntimeError(f"no {text!r} within {timeout_s:g} s: {self.tail()}")
+            time.sleep(0.05)
+
+    def finish(self, timeout_s: float) -> tuple[int, dict[str, Any]]:
+        """Wait for the coordinator; (its exit status, the run's summary or {})."""
+        assert self.coordinator is not None, "start() first"
+        try:
+            code = self.coordinator.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the coordinator did not finish within {timeout_s:g} s: {self.tail()}") from None
+        summary = self.job_dir / "run" / "summary.json"
+        return code, json.loads(summary.read_text()) if summary.exists() else {}
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"

@@ -1,0 +1,122 @@
+"""Jobs across hosts of their own: network namespaces on one bridge, and the network's faults.
+
+Each test makes a `NetCluster` (hosts with their own addresses, joined by a bridge that has
+no address outside them), starts the coordinator and the nodes there with the commands the
+Slurm recipe prints, and checks the trained model against the single-process reference
+(float64). Skipped, with the reason, where namespaces cannot be made (not root, no iproute2).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+import pytest
+
+from real.config import RunConfig
+from real.launch.netns import NetCluster, unavailable
+from real.launch.netns_job import NetJob
+from real.models.reference import gather_params, max_relative_difference, train_reference
+
+from .conftest import assert_no_leftovers
+
+REASON = unavailable()
+pytestmark = [
+    pytest.mark.skipif(REASON is not None, reason=f"namespace hosts: {REASON}"),
+    pytest.mark.xdist_group("netns"),
+]
+
+HEARTBEAT_TIMEOUT_S = 3.0
+FAST = ["--timeout", "20", "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S), "--heartbeat-interval", "0.25"]
+
+
+@pytest.fixture
+def net_cluster():
+    """A factory of namespace clusters; each is torn down after the test, pass or fail, and
+    nothing of it may be left (namespaces, links, processes)."""
+    made: list[NetCluster] = []
+
+    def make(hosts: int) -> NetCluster:
+        made.append(NetCluster(hosts))
+        return made[-1]
+
+    yield make
+    for cluster in made:
+        pids = [p.pid for p in cluster.processes]
+        cluster.close()
+        assert cluster.leftovers() == [], f"left behind: {cluster.leftovers()}"
+        for pid in pids:
+            assert_no_leftovers(pid)
+
+
+def _reach(cluster: NetCluster, src: int, dst: int, port: int) -> bool:
+    """Whether a TCP connection from host `src` to a listener on host `dst` gets through."""
+    code = (
+        "import socket,sys\n"
+        f"s=socket.socket(); s.bind(('{cluster.hosts[dst].address}', {port})); s.listen(); s.settimeout(4)\n"
+        "try: s.accept(); print('ok')\n"
+        "except OSError: print('none')\n"
+    )
+    server = cluster.start(dst, [sys.executable, "-c", code])
+    time.sleep(0.3)
+    client = cluster.start(
+        src,
+        [
+            sys.executable,
+            "-c",
+            f"import socket; socket.create_connection(('{cluster.hosts[dst].address}', {port}), timeout=2)",
+        ],
+    )
+    client.wait(timeout=10)
+    out, _ = server.communicate(timeout=10)
+    return out.strip() == "ok"
+
+
+@pytest.mark.timeout(60)
+def test_hosts_have_their_own_addresses_and_a_cut_link_isolates_one(net_cluster):
+    cluster = net_cluster(3)
+    addresses = [h.address for h in cluster.hosts]
+    assert len(set(addresses)) == 3 and all(
+        a not in socket.gethostbyname_ex(socket.gethostname())[2] for a in addresses
+    )
+    assert _reach(cluster, 1, 0, 5001)
+    cluster.cut(1)
+    assert not _reach(cluster, 1, 0, 5002) and _reach(cluster, 2, 0, 5003)  # only host 1 is cut off
+    cluster.restore(1)
+    assert _reach(cluster, 1, 0, 5004)
+    cluster.slow(2, 800)
+    assert _reach(cluster, 2, 0, 5005)  # shaped, not cut
+    cluster.close()
+    assert cluster.leftovers() == []
+
+
+@pytest.mark.timeout(300)
+def test_a_link_cut_during_training_is_survived_exactly(net_cluster, tmp_path):
+    """4 nodes as 2 pipelines of 2 (f = 1); once training runs, node2's link is cut (its
+    process lives on, unreachable): the coordinator declares it lost within the heartbeat
+    bound, the job reconfigures live on the 3 others, and every loss and every parameter
+    equals the single-process reference over the same batches."""
+    steps = 8
+    params = tmp_path / "params"
+    args = ["--f", "1", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64", "--pipelines", "2,2",
+            *FAST, "--save-params", str(params), "--json"]  # fmt: skip
+    cluster = net_cluster(5)
+    job = NetJob(cluster, tmp_path / "job", 4, args)
+    job.start()
+    job.wait_for("training_started", timeout_s=90)
+    time.sleep(0.3)
+    cluster.cut(3)  # host 3 runs node2
+    noticed_s = job.wait_for("worker_lost", timeout_s=60)
+    code, summary = job.finish(timeout_s=180)
+    assert code == 0 and summary.get("status") == "finished", job.tail()
+    assert noticed_s <= HEARTBEAT_TIMEOUT_S + 2.0, f"the cut was noticed after {noticed_s:.1f} s"
+    assert summary["failures_survived"] == 1 and summary["num_restarts"] == 0
+    (recovery,) = summary["recoveries"]
+    assert recovery["nodes"] == ["node2"] and recovery["kind"] == "live"
+    assert "node2" not in {n for p in summary["plan"]["pipelines"] for n in p["nodes"]}
+    reference = train_reference(RunConfig(nodes=4, fault_tolerance=1, steps=steps, global_batch=16, dtype="float64"))
+    assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
+    replicas = gather_params(params)
+    assert len(replicas) == 2
+    assert max(max_relative_difference(p, reference.params) for p in replicas.values()) <= 1e-9
