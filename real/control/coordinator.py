@@ -186,7 +186,12 @@ class Coordinator:
         """Wait for the first nodes, plan, then run generation after generation."""
         out = self.outcome
         self.members = Membership(
-            self.store, self.config.gpus_per_node, self.config.heartbeat_timeout_s, processes, self.secret
+            self.store,
+            self.config.gpus_per_node,
+            self.config.heartbeat_timeout_s,
+            processes,
+            self.secret,
+            all_silent_patience_s=self.config.timeout_s,
         )
         self.schedule = EventSchedule(
             self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes
@@ -260,7 +265,10 @@ class Coordinator:
         now = time.time()
         if now - self.job.last_beat_check_s >= self.config.heartbeat_interval_s:
             self.job.last_beat_check_s = now
+            waiting = members.all_silent_since_s
             dead.update(members.poll_heartbeats(now))
+            if waiting is None and members.all_silent_since_s is not None:
+                self.outcome.event("all_workers_silent", patience_s=members.all_silent_patience_s)
         for wid, reason in dead.items():
             self.bury(wid, reason)
         self.schedule.due(now)

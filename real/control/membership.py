@@ -63,12 +63,17 @@ class Membership:
         heartbeat_timeout_s: float,
         processes: ProcessControl | None,
         secret: JobSecret,
+        all_silent_patience_s: float = 0.0,
     ):
         self.store = store
         self.secret = secret
         self.refused: list[str] = []  # reasons of refused registrations, not yet logged
         self.gpus_per_node = gpus_per_node
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        # every live worker silent at once looks like the coordinator's own link, not the
+        # whole cluster: it is waited out this much longer before anyone is declared lost
+        self.all_silent_patience_s = all_silent_patience_s
+        self.all_silent_since_s: float | None = None  # the coordinator logs when it begins
         self.processes = processes
         self.workers: dict[int, WorkerRecord] = {}
         self.ready_order: list[str] = []
@@ -146,7 +151,12 @@ class Membership:
     def poll_heartbeats(self, now: float | None = None) -> dict[int, str]:
         """Live workers whose heartbeat counter has not moved for the timeout. If the
         coordinator itself was not scheduled for a while (a loaded machine), it cannot
-        tell, and waits a full timeout more rather than fence healthy workers."""
+        tell, and waits a full timeout more rather than fence healthy workers. If every
+        live worker (two or more) falls silent together (the last of them quiet for half
+        the timeout when the first reaches it), the likelier cause is the
+        coordinator's own link or store, so it waits `all_silent_patience_s` more before
+        declaring any lost: if they were all gone, no replica would survive to recover
+        from anyway, and a link back in time costs the job nothing."""
         now = time.time() if now is None else now
         starved = now - self._last_poll_s > self.heartbeat_timeout_s / 2
         self._last_poll_s = now
@@ -161,7 +171,23 @@ class Membership:
                 silent[wid] = (
                     f"worker {wid} ({rec.info.node} gpu {rec.info.gpu}) missed heartbeats for {now - rec.seen_s:.1f} s"
                 )
-        return silent
+        return self._unless_all_silent(silent, now)
+
+    def _unless_all_silent(self, silent: dict[int, str], now: float) -> dict[int, str]:
+        live = [rec for rec in self.workers.values() if rec.alive]
+        # together: the others quiet for half the timeout already (beats are a poll apart)
+        together = all(now - rec.seen_s > self.heartbeat_timeout_s / 2 for rec in live)
+        if not silent or not together or len(live) < 2 or self.all_silent_patience_s <= 0:
+            self.all_silent_since_s = None
+            return silent
+        quiet_s = max(now - self.workers[wid].seen_s for wid in silent)
+        if quiet_s <= self.heartbeat_timeout_s + self.all_silent_patience_s:
+            if self.all_silent_since_s is None:
+                self.all_silent_since_s = now
+            return {}
+        return {
+            wid: f"{reason} (every worker silent at once, waited {quiet_s:.1f} s)" for wid, reason in silent.items()
+        }
 
     def mark_dead(self, wid: int, reason: str) -> None:
         rec = self.workers[wid]

@@ -120,3 +120,59 @@ def test_a_link_cut_during_training_is_survived_exactly(net_cluster, tmp_path):
     replicas = gather_params(params)
     assert len(replicas) == 2
     assert max(max_relative_difference(p, reference.params) for p in replicas.values()) <= 1e-9
+
+
+@pytest.mark.timeout(300)
+def test_a_restored_link_brings_back_a_fenced_node_that_changes_nothing(net_cluster, tmp_path):
+    """node2's link is cut during training and restored once the job has reconfigured
+    without it: node2's worker, alive all along in the old generation, learns it is fenced
+    and stops; it commits no step and writes nothing (the losses and parameters still equal
+    the reference) and its launcher ends by itself, saying why."""
+    steps = 14
+    params = tmp_path / "params"
+    args = ["--f", "1", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64", "--pipelines", "2,2",
+            *FAST, "--save-params", str(params), "--json"]  # fmt: skip
+    cluster = net_cluster(5)
+    job = NetJob(cluster, tmp_path / "job", 4, args)
+    job.start()
+    job.wait_for("training_started", timeout_s=90)
+    time.sleep(0.3)
+    cluster.cut(3)
+    job.wait_for("] recovered ", timeout_s=60)
+    cluster.restore(3)
+    launcher = job.launchers[2]
+    launcher.wait(timeout=60)  # fenced: it ends without anyone killing it
+    code, summary = job.finish(timeout_s=180)
+    assert code == 0 and summary.get("status") == "finished", job.tail()
+    assert summary["failures_survived"] == 1 and summary["num_iterations"] == steps
+    log = (tmp_path / "job" / "nodes" / "node-2.log").read_text()
+    assert "fenced" in log, log[-2000:]
+    reference = train_reference(RunConfig(nodes=4, fault_tolerance=1, steps=steps, global_batch=16, dtype="float64"))
+    assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
+    assert max(max_relative_difference(p, reference.params) for p in gather_params(params).values()) <= 1e-9
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cut_s", [1.0, 6.0])
+def test_the_coordinators_link_cut_briefly_is_ridden_out(net_cluster, tmp_path, cut_s):
+    """The coordinator's own link is cut while the job trains, for less than the heartbeat
+    timeout (3 s) and for twice it: the workers' store traffic waits and resumes (TCP
+    retransmits); the longer cut silences every worker together, which the coordinator
+    waits out (up to the group timeout) instead of declaring the whole cluster lost;
+    nobody is lost and the job finishes exactly."""
+    steps = 10
+    args = ["--f", "1", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64", "--pipelines", "2,2",
+            *FAST, "--json"]  # fmt: skip
+    cluster = net_cluster(5)
+    job = NetJob(cluster, tmp_path / "job", 4, args)
+    job.start()
+    job.wait_for("training_started", timeout_s=90)
+    time.sleep(0.5)
+    cluster.cut(0)
+    time.sleep(cut_s)
+    cluster.restore(0)
+    code, summary = job.finish(timeout_s=180)
+    assert code == 0 and summary.get("status") == "finished", job.tail()
+    assert summary["failures_survived"] == 0 and summary["num_reconfigurations"] == 0, job.tail()
+    reference = train_reference(RunConfig(nodes=4, fault_tolerance=1, steps=steps, global_batch=16, dtype="float64"))
+    assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from ooblab.cli import main
 from planner.errors import ProfileError
 from real.config import RunConfig
-from real.control.membership import Membership
+from real.control.membership import Membership, WorkerRecord
 from real.control.planning import check_profile_files, resolve_run_profile
 from real.protocol import (
     keys,
@@ -472,3 +472,60 @@ def test_collectives_are_pinned_to_the_interface_facing_the_coordinator(monkeypa
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")
     pin_collectives("127.0.0.1:29500")
     assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"
+
+
+class _Beats:
+    """A store that answers heartbeat counters only, as a test sets them."""
+
+    def __init__(self):
+        self.count: dict[str, int] = {}
+
+    def add(self, key: str, amount: int) -> int:
+        self.count[key] = self.count.get(key, 0) + amount
+        return self.count[key]
+
+
+def _members(n: int, patience_s: float) -> tuple[Membership, _Beats]:
+    store = _Beats()
+    members = Membership(store, 1, 3.0, None, JobSecret.generate(), all_silent_patience_s=patience_s)  # type: ignore[arg-type]
+    for wid in range(n):
+        members.workers[wid] = WorkerRecord(rv.WorkerInfo(wid, f"node{wid}", 0, "h", 100 + wid), seen_s=0.0)
+    return members, store
+
+
+def _beat(store: _Beats, *wids: int) -> None:
+    for wid in wids:
+        store.add(keys.heartbeat_key(wid), 1)
+
+
+def test_one_silent_worker_is_lost_at_the_timeout_but_all_silent_together_are_waited_out():
+    """One worker quiet for the timeout while the others beat is lost at once; every worker
+    quiet together (the coordinator's own link cut) is waited out for the patience, and
+    lost only past it, each reason saying so."""
+    members, store = _members(3, patience_s=10.0)
+    t = 0.0
+    for _ in range(8):  # 0.5 s polls; node2 stops beating after t = 0
+        t += 0.5
+        _beat(store, 0, 1)
+        lost = members.poll_heartbeats(t)
+    assert list(lost) == [2] and "missed heartbeats" in lost[2]
+
+    members, store = _members(3, patience_s=10.0)
+    members.poll_heartbeats(0.25)
+    t, lost = 0.25, {}
+    while not lost and t < 30:
+        t += 0.5
+        lost = members.poll_heartbeats(t)
+        if t < 13.0:
+            assert lost == {} and (t <= 3.5 or members.all_silent_since_s is not None)
+    assert sorted(lost) == [0, 1, 2] and 13.0 <= t <= 14.0
+    assert all("every worker silent at once" in reason for reason in lost.values())
+
+    members, store = _members(2, patience_s=10.0)  # beats resume inside the patience: nobody lost
+    t = 0.0
+    for step in range(40):
+        t += 0.5
+        if step > 20:
+            _beat(store, 0, 1)
+        assert members.poll_heartbeats(t) == {}
+    assert members.all_silent_since_s is None
