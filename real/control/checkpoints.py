@@ -32,6 +32,7 @@ from planner.planner import Planner
 from ..config import RunConfig
 from ..protocol import keys
 from ..protocol import rendezvous as rv
+from ..protocol.secret import JobSecret
 from ..state.checkpoint import newest_usable, write_manifest
 from . import checkpoint_accounting as acct
 from .job import JobState, PendingCheckpoint
@@ -45,6 +46,7 @@ class CheckpointControl(Protocol):
     planner: Planner
     store: dist.Store
     outcome: RunOutcome
+    secret: JobSecret  # orders are signed with it
 
     def tick(self) -> None: ...
 
@@ -171,6 +173,7 @@ class CheckpointBook:
         rv.publish_order(
             self.c.store,
             {"kind": "save", "step": step, "writers": dict(writers), "generation": p.generation, "attempt": p.attempt},
+            self.c.secret,
         )
         while p in self.job.ckpt_pending:
             self.c.tick()  # ticks this book too: completes or fails p

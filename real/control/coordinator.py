@@ -222,7 +222,7 @@ class Coordinator:
             self.interrupted(exc)
             raise
         finally:
-            rv.publish_order(self.store, {"kind": "end"})
+            rv.publish_order(self.store, {"kind": "end"}, self.secret)
             self.memory.clear()
         out.end_s = out.now_s()
         return out
@@ -396,8 +396,8 @@ class Coordinator:
             workers.append(wid)
         directive = Directive(number, kind, layout, tuple(workers), resume_step, sources_for(layout, workers), manifest,
                               self.memory.order(layout, plan.nodes), memory_from)  # fmt: skip
-        rv.put_json(self.store, keys.directive_key(number), directive.to_dict())
-        rv.publish_order(self.store, {"kind": "generation", "generation": number})
+        rv.put_signed(self.store, keys.directive_key(number), directive.to_dict(), self.secret)
+        rv.publish_order(self.store, {"kind": "generation", "generation": number}, self.secret)
         self.job.gen, self.job.directive = number, directive
         out = self.outcome
         out.plan, out.layout, out.generations = plan, layout, number + 1

@@ -58,6 +58,7 @@ from ..protocol.commit import resolve
 from ..protocol.directive import RECONFIGURE, RESTART, START, Directive
 from ..protocol.failures import Injection
 from ..protocol.manifest import Manifest
+from ..protocol.secret import JobSecret
 from ..protocol.sources import CHECKPOINT, INIT, uniform_sources
 from ..state.transfers import Holding, LostLayers, memory_sources, plan_sources
 from .checkpoints import CheckpointBook
@@ -85,6 +86,7 @@ class JobControl(Protocol):
     planner: Planner
     store: dist.Store
     outcome: RunOutcome
+    secret: JobSecret
     members: Membership
     schedule: EventSchedule
     injections: tuple[Injection, ...]

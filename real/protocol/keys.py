@@ -38,8 +38,9 @@ Every generation gets a fresh key prefix, so reconfiguration rebuilds process gr
 without stale keys colliding, and a fenced worker cannot rejoin an old generation.
 
 All of the above live under the job's secret prefix (`JobSecret.key_prefix`; both sides
-reach the store only through `transport`, which applies it), so a party without the
-secret can neither find nor write them. The one public key:
+reach the store only through `transport`, which applies it), apart from other jobs' keys.
+`job`, `workers/<id>`, `orders/<n>` and `gen<g>/directive` are signed (`rendezvous.put_signed`).
+The prefix hides nothing from a client of the store (it can list keys). The one public key:
 
     ooblab/secret-check      the secret's check value (a wrong secret is refused at once)
 """

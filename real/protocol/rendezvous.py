@@ -61,19 +61,28 @@ def get_json(store: dist.Store, key: str) -> Any:
     return json.loads(store.get(key).decode())
 
 
-def get_json_bytes(raw: bytes) -> Any:
-    return json.loads(raw.decode())
-
-
 def has(store: dist.Store, key: str) -> bool:
     return store.check([key])
 
 
-def publish_order(store: dist.Store, order: dict) -> int:
-    """Append an order to the sequence every worker follows; returns its number."""
+def publish_order(store: dist.Store, order: dict, secret: JobSecret) -> int:
+    """Append an order to the sequence every worker follows, signed under its key (so an
+    order cannot be forged, nor replayed under another number); returns its number."""
     n = store.add(ORDER_NEXT, 1) - 1
-    put_json(store, order_key(n), order)
+    put_signed(store, order_key(n), order, secret)
     return n
+
+
+def read_order(raw: bytes, n: int, secret: JobSecret) -> dict:
+    """Order `n` as read from the store; SecretError if it is not the coordinator's."""
+    key = order_key(n)
+    try:
+        record = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise SecretError(f"the store's {key!r} record is not JSON") from None
+    if not isinstance(record, dict) or not secret.verify({"key": key, "value": record.get("value")}, record.get("mac")):
+        raise SecretError(f"the store's {key!r} record is not signed with the job's secret")
+    return record["value"]
 
 
 def put_signed(store: dist.Store, key: str, value: Any, secret: JobSecret) -> None:

@@ -5,13 +5,15 @@ its launchers and workers by file (mode 0600) or the environment (`OOBLAB_SECRET
 never on a command line or in a log. Everything else is derived from it with HMAC-SHA256
 under distinct labels, so no derived value reveals the secret or another derived value:
 
-- `key_prefix`: every key of the job lives under this name (a `PrefixStore`), so a party
-  that reaches the store without the secret can neither find nor write the job's keys;
+- `key_prefix`: every key of the job lives under this name (a `PrefixStore`), apart from
+  other jobs' keys; it is no barrier to a party that reaches the store, which can list
+  every key (TCPStore's `list_keys`): see the threat model in docs/real-backend.md;
 - `check`: published under a public key so that a worker with the wrong secret is told
   so at once instead of waiting for a job it will never see;
-- `sign`: registrations and the published job carry a MAC, so even a party that saw the
-  prefix on the wire (the transport is plaintext) cannot forge a worker or rewrite the
-  job's directories.
+- `sign`: registrations, the published job, the coordinator's orders and each
+  generation's directive carry a MAC over key and value, so a party that knows the
+  prefix cannot forge a worker, rewrite the job's directories, or forge or replay an
+  order or a directive.
 """
 
 from __future__ import annotations

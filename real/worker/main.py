@@ -133,10 +133,12 @@ def run_worker(
         checkpoint_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if writes else None
         watched = backend == "nccl" or config.sever_on_failure  # gloo severs, NCCL aborts (`session`)
         watch_store = transport.connect(address, secret, connect_timeout_s, STORE_TIMEOUT_S) if watched else None
-        session = WorkerSession(store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store)
+        session = WorkerSession(
+            store, config, info, device, backend, emulation, probe, checkpoint_store, watch_store, secret
+        )
         number = first_order
         while True:
-            order = rv.get_json_bytes(wait_key(store, keys.order_key(number)))
+            order = rv.read_order(wait_key(store, keys.order_key(number)), number, secret)
             number += 1
             if order["kind"] == "end":
                 if config.memory_dir:

@@ -38,6 +38,7 @@ from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, ack, report_step, wait_verdict
 from ..protocol.directive import START, Directive
+from ..protocol.secret import JobSecret
 from ..protocol.sources import CHECKPOINT, INIT, LOCAL, MEMORY, PEER
 from ..state.checkpoint import load_layer
 from ..state.layer_state import LayerState, unflatten
@@ -129,8 +130,10 @@ class WorkerSession:
         probe: FailureProbe,
         checkpoint_store: dist.Store | None = None,
         watch_store: dist.Store | None = None,
+        secret: JobSecret | None = None,
     ):
         self.store, self.config, self.info = store, config, info
+        self.secret = secret  # directives are signed with it
         self.device, self.backend, self.emulation, self.probe = device, backend, emulation, probe
         self.held: dict[int, LayerState] = {}
         self._writer: CheckpointWriter | None = None
@@ -148,7 +151,9 @@ class WorkerSession:
 
     # -- one generation ----------------------------------------------------------------
     def run_generation(self, number: int) -> str:
-        directive = Directive.from_dict(rv.get_json(self.store, keys.directive_key(number)))
+        if self.secret is None:
+            raise RuntimeError("internal error: a worker session without the job's secret cannot check directives")
+        directive = Directive.from_dict(rv.get_signed(self.store, keys.directive_key(number), self.secret))
         rank = directive.rank_of_worker(self.info.worker_id)
         if rank is None:
             return SPARE

@@ -87,11 +87,8 @@ def test_varuna_save_and_load_are_priced_for_their_own_writers_and_readers(tmp_p
     leave(c, 2)
     fail(c)
     save, load = c.outcome.checkpoint_accounts
-    order = next(
-        rv.get_json(c.store, keys.order_key(i))
-        for i in range(launcher.orders_read)
-        if rv.get_json(c.store, keys.order_key(i))["kind"] == "save"
-    )
+    orders = [rv.read_order(c.store.get(keys.order_key(i)), i, c.secret) for i in range(launcher.orders_read)]
+    order = next(o for o in orders if o["kind"] == "save")
     size = [layer.copy_bytes for layer in c.planner.profile.layers]
     node_of = {str(w): c.members.workers[w].info.node for w in c.members.workers}
     wrote: dict[str, int] = {}

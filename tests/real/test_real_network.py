@@ -529,3 +529,30 @@ def test_one_silent_worker_is_lost_at_the_timeout_but_all_silent_together_are_wa
             _beat(store, 0, 1)
         assert members.poll_heartbeats(t) == {}
     assert members.all_silent_since_s is None
+
+
+def test_orders_and_directives_are_signed_and_bound_to_their_key(hosted):
+    """A worker acts on an order or a directive only if the job's secret signed it under
+    that very key: a forged one, or a genuine one copied to another number or generation
+    (a replay), is refused by name."""
+    store, secret = hosted
+    job = store.store
+    n = rv.publish_order(job, {"kind": "generation", "generation": 1}, secret)
+    assert rv.read_order(job.get(keys.order_key(n)), n, secret) == {"kind": "generation", "generation": 1}
+    job.set(keys.order_key(n + 1), job.get(keys.order_key(n)))  # replayed under the next number
+    with pytest.raises(SecretError, match="orders/1.*not signed"):
+        rv.read_order(job.get(keys.order_key(n + 1)), n + 1, secret)
+    forged = {
+        "value": {"kind": "end"},
+        "mac": JobSecret.generate().sign({"key": keys.order_key(2), "value": {"kind": "end"}}),
+    }
+    job.set(keys.order_key(2), json.dumps(forged))
+    with pytest.raises(SecretError, match="not signed"):
+        rv.read_order(job.get(keys.order_key(2)), 2, secret)
+    with pytest.raises(SecretError, match="not JSON"):
+        rv.read_order(b"\xff", 3, secret)
+    rv.put_signed(job, keys.directive_key(1), {"generation": 1}, secret)
+    job.set(keys.directive_key(2), job.get(keys.directive_key(1)))
+    assert rv.get_signed(job, keys.directive_key(1), secret) == {"generation": 1}
+    with pytest.raises(SecretError, match="gen2/directive"):
+        rv.get_signed(job, keys.directive_key(2), secret)

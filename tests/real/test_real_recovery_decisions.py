@@ -70,7 +70,7 @@ class FakeLauncher:
         for pid in self.alive:  # the live workers' heartbeat threads
             self.store.add(keys.heartbeat_key(self.worker_of[pid]), 1)
         while self.store.check([keys.order_key(self.orders_read)]):  # the workers follow the orders
-            order = rv.get_json(self.store, keys.order_key(self.orders_read))
+            order = rv.get_json(self.store, keys.order_key(self.orders_read))["value"]  # signed: {value, mac}
             self.orders_read += 1
             if order["kind"] == "save" and self.saves:
                 self.answer_save(order)
@@ -165,7 +165,7 @@ def fail(c: Coordinator) -> bool:
 
 def published(c: Coordinator) -> Directive:
     """The directive as workers read it from the store (and as the coordinator holds it)."""
-    d = Directive.from_dict(rv.get_json(c.store, keys.directive_key(c.job.gen)))
+    d = Directive.from_dict(rv.get_signed(c.store, keys.directive_key(c.job.gen), c.secret))
     assert d == c.job.directive
     return d
 
