@@ -80,6 +80,9 @@ def default_memory_dir() -> str:
     return tempfile.mkdtemp(prefix="ooblab-memory-", dir=shm if shm.is_dir() else None)
 
 
+END_WAIT_S = 5.0  # how long the coordinator waits for its workers to read the end order
+
+
 class Coordinator:
     """Owns the store, the policy and the generations of one job."""
 
@@ -523,8 +526,17 @@ class Coordinator:
             self.store.set(keys.stop_request_key(self.job.gen), "1")
 
     def close(self) -> None:
-        """Drop the store and its socket (workers still connected see it vanish and exit)."""
+        """Drop the store and its socket (workers still connected see it vanish and exit),
+        once the live workers have read the end order (at most `END_WAIT_S`)."""
         if self.hosted is not None:
+            members = getattr(self, "members", None)
+            live = len(members.live_workers()) if members is not None else 0
+            deadline = time.monotonic() + END_WAIT_S
+            try:
+                while self.store.add(keys.ENDED, 0) < live and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
             del self.store  # gone with the socket: using it after close is an AttributeError
             self.hosted.close()
             self.hosted = None

@@ -8,6 +8,7 @@
     abort                    set by the coordinator: workers exit at once (the job failed)
     orders/next, orders/<n>  the coordinator's orders, in sequence: run generation g, save
                              layers to a checkpoint, end (workers read them in order)
+    ended                    workers that read the end order (a counter)
     gen<g>/directive         generation g: layout, rank -> worker, resume step, layer sources
     gen<g>/built/<rank>      rank joined the generation's groups (wall-clock seconds)
     gen<g>/ready/<rank>      rank holds its layers (after copies) and waits for go
@@ -40,19 +41,17 @@ without stale keys colliding, and a fenced worker cannot rejoin an old generatio
 All of the above live under the job's secret prefix (`JobSecret.key_prefix`; both sides
 reach the store only through `transport`, which applies it), apart from other jobs' keys.
 `job`, `workers/<id>`, `orders/<n>` and `gen<g>/directive` are signed (`rendezvous.put_signed`).
-The prefix hides nothing from a client of the store (it can list keys). The one public key:
-
-    ooblab/secret-check      the secret's check value (a wrong secret is refused at once)
+The store is reached only through its gate (`gate`), which admits holders of the secret.
 """
 
 from __future__ import annotations
 
-CHECK = "ooblab/secret-check"  # public: outside the job's prefix
 JOB = "job"
 WORKER_COUNT = "workers/count"
 ERROR_COUNT = "errors/count"
 ABORT = "abort"
 ORDER_NEXT = "orders/next"
+ENDED = "ended"  # workers that read the end order (the coordinator waits for them before it closes)
 
 
 def order_key(n: int) -> str:

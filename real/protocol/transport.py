@@ -1,11 +1,14 @@
 """Where the coordinator's store listens, and how a worker or launcher reaches it.
 
 torch's `TCPStore(is_master=True)` binds every interface (IPv4 and IPv6) whatever host it
-is given, so the coordinator binds the listening socket itself, on the address asked for
-only, and hands its descriptor to the store (`master_listen_fd`). The job's keys live
-under the secret's prefix (`JobSecret.key_prefix`); the only public key is `keys.CHECK`,
-which lets a client with the wrong secret be refused at once. Connecting is bounded by
-`connect_timeout_s`; every failure is a one-line `ConnectError` or `SecretError`.
+is given, so the coordinator binds its listening sockets itself and hands the store's
+descriptor to it (`master_listen_fd`). The store itself listens on loopback only: TCPStore
+authenticates no one and lists its keys to any client. The job's address is served by
+the store's `gate.Gate`, which relays a connection to the store only after it answered a
+challenge with the job's secret; a client reaches the store through a `gate.GateClient`
+of its own. The job's keys live under the secret's prefix (`JobSecret.key_prefix`), apart
+from other jobs'. Connecting is bounded by `connect_timeout_s`; every failure is a
+one-line `ConnectError` or `SecretError` (a wrong secret is refused at the challenge).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from . import gate
 from .errors import ConnectError, ListenError
-from .keys import CHECK
 from .secret import JobSecret, SecretError
 
 LOOPBACK = "127.0.0.1"
@@ -67,36 +70,38 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 @dataclass
 class HostedStore:
-    """The coordinator's side: the server store (which owns the listening socket) and the
-    job's view of it."""
+    """The coordinator's side: the server store (on loopback, which owns its listening
+    socket), the job's view of it, and the gate on the job's address."""
 
     server: dist.TCPStore
     store: dist.Store  # PrefixStore(secret.key_prefix, server): every key of the job
     host: str
-    port: int
+    port: int  # the gate's: the job's address
+    door: gate.Gate | None = None
 
     def close(self) -> None:
-        """Drop both stores (a second call does nothing); the server closes its socket when
-        the last reference goes. Using either afterwards is an AttributeError."""
+        """Close the gate and drop both stores (a second call does nothing); the server
+        closes its socket when the last reference goes. Using either afterwards is an
+        AttributeError."""
+        if self.door is not None:
+            self.door.close()
+            self.door = None
         for name in ("store", "server"):
             self.__dict__.pop(name, None)
 
 
 def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> HostedStore:
-    """Listen on `host`:`port` only and serve the job's keys under the secret's prefix."""
-    sock = listen_socket(host, port)
-    bound = sock.getsockname()[1]
+    """Serve the job's keys under the secret's prefix: the store on loopback, its gate on
+    `host`:`port` only."""
+    public = listen_socket(host, port)
+    bound = public.getsockname()[1]
     try:
-        server = dist.TCPStore(
-            host, bound, is_master=True, wait_for_workers=False,
-            timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.fileno(),
-        )  # fmt: skip
+        server = loopback_store(timeout_s)
     except Exception:
-        sock.close()
+        public.close()
         raise
-    sock.detach()  # the store owns the descriptor now (and closes it)
-    server.set(CHECK, secret.check)
-    return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
+    door = gate.Gate(public, server.port, secret)
+    return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound, door)
 
 
 def loopback_store(timeout_s: float) -> dist.TCPStore:
@@ -121,22 +126,22 @@ def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s
     deadline = time.monotonic() + connect_timeout_s
     _wait_until_reachable(host, port, address, deadline, connect_timeout_s)
     try:
-        raw = dist.TCPStore(
-            host, port, is_master=False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic()))
-        )
-    except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
+        upstream = gate.handshake(host, port, secret, max(1.0, min(deadline - time.monotonic(), gate.HANDSHAKE_S)))
+    except gate.GateRefused as exc:
+        raise SecretError(str(exc)) from None
+    except gate.NotAGate:
+        raise ConnectError(f"{address} does not answer as an ooblab coordinator") from None
+    except OSError as exc:
         raise ConnectError(
             f"cannot reach the coordinator at {address} within {connect_timeout_s:g} s ({_first_line(exc)})"
         ) from None
+    door = gate.GateClient(upstream)
     try:
-        raw.wait([CHECK], timedelta(seconds=max(0.1, deadline - time.monotonic())))
-        check = raw.get(CHECK).decode(errors="replace")
-    except RuntimeError:
-        raise ConnectError(
-            f"{address} does not answer as an ooblab coordinator within {connect_timeout_s:g} s"
-        ) from None
-    if check != secret.check:
-        raise SecretError(f"the coordinator at {address} refused this job secret (it belongs to another job)")
+        raw = dist.TCPStore(
+            LOOPBACK, door.port, is_master=False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic()))
+        )
+    except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
+        raise ConnectError(f"cannot open the store through the coordinator at {address} ({_first_line(exc)})") from None
     raw.set_timeout(timedelta(seconds=timeout_s or connect_timeout_s))
     return dist.PrefixStore(secret.key_prefix, raw)
 

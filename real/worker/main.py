@@ -143,6 +143,7 @@ def run_worker(
             if order["kind"] == "end":
                 if config.memory_dir:
                     session.memory.clear()  # the node's in-memory copies end with the job
+                store.add(keys.ENDED, 1)  # the coordinator may close now
                 return EXIT_OK
             if order["kind"] == "generation":
                 session.run_generation(int(order["generation"]))

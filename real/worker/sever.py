@@ -32,6 +32,8 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..protocol import gate
+
 PROC = Path("/proc")
 TCP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 
@@ -86,10 +88,13 @@ def snapshot(skip_remote_port: int | None = None) -> frozenset[int]:
     `skip_remote_port` (the coordinator's store). Only this process's descriptors are
     read (not the system's connection table, which a 32-rank job on one machine fills
     with every rank's pairs)."""
+    ports, inodes = gate.guarded()  # the store reached through the gate: never severed
     out = set()
     for inode, fd in _socket_fds().items():
+        if inode in inodes:
+            continue
         port = _connected_peer_port(fd)
-        if port is not None and port != skip_remote_port:
+        if port is not None and port != skip_remote_port and port not in ports:
             out.add(inode)
     return frozenset(out)
 

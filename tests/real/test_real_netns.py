@@ -8,6 +8,7 @@ Slurm recipe prints, and checks the trained model against the single-process ref
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
@@ -174,5 +175,63 @@ def test_the_coordinators_link_cut_briefly_is_ridden_out(net_cluster, tmp_path, 
     code, summary = job.finish(timeout_s=180)
     assert code == 0 and summary.get("status") == "finished", job.tail()
     assert summary["failures_survived"] == 0 and summary["num_reconfigurations"] == 0, job.tail()
+    reference = train_reference(RunConfig(nodes=4, fault_tolerance=1, steps=steps, global_batch=16, dtype="float64"))
+    assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
+
+
+ATTACKER = r"""
+import json, os, socket, sys, time
+from datetime import timedelta
+import torch.distributed as dist
+from real.protocol import gate, transport
+from real.protocol.secret import JobSecret
+host, port = sys.argv[1], int(sys.argv[2])
+out = {}
+try:  # a client with a secret of its own
+    transport.connect(f"{host}:{port}", JobSecret.generate(), 10)
+    out["wrong_secret"] = "admitted"
+except Exception as exc:
+    out["wrong_secret"] = f"{type(exc).__name__}: {exc}"
+try:  # torch's own client, straight at the port: list, then abort the job
+    raw = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=4))
+    out["list_keys"] = raw.list_keys()
+    raw.set("abort", "1")
+except Exception as exc:
+    out["list_keys"] = f"refused: {type(exc).__name__}"
+s = socket.create_connection((host, port), timeout=6)  # a replayed or guessed answer
+greeting = s.recv(64)
+s.sendall(JobSecret.generate().gate_answer(greeting[len(gate.MAGIC):]))
+out["guessed_answer"] = s.recv(1).hex()
+held = [socket.create_connection((host, port), timeout=6) for _ in range(40)]  # hold the door
+time.sleep(float(sys.argv[3]))
+out["held"] = len(held)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_an_attacker_on_the_network_gets_nothing_and_stalls_nothing(net_cluster, tmp_path):
+    """A host of the job's network without the secret tries, during training: a client with
+    its own secret (refused at the gate's challenge), torch's own client straight at the
+    port to list the job's keys and set `abort` (it never reaches the store), a guessed
+    answer to the challenge (refused), and 40 connections held open for the rest of the
+    job. The job finishes with nobody lost and every loss equal to the reference."""
+    steps = 8
+    args = ["--f", "1", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64", "--pipelines", "2,2",
+            *FAST, "--json"]  # fmt: skip
+    cluster = net_cluster(6)
+    job = NetJob(cluster, tmp_path / "job", 4, args)
+    address = job.start()
+    job.wait_for("training_started", timeout_s=90)
+    host, port = address.rsplit(":", 1)
+    attacker = cluster.start(5, [sys.executable, "-c", ATTACKER, host, port, "8"])
+    code, summary = job.finish(timeout_s=180)
+    out, err = attacker.communicate(timeout=60)
+    assert code == 0 and summary.get("status") == "finished", job.tail()
+    seen = json.loads(out.strip().splitlines()[-1]) if out.strip() else pytest.fail(err[-3000:])
+    assert seen["wrong_secret"].startswith("SecretError") and "refused this job secret" in seen["wrong_secret"]
+    assert str(seen["list_keys"]).startswith("refused"), seen
+    assert seen["guessed_answer"] == "00" and seen["held"] == 40
+    assert summary["failures_survived"] == 0 and summary["num_reconfigurations"] == 0
     reference = train_reference(RunConfig(nodes=4, fault_tolerance=1, steps=steps, global_batch=16, dtype="float64"))
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
