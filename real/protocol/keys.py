@@ -41,7 +41,10 @@ without stale keys colliding, and a fenced worker cannot rejoin an old generatio
 All of the above live under the job's secret prefix (`JobSecret.key_prefix`; both sides
 reach the store only through `transport`, which applies it), apart from other jobs' keys.
 `job`, `workers/<id>`, `orders/<n>` and `gen<g>/directive` are signed (`rendezvous.put_signed`).
-The store is reached only through its gate (`gate`), which admits holders of the secret.
+A job bound to a network address is reached only through its gate (`gate`), which admits
+holders of the secret; a loopback job's store is reached straight, and its one public key:
+
+    ooblab/secret-check      the secret's check value (a wrong secret is refused at once)
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ WORKER_COUNT = "workers/count"
 ERROR_COUNT = "errors/count"
 ABORT = "abort"
 ORDER_NEXT = "orders/next"
+CHECK = "ooblab/secret-check"  # public: outside the job's prefix (a loopback job's store)
 ENDED = "ended"  # workers that read the end order (the coordinator waits for them before it closes)
 
 

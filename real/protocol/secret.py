@@ -9,7 +9,9 @@ under distinct labels, so no derived value reveals the secret or another derived
   other jobs' keys; it is no barrier to a party that reaches the store, which can list
   every key (TCPStore's `list_keys`): see the threat model in docs/real-backend.md;
 - `gate_answer`: the answer to the store gate's challenge, so only a holder reaches the
-  store (`gate`); a wrong secret is refused there at once;
+  store of a job on a network address (`gate`); a wrong secret is refused there at once;
+- `check`: published under a public key by a loopback job (no gate), so that a worker
+  with the wrong secret is told so at once;
 - `sign`: registrations, the published job, the coordinator's orders and each
   generation's directive carry a MAC over key and value, so a party that knows the
   prefix cannot forge a worker, rewrite the job's directories, or forge or replay an
@@ -65,6 +67,11 @@ class JobSecret:
     def key_prefix(self) -> str:
         """The name the job's keys live under."""
         return "job-" + self._mac("ooblab key prefix")[:32]
+
+    @property
+    def check(self) -> str:
+        """What a loopback coordinator publishes so a worker can tell a wrong secret at once."""
+        return self._mac("ooblab secret check")
 
     def gate_answer(self, nonce: bytes) -> bytes:
         """The answer to the store gate's challenge `nonce` (`gate`)."""

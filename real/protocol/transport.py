@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from . import gate
 from .errors import ConnectError, ListenError
+from .keys import CHECK
 from .secret import JobSecret, SecretError
 
 LOOPBACK = "127.0.0.1"
@@ -90,11 +91,27 @@ class HostedStore:
             self.__dict__.pop(name, None)
 
 
-def host_store(host: str, port: int, secret: JobSecret, timeout_s: float) -> HostedStore:
-    """Serve the job's keys under the secret's prefix: the store on loopback, its gate on
-    `host`:`port` only."""
+def host_store(host: str, port: int, secret: JobSecret, timeout_s: float, gated: bool | None = None) -> HostedStore:
+    """Serve the job's keys under the secret's prefix on `host`:`port` only: through a gate
+    (the store itself on loopback) when `gated`, which by default means unless `host` is a
+    loopback address (a local job: only this machine's users can reach it, and the relay
+    would cost every store operation two hops)."""
+    if gated is None:
+        gated = not is_loopback(host)
     public = listen_socket(host, port)
     bound = public.getsockname()[1]
+    if not gated:
+        try:
+            server = dist.TCPStore(
+                host, bound, is_master=True, wait_for_workers=False,
+                timeout=timedelta(seconds=timeout_s), master_listen_fd=public.fileno(),
+            )  # fmt: skip
+        except Exception:
+            public.close()
+            raise
+        public.detach()  # the store owns the descriptor now (and closes it)
+        server.set(CHECK, secret.check)
+        return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
     try:
         server = loopback_store(timeout_s)
     except Exception:
@@ -117,14 +134,25 @@ def loopback_store(timeout_s: float) -> dist.TCPStore:
     return store
 
 
-def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s: float | None = None) -> dist.Store:
-    """The job's keys at the coordinator `address`, once it has accepted `secret`.
+def connect(
+    address: str,
+    secret: JobSecret,
+    connect_timeout_s: float,
+    timeout_s: float | None = None,
+    gated: bool | None = None,
+) -> dist.Store:
+    """The job's keys at the coordinator `address`, once it has accepted `secret`: through
+    its gate when `gated` (by default: unless the address is loopback, as `host_store`).
 
     Connecting and the secret check together take at most `connect_timeout_s`; store
     operations afterwards wait up to `timeout_s` (default: the same)."""
     host, port = parse_address(address)
     deadline = time.monotonic() + connect_timeout_s
     _wait_until_reachable(host, port, address, deadline, connect_timeout_s)
+    if gated is None:
+        gated = not is_loopback(host)
+    if not gated:
+        return _connect_local(host, port, address, secret, deadline, connect_timeout_s, timeout_s)
     try:
         upstream = gate.handshake(host, port, secret, max(1.0, min(deadline - time.monotonic(), gate.HANDSHAKE_S)))
     except gate.GateRefused as exc:
@@ -142,6 +170,38 @@ def connect(address: str, secret: JobSecret, connect_timeout_s: float, timeout_s
         )
     except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
         raise ConnectError(f"cannot open the store through the coordinator at {address} ({_first_line(exc)})") from None
+    raw.set_timeout(timedelta(seconds=timeout_s or connect_timeout_s))
+    return dist.PrefixStore(secret.key_prefix, raw)
+
+
+def _connect_local(
+    host: str,
+    port: int,
+    address: str,
+    secret: JobSecret,
+    deadline: float,
+    connect_timeout_s: float,
+    timeout_s: float | None,
+) -> dist.Store:
+    """A loopback coordinator's store, straight (no gate): the secret is checked against the
+    public check value, so a wrong one is refused at once."""
+    try:
+        raw = dist.TCPStore(
+            host, port, is_master=False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic()))
+        )
+    except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
+        raise ConnectError(
+            f"cannot reach the coordinator at {address} within {connect_timeout_s:g} s ({_first_line(exc)})"
+        ) from None
+    try:
+        raw.wait([CHECK], timedelta(seconds=max(0.1, deadline - time.monotonic())))
+        check = raw.get(CHECK).decode(errors="replace")
+    except RuntimeError:
+        raise ConnectError(
+            f"{address} does not answer as an ooblab coordinator within {connect_timeout_s:g} s"
+        ) from None
+    if check != secret.check:
+        raise SecretError(f"the coordinator at {address} refused this job secret (it belongs to another job)")
     raw.set_timeout(timedelta(seconds=timeout_s or connect_timeout_s))
     return dist.PrefixStore(secret.key_prefix, raw)
 

@@ -17,8 +17,9 @@ from real.protocol.secret import JobSecret, SecretError
 
 @pytest.fixture
 def hosted():
+    """A store behind its gate (on loopback here, where a job's default is no gate)."""
     secret = JobSecret.generate()
-    store = transport.host_store("127.0.0.1", 0, secret, timeout_s=10.0)
+    store = transport.host_store("127.0.0.1", 0, secret, timeout_s=10.0, gated=True)
     yield store, secret
     store.close()
 
@@ -26,11 +27,11 @@ def hosted():
 def test_a_holder_reaches_the_store_and_nobody_else_gets_a_byte_of_it(hosted):
     store, secret = hosted
     address = f"127.0.0.1:{store.port}"
-    friend = transport.connect(address, secret, 5.0)
+    friend = transport.connect(address, secret, 5.0, gated=True)
     friend.set("x", "1")
     assert store.store.get("x") == b"1"  # the same keys, under the job's prefix
     with pytest.raises(SecretError, match="refused this job secret"):
-        transport.connect(address, JobSecret.generate(), 5.0)
+        transport.connect(address, JobSecret.generate(), 5.0, gated=True)
     sock = socket.create_connection(("127.0.0.1", store.port), timeout=5)
     greeting = sock.recv(64)
     assert greeting.startswith(gate.MAGIC) and len(greeting) == len(gate.MAGIC) + gate.NONCE_BYTES
