@@ -58,21 +58,18 @@ class NetJob:
             )
         self.cluster = cluster
         self.job_dir = Path(job_dir)
-        self.nodes = nodes
         self.coordinator_cmd, self.node_cmds = recipe_commands(
             nodes, cluster.hosts[0].address, self.job_dir, job_args, gpus
         )
         self.log = self.job_dir / "coordinator.log"
         self.coordinator: subprocess.Popen | None = None
         self.launchers: list[subprocess.Popen] = []
-        self.started_at = 0.0
 
     def start(self, wait_s: float = 60.0) -> str:
         """Start the coordinator, wait for its address file, start every node; HOST:PORT."""
         (self.job_dir / "nodes").mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.job_dir, 0o700)
         env = {"PYTHONUNBUFFERED": "1"}
-        self.started_at = time.monotonic()
         self.coordinator = self.cluster.start(0, self.coordinator_cmd, log=self.log, env=env)
         address_file = self.job_dir / "coordinator.addr"
         deadline = time.monotonic() + wait_s

@@ -24,7 +24,6 @@ import hmac
 import os
 import socket
 import threading
-from collections.abc import Callable
 
 from .secret import JobSecret
 
@@ -101,20 +100,17 @@ def splice(a: socket.socket, b: socket.socket, name: str) -> None:
 
 class Gate:
     """Serve `listener` (bound on the job's address): relay authenticated connections to
-    the store at 127.0.0.1:`store_port`; `on_refused(peer)` hears of every refusal."""
+    the store at 127.0.0.1:`store_port`."""
 
     def __init__(
         self,
         listener: socket.socket,
         store_port: int,
         secret: JobSecret,
-        on_refused: Callable[[str], None] | None = None,
     ):
         self.listener = listener
         self.store_port = store_port
         self.secret = secret
-        self.on_refused = on_refused
-        self.refused = 0
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name="ooblab-gate", daemon=True)
         self._thread.start()
@@ -126,12 +122,12 @@ class Gate:
     def _serve(self) -> None:
         while not self._closed:
             try:
-                conn, peer = self.listener.accept()
+                conn, _ = self.listener.accept()
             except OSError:
                 return  # closed
-            threading.Thread(target=self._admit, args=(conn, peer), name="ooblab-gate-in", daemon=True).start()
+            threading.Thread(target=self._admit, args=(conn,), name="ooblab-gate-in", daemon=True).start()
 
-    def _admit(self, conn: socket.socket, peer: tuple) -> None:
+    def _admit(self, conn: socket.socket) -> None:
         nonce = os.urandom(NONCE_BYTES)
         try:
             conn.settimeout(HANDSHAKE_S)
@@ -142,10 +138,7 @@ class Gate:
                 raise PermissionError("wrong secret")
             inner = socket.create_connection(("127.0.0.1", self.store_port), timeout=HANDSHAKE_S)
             conn.sendall(ACCEPTED)
-        except (OSError, PermissionError) as exc:
-            self.refused += 1
-            if self.on_refused is not None:
-                self.on_refused(f"{peer[0]}:{peer[1]}: {exc}")
+        except (OSError, PermissionError):
             conn.close()
             return
         conn.settimeout(None)

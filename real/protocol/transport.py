@@ -71,13 +71,14 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 @dataclass
 class HostedStore:
-    """The coordinator's side: the server store (on loopback, which owns its listening
-    socket), the job's view of it, and the gate on the job's address."""
+    """The coordinator's side: the server store (which owns its listening socket: on
+    loopback behind the gate, or on the job's loopback address itself), the job's view of
+    it, and the gate on the job's address when there is one."""
 
     server: dist.TCPStore
     store: dist.Store  # PrefixStore(secret.key_prefix, server): every key of the job
     host: str
-    port: int  # the gate's: the job's address
+    port: int  # the job's address: the gate's, else the store's
     door: gate.Gate | None = None
 
     def close(self) -> None:
@@ -101,15 +102,7 @@ def host_store(host: str, port: int, secret: JobSecret, timeout_s: float, gated:
     public = listen_socket(host, port)
     bound = public.getsockname()[1]
     if not gated:
-        try:
-            server = dist.TCPStore(
-                host, bound, is_master=True, wait_for_workers=False,
-                timeout=timedelta(seconds=timeout_s), master_listen_fd=public.fileno(),
-            )  # fmt: skip
-        except Exception:
-            public.close()
-            raise
-        public.detach()  # the store owns the descriptor now (and closes it)
+        server = _serve_on(public, host, timeout_s)
         server.set(CHECK, secret.check)
         return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound)
     try:
@@ -121,17 +114,22 @@ def host_store(host: str, port: int, secret: JobSecret, timeout_s: float, gated:
     return HostedStore(server, dist.PrefixStore(secret.key_prefix, server), host, bound, door)
 
 
-def loopback_store(timeout_s: float) -> dist.TCPStore:
-    """A server store on a free loopback port, for helpers of one machine (the baseline)."""
-    sock = listen_socket(LOOPBACK, 0)
+def _serve_on(sock: socket.socket, host: str, timeout_s: float) -> dist.TCPStore:
+    """A server store on the listening socket `sock`, which it then owns (and closes); the
+    socket is closed here if the store cannot be made."""
     try:
-        store = dist.TCPStore(LOOPBACK, sock.getsockname()[1], is_master=True, wait_for_workers=False,
+        store = dist.TCPStore(host, sock.getsockname()[1], is_master=True, wait_for_workers=False,
                               timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.fileno())  # fmt: skip
     except Exception:
         sock.close()
         raise
     sock.detach()
     return store
+
+
+def loopback_store(timeout_s: float) -> dist.TCPStore:
+    """A server store on a free loopback port, for helpers of one machine (the baseline)."""
+    return _serve_on(listen_socket(LOOPBACK, 0), LOOPBACK, timeout_s)
 
 
 def connect(
