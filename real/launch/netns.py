@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SUBNET_PREFIX = "10.77"
+# variables naming this machine's interfaces: a namespace host has its own (a worker there
+# pins its collectives to the interface facing its coordinator, `real.worker.main`)
+HOST_SPECIFIC = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 _counter = itertools.count()
 
 
@@ -128,7 +131,7 @@ class NetCluster:
             stderr=subprocess.STDOUT if handle is not None else subprocess.PIPE,
             text=True,
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env={**{k: v for k, v in os.environ.items() if k not in HOST_SPECIFIC}, **(env or {})},
         )
         if handle is not None:
             handle.close()

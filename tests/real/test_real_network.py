@@ -464,8 +464,9 @@ def test_collectives_are_pinned_to_the_interface_facing_the_coordinator(monkeypa
     host name resolves; an operator's own choice is kept."""
     from real.worker.main import IFNAME_VARIABLES, pin_collectives
 
-    for variable in IFNAME_VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
+    for variable in IFNAME_VARIABLES:  # recorded as absent, so what pin_collectives sets is undone
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
     name = pin_collectives("127.0.0.1:29500")
     assert name is not None and transport.interface_of("127.0.0.1") == name
     assert all(os.environ[v] == name for v in IFNAME_VARIABLES)
