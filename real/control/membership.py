@@ -74,6 +74,7 @@ class Membership:
         # whole cluster: it is waited out this much longer before anyone is declared lost
         self.all_silent_patience_s = all_silent_patience_s
         self.all_silent_since_s: float | None = None  # the coordinator logs when it begins
+        self._silent_together: set[int] | None = None  # the episode's members still quiet
         self.processes = processes
         self.workers: dict[int, WorkerRecord] = {}
         self.ready_order: list[str] = []
@@ -155,8 +156,9 @@ class Membership:
         live worker (two or more) falls silent together (the last of them quiet for half
         the timeout when the first reaches it), the likelier cause is the
         coordinator's own link or store, so it waits `all_silent_patience_s` more before
-        declaring any lost: if they were all gone, no replica would survive to recover
-        from anyway, and a link back in time costs the job nothing."""
+        declaring any of them lost, also those whose beats come back later than the
+        others': if they were all gone, no replica would survive to recover from
+        anyway, and a link back in time costs the job nothing."""
         now = time.time() if now is None else now
         starved = now - self._last_poll_s > self.heartbeat_timeout_s / 2
         self._last_poll_s = now
@@ -174,20 +176,35 @@ class Membership:
         return self._unless_all_silent(silent, now)
 
     def _unless_all_silent(self, silent: dict[int, str], now: float) -> dict[int, str]:
-        live = [rec for rec in self.workers.values() if rec.alive]
-        # together: the others quiet for half the timeout already (beats are a poll apart)
-        together = all(now - rec.seen_s > self.heartbeat_timeout_s / 2 for rec in live)
-        if not silent or not together or len(live) < 2 or self.all_silent_patience_s <= 0:
-            self.all_silent_since_s = None
-            return silent
-        quiet_s = max(now - self.workers[wid].seen_s for wid in silent)
-        if quiet_s <= self.heartbeat_timeout_s + self.all_silent_patience_s:
-            if self.all_silent_since_s is None:
-                self.all_silent_since_s = now
-            return {}
-        return {
-            wid: f"{reason} (every worker silent at once, waited {quiet_s:.1f} s)" for wid, reason in silent.items()
+        """Excuse the workers of an all-silent episode for the patience. The episode
+        begins when every live worker (two or more) is quiet together (the others for
+        half the timeout already: beats are a poll apart) and lasts while any of its
+        members is still quiet: after the coordinator's link returns, one worker's TCP
+        retransmit backoff can outlast the others' by seconds, and that worker is no
+        more lost than they were. A worker outside the episode is judged as usual."""
+        live = {wid: rec for wid, rec in self.workers.items() if rec.alive}
+        half_s = self.heartbeat_timeout_s / 2
+        if self._silent_together is None:
+            together = all(now - rec.seen_s > half_s for rec in live.values())
+            if not silent or not together or len(live) < 2 or self.all_silent_patience_s <= 0:
+                return silent
+            self._silent_together = set(live)
+            self.all_silent_since_s = now
+        self._silent_together = {
+            wid for wid in self._silent_together if wid in live and now - live[wid].seen_s > half_s
         }
+        if not self._silent_together:
+            self._silent_together = self.all_silent_since_s = None
+            return silent
+        bound_s = self.heartbeat_timeout_s + self.all_silent_patience_s
+        lost = {}
+        for wid, reason in silent.items():
+            quiet_s = now - live[wid].seen_s
+            if wid not in self._silent_together:
+                lost[wid] = reason
+            elif quiet_s > bound_s:
+                lost[wid] = f"{reason} (every worker silent at once, waited {quiet_s:.1f} s)"
+        return lost
 
     def mark_dead(self, wid: int, reason: str) -> None:
         rec = self.workers[wid]

@@ -532,6 +532,35 @@ def test_one_silent_worker_is_lost_at_the_timeout_but_all_silent_together_are_wa
     assert members.all_silent_since_s is None
 
 
+def test_a_worker_whose_beats_return_late_after_an_all_silent_episode_is_still_excused():
+    """After every worker fell silent together, the episode lasts while any of them is
+    still quiet: one whose beats come back seconds after the others' (its TCP backoff)
+    is not lost, one that never comes back is lost only past the patience, and a worker
+    that falls silent after the episode ended is judged by the plain timeout again."""
+    for late_s, expect_lost in ((9.0, False), (None, True)):
+        members, store = _members(3, patience_s=10.0)
+        members.poll_heartbeats(0.0)
+        t, lost = 0.0, {}
+        while t < 20.0 and not lost:
+            t += 0.5
+            if t >= 6.0:
+                _beat(store, 0, 1)  # the link is back: two beat again at once
+            if late_s is not None and t >= late_s:
+                _beat(store, 2)
+            lost = members.poll_heartbeats(t)
+            if t <= 13.0:
+                assert lost == {}, (t, lost)
+        if expect_lost:
+            assert list(lost) == [2] and "every worker silent at once" in lost[2] and t <= 14.0
+        else:
+            assert lost == {} and members.all_silent_since_s is None
+            for _ in range(8):  # the episode is over: node2 quiet alone is lost at the timeout
+                t += 0.5
+                _beat(store, 0, 1)
+                lost = members.poll_heartbeats(t)
+            assert list(lost) == [2] and "every worker silent" not in lost[2]
+
+
 def test_orders_and_directives_are_signed_and_bound_to_their_key(hosted):
     """A worker acts on an order or a directive only if the job's secret signed it under
     that very key: a forged one, or a genuine one copied to another number or generation
