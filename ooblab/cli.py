@@ -32,6 +32,7 @@ COMMANDS = {
     "costs": "sim.cli",
     "run": "real.launch.cli",
     "coordinator": "real.launch.cli",
+    "netns": "real.launch.cli",
     "node": "real.launch.cli",
     "worker": "real.launch.cli",
     "profile": "real.launch.cli",

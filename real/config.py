@@ -115,7 +115,7 @@ class RunConfig:
       checkpoint not durable within `checkpoint_timeout_s` of its commit counts as failed
       (a worker also waits at most that long, and at most half the group timeout, for its
       writer's queue); `checkpoint_fault` injects writer faults (tests, `CheckpointFault`);
-      `inject` ("STEP:WORKER:crash|hang[:POINT],...",
+      `inject` ("STEP:WORKER:KIND[:POINT],...", link faults included,
       see `real.failures`) and `trace` (a trace file or generator spec, replayed
       `time_scale` times faster from the start of training) make failures and joins;
       `heartbeat_timeout_s` declares a silent worker hung; `wait_for_nodes_s` bounds how

@@ -54,6 +54,7 @@ from ..protocol.failures import injections_to_json, parse_injections
 from ..protocol.secret import JobSecret
 from ..protocol.transport import HostedStore, advertised_address, host_store
 from .job import JobState
+from .links import LinkRequests
 from .membership import Membership, ProcessControl
 from .memory import MemoryBook
 from .outcome import JobFailed, RunOutcome, committed_samples, headline
@@ -96,6 +97,7 @@ class Coordinator:
         run_dir: str | Path | None = None,
         local: bool = True,
         secret: JobSecret | None = None,
+        net_control: str | Path | None = None,
     ):
         design, _ = resolve_design(config)  # a bad name or option fails before anything starts
         if (config.checkpoint_every or design.real.saves_on_demand) and config.checkpoint_dir is None:
@@ -120,6 +122,13 @@ class Coordinator:
         self.initial_nodes = list(self.trace.initial) if self.trace else config.node_names()
         names = list(dict.fromkeys(self.initial_nodes + [e.node for e in (self.trace.events if self.trace else ())]))
         self.injections = parse_injections(config.inject, names if local else None, config.gpus_per_node, config.steps)
+        self.links = LinkRequests(net_control) if net_control is not None else None
+        cut = next((i for i in self.injections if i.network), None)
+        if cut is not None and self.links is None:
+            raise ConfigError(
+                f"--inject entry {cut.index + 1} ({cut.describe()}): a link fault needs hosts whose links the "
+                "launcher owns (ooblab netns); this job's nodes share the machine's network"
+            )
         if config.pipelines is not None:
             if self.design.real.forced_start is None:
                 takers = [d.name for d in designs.all_designs() if d.real.forced_start is not None]
@@ -181,8 +190,9 @@ class Coordinator:
 
     @property
     def needs_local_processes(self) -> bool:
-        """Traces and time-based injections kill and start processes: local runs only."""
-        return self.trace is not None or any(not i.by_worker for i in self.injections)
+        """Traces and time-based injections kill and start processes: local runs only
+        (link faults are handed to the owner of the links instead)."""
+        return self.trace is not None or any(not i.by_worker and not i.network for i in self.injections)
 
     # -- the whole job ------------------------------------------------------------------
     def run(self, processes: ProcessControl | None = None) -> RunOutcome:
@@ -197,7 +207,7 @@ class Coordinator:
             all_silent_patience_s=self.config.timeout_s,
         )
         self.schedule = EventSchedule(
-            self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes
+            self.trace, self.injections, self.members, self.outcome, self.config.gpus_per_node, processes, self.links
         )
         try:
             if self.needs_local_processes and processes is None:

@@ -162,6 +162,7 @@ class RecoveryFlow:
         self.c.tick()
         if self.job.recovery is None:
             self.job.recovery = Recovery(len(out.recoveries), self._failure_time(t_detect) - out.t0_wall)
+            self.c.schedule.at_recovery(self.job.committed)
         else:
             self.job.recovery.failures += 1
             self._failure_time(t_detect)

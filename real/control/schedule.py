@@ -3,8 +3,10 @@
 Times count from the start of training (generation 0's go). A trace `remove` and a timed
 `crash` SIGKILL the node's processes; a timed `hang` SIGSTOPs one worker (only its
 heartbeat deadline reveals it); a trace `add` and a `join` (timed, or at a step
-boundary) start a fresh worker set for the node through the local launcher. Step-based
-crashes and hangs are not here: the victims carry them out (`probe`).
+boundary) start a fresh worker set for the node through the local launcher. A link fault
+(netdown, netup, slow: timed, at a step boundary, or a netdown at the start of a recovery)
+is handed to the owner of the links (`links`). Step-based crashes and hangs are not here:
+the victims carry them out (`probe`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..protocol.failures import Injection
+from ..protocol.failures import NET_POINTS, Injection
+from .links import LinkRequests
 from .membership import Membership, ProcessControl
 from .outcome import RunOutcome
 from .trace_replay import TraceSchedule
@@ -23,10 +26,11 @@ from .trace_replay import TraceSchedule
 @dataclass(frozen=True)
 class Timed:
     t_s: float
-    kind: str  # crash | hang | join (trace: remove -> crash, add -> join)
+    kind: str  # crash | hang | join (trace: remove -> crash, add -> join) | netdown | netup | slow
     node: str
     gpu: int
     label: str
+    rate_kbit: int | None = None
 
 
 class EventSchedule:
@@ -40,9 +44,10 @@ class EventSchedule:
         outcome: RunOutcome,
         gpus_per_node: int,
         processes: ProcessControl | None,
+        links: LinkRequests | None = None,
     ):
         self.members, self.outcome, self.gpus_per_node = members, outcome, gpus_per_node
-        self.processes = processes
+        self.processes, self.links = processes, links
         timed = []
         if trace is not None:
             for e in trace.events:
@@ -57,11 +62,14 @@ class EventSchedule:
                 )
         for item in injections:
             if item.at_s is not None:
-                timed.append(Timed(item.at_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}"))
+                timed.append(_timed(item.at_s, item))
         self.timed = sorted(timed, key=lambda t: t.t_s)
         self.step_joins = sorted(
             (i.step, i.node, i.describe()) for i in injections if i.kind == "join" and i.step is not None
         )
+        stepped = [i for i in injections if i.network and i.step is not None]
+        self.step_links = sorted((i.step or 0, i.index, _timed(0.0, i)) for i in stepped if i.point not in NET_POINTS)
+        self.recovery_links = sorted((i.step or 0, i.index, _timed(0.0, i)) for i in stepped if i.point in NET_POINTS)
         self.t0_wall: float | None = None
         self.failure_times: list[float] = []
 
@@ -77,6 +85,13 @@ class EventSchedule:
         while self.step_joins and self.step_joins[0][0] <= committed:
             _, node, label = self.step_joins.pop(0)
             self._join(node, f"--inject {label}")
+        while self.step_links and self.step_links[0][0] <= committed:
+            self._apply(self.step_links.pop(0)[2])
+
+    def at_recovery(self, committed: int) -> None:
+        """A recovery begins with `committed` steps done: the cuts scheduled for it."""
+        while self.recovery_links and self.recovery_links[0][0] <= committed:
+            self._apply(self.recovery_links.pop(0)[2])
 
     def take_failure_times(self) -> list[float]:
         times, self.failure_times = self.failure_times, []
@@ -84,7 +99,14 @@ class EventSchedule:
 
     # -- actions -----------------------------------------------------------------------------
     def _apply(self, item: Timed) -> None:
-        if item.kind == "join":
+        if item.kind in ("netdown", "netup", "slow"):
+            if self.links is not None:
+                self.links.hand_over(item.kind, item.node, item.rate_kbit, item.label)
+            if item.kind == "netdown":
+                self._done(item, self.links is not None)
+            else:
+                self.outcome.event("injected", what=item.label, applied=self.links is not None)
+        elif item.kind == "join":
             self._join(item.node, item.label)
         elif item.kind == "crash":
             pids = []
@@ -110,3 +132,7 @@ class EventSchedule:
         for gpu in range(self.gpus_per_node):
             self.processes.spawn(node, gpu)
         self.outcome.event("injected", what=label, applied=True)
+
+
+def _timed(t_s: float, item: Injection) -> Timed:
+    return Timed(t_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}", item.rate_kbit)

@@ -73,9 +73,20 @@ def register(subparsers) -> None:
     )
     coord.add_argument("--advertise", default=None, help="host name workers use (default: this host's name)")
     coord.add_argument("--address-file", default=None, help="also write HOST:PORT to this file")
+    coord.add_argument(
+        "--net-control",
+        default=None,
+        metavar="FILE",
+        help="hand --inject's link faults (netdown, netup, slow) to whoever owns the links by appending them to "
+        "FILE (the namespace harness, ooblab netns, reads it)",
+    )
     coord.add_argument("--out", default=None, help="run directory (default results/real/<run-id>)")
     coord.add_argument("--json", action="store_true", help="print the summary as JSON")
     coord.set_defaults(handler=handle_coordinator)
+
+    from .netns_cmd import register as register_netns
+
+    register_netns(subparsers, fmt)
 
     node = subparsers.add_parser(
         "node",
@@ -230,6 +241,7 @@ def _coordinate(args, config: RunConfig, run_dir: Path) -> int:
         run_dir=run_dir,
         local=False,
         secret=given,
+        net_control=args.net_control,
     )
     try:
         if coordinator.needs_local_processes:

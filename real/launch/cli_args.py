@@ -128,7 +128,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="STEP:WORKER:KIND[:POINT],...",
         help="failures and joins: STEP (e.g. 3) or TIME (e.g. 2.5s after training starts), WORKER (node2 or node2/1), "
-        "KIND crash|hang|join, POINT forward|backward|allreduce|optimizer|reconfigure|groups|teardown (step-based crashes and hangs)",
+        "KIND crash|hang|stall|join, POINT forward|backward|allreduce|optimizer|reconfigure|groups|teardown (step-based crashes and hangs); "
+        "link faults netdown|netup|slow[:KBIT] (and a step-based netdown:recovery) on namespace hosts (ooblab netns)",
     )
     failures.add_argument(
         "--trace",

@@ -148,15 +148,21 @@ class NetCluster:
         _run(["ip", "link", "set", self.hosts[i].link, "up"])
 
     def slow(self, i: int, kbit_s: int) -> None:
-        """Shape the traffic to host i to `kbit_s` kbit/s (a token bucket on the bridge side)."""
+        """Shape host i's traffic both ways to `kbit_s` kbit/s: a token bucket on the
+        bridge side (towards the host) and on the host's own interface (from it)."""
         if kbit_s < 8:
             raise ValueError(f"a shaped link needs at least 8 kbit/s, got {kbit_s}")
         burst = max(16, kbit_s // 8)  # kbit: at least a few frames
-        _run(["tc", "qdisc", "replace", "dev", self.hosts[i].link, "root", "tbf", "rate", f"{kbit_s}kbit",
-              "burst", f"{burst}kbit", "latency", "200ms"])  # fmt: skip
+        bucket = ["root", "tbf", "rate", f"{kbit_s}kbit", "burst", f"{burst}kbit", "latency", "200ms"]
+        host = self.hosts[i]
+        _run(["tc", "qdisc", "replace", "dev", host.link, *bucket])
+        _run(["tc", "-n", host.namespace, "qdisc", "replace", "dev", host.interface, *bucket])
 
     def unslow(self, i: int) -> None:
-        _run(["tc", "qdisc", "del", "dev", self.hosts[i].link, "root"], check=False)
+        """Host i's link at full rate again (both ways)."""
+        host = self.hosts[i]
+        _run(["tc", "qdisc", "del", "dev", host.link, "root"], check=False)
+        _run(["tc", "-n", host.namespace, "qdisc", "del", "dev", host.interface, "root"], check=False)
 
     # -- teardown ---------------------------------------------------------------------------
     def close(self) -> None:

@@ -6,7 +6,10 @@ whose first node has address HOST, and returns the coordinator's command and eac
 Slurm job is: a secret file, `--host`/`--advertise` on the job's network, a connect timeout.
 `NetJob` runs them on a `NetCluster`: the coordinator on host 0, node i on host i + 1,
 each with its log under the job directory, and waits for lines of the coordinator's log
-(to time a fault) and for its end.
+(to time a fault) and for its end. It owns the links: the coordinator hands it the job's
+link faults (`--inject ...:netdown|netup|slow`) through the link-control file
+(`real.control.links`), and a thread of NetJob carries each out on the node's host, noting
+when (`link_actions`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..control.links import LinkRequest, read_requests
 from .netns import NetCluster
 
 SBATCH = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "ooblab.sbatch"
@@ -58,12 +63,19 @@ class NetJob:
             )
         self.cluster = cluster
         self.job_dir = Path(job_dir)
+        self.net_control = self.job_dir / "net-control"
         self.coordinator_cmd, self.node_cmds = recipe_commands(
-            nodes, cluster.hosts[0].address, self.job_dir, job_args, gpus
+            nodes, cluster.hosts[0].address, self.job_dir, [*job_args, "--net-control", str(self.net_control)], gpus
         )
+        # node name (the recipe's --name) -> its host
+        self.host_of = {argv[argv.index("--name") + 1]: i + 1 for i, argv in enumerate(self.node_cmds)}
         self.log = self.job_dir / "coordinator.log"
         self.coordinator: subprocess.Popen | None = None
         self.launchers: list[subprocess.Popen] = []
+        self.link_actions: list[tuple[float, LinkRequest]] = []  # (wall-clock time carried out, request)
+        self.link_errors: list[str] = []
+        self._stop = threading.Event()
+        self._links: threading.Thread | None = None
 
     def start(self, wait_s: float = 60.0) -> str:
         """Start the coordinator, wait for its address file, start every node; HOST:PORT."""
@@ -78,6 +90,8 @@ class NetJob:
                 raise RuntimeError(f"the coordinator wrote no address (log: {self.tail()})")
             time.sleep(0.05)
         address = address_file.read_text().strip()
+        self._links = threading.Thread(target=self._carry_out_links, name="netjob-links", daemon=True)
+        self._links.start()
         for i, argv in enumerate(self.node_cmds):
             argv = [address if a == "HOST:PORT" else a for a in argv]
             self.launchers.append(
@@ -105,8 +119,39 @@ class NetJob:
             code = self.coordinator.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the coordinator did not finish within {timeout_s:g} s: {self.tail()}") from None
+        finally:
+            self._stop.set()
+            if self._links is not None:
+                self._links.join(timeout=5)
         summary = self.job_dir / "run" / "summary.json"
         return code, json.loads(summary.read_text()) if summary.exists() else {}
+
+    def _carry_out_links(self) -> None:
+        """Read the coordinator's link faults as they come and act on the node's host."""
+        offset = 0
+        while not self._stop.is_set():
+            requests, offset = read_requests(self.net_control, offset)
+            for request in requests:
+                try:
+                    self._link(request)
+                    self.link_actions.append((time.time(), request))
+                except Exception as exc:  # noqa: BLE001 - kept and reported by the caller
+                    self.link_errors.append(f"{request.label}: {exc}")
+            self._stop.wait(0.02)
+
+    def _link(self, request: LinkRequest) -> None:
+        host = self.host_of.get(request.node)
+        if host is None:
+            raise ValueError(f"no host runs {request.node} (the job's nodes are {', '.join(self.host_of)})")
+        if request.kind == "netdown":
+            self.cluster.cut(host)
+        elif request.kind == "netup":
+            self.cluster.unslow(host)
+            self.cluster.restore(host)
+        elif request.kind == "slow":
+            self.cluster.slow(host, int(request.rate_kbit or 0))
+        else:
+            raise ValueError(f"unknown link fault {request.kind!r}")
 
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"

@@ -1,4 +1,4 @@
-"""Failure injection schedules: `--inject STEP:WORKER:crash|hang[:POINT],...` (pure Python).
+"""Failure injection schedules: `--inject STEP:WORKER:KIND[:POINT],...` (pure Python).
 
 An entry names when, whom and what:
 
@@ -11,6 +11,11 @@ An entry names when, whom and what:
   heartbeat goes on: a worker that cannot tear down cleanly; step-based only), or
   `join` (the node, taken out by an earlier entry, is started again: a fresh process
   registers and the policy takes it in at an iteration boundary);
+- or a fault of the node's network link (the node's processes live on): `netdown` (the
+  link is cut), `netup` (the link is back, at full rate), `slow` (the link's rate is
+  limited, to KBIT kbit/s when a fourth field gives it, else 1000: a straggler). Whoever
+  owns the links carries them out (the namespace harness, `real.launch.netns_job`: the
+  coordinator hands each to it), so only a job on such hosts takes them;
 - where, for step-based crashes and hangs: the point of the worker's step at which it
   kills or freezes itself: `forward` (its first forward of the step, the default),
   `backward` (its first backward), `allreduce` (gradient all-reduce issued, not
@@ -18,7 +23,9 @@ An entry names when, whom and what:
   (inside the state copy of a reconfiguration that resumes at or after the step),
   `groups` (on entering the process-group creation of a generation that resumes at or
   after the step: the other ranks then wait in the rendezvous for the dead one),
-  `teardown` (tearing down after a failure of a generation running the step).
+  `teardown` (tearing down after a failure of a generation running the step). A
+  step-based `netdown` may name `recovery`: the cut comes when the coordinator begins
+  the first recovery at or after the step (a cut during a recovery).
 
 Step-based crashes and hangs are carried out by the victim itself (deterministic: the
 worker signals itself when it reaches the point), everything else by the coordinator.
@@ -29,10 +36,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-KINDS = ("crash", "hang", "stall", "join")
+KINDS = ("crash", "hang", "stall", "join", "netdown", "netup", "slow")
+NETWORK_KINDS = ("netdown", "netup", "slow")
+DEFAULT_SLOW_KBIT = 1000
+NET_POINTS = ("recovery",)
 POINTS = ("forward", "backward", "allreduce", "optimizer", "reconfigure", "groups", "teardown")
 DEFAULT_POINT = "forward"
 
@@ -55,6 +65,12 @@ class Injection:
     step: int | None = None
     at_s: float | None = None
     point: str = DEFAULT_POINT
+    rate_kbit: int | None = None  # a `slow`'s rate
+
+    @property
+    def network(self) -> bool:
+        """A fault of the node's link, carried out by whoever owns the links."""
+        return self.kind in NETWORK_KINDS
 
     @property
     def by_worker(self) -> bool:
@@ -63,6 +79,10 @@ class Injection:
 
     def describe(self) -> str:
         when = f"step {self.step}" if self.step is not None else f"{self.at_s:g} s"
+        if self.network:
+            where = f" at {self.point}" if self.point in NET_POINTS else ""
+            rate = f" to {self.rate_kbit} kbit/s" if self.kind == "slow" else ""
+            return f"{self.kind} {self.node} {when}{where}{rate}"
         where = f" at {self.point}" if self.by_worker else ""
         return f"{self.kind} {self.node}/{self.gpu} {when}{where}"
 
@@ -102,7 +122,8 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
     fields = entry.split(":")
     if len(fields) not in (3, 4) or not all(fields):
         raise InjectionError(
-            f"{label}: expected STEP:WORKER:crash|hang|stall|join[:POINT], e.g. 3:node1:crash or 2.5s:node0:hang"
+            f"{label}: expected STEP:WORKER:KIND[:POINT], KIND one of {'|'.join(KINDS)}, "
+            "e.g. 3:node1:crash or 2.5s:node0:hang or 4s:node2:slow:800"
         )
     when, who, kind = fields[:3]
     match = _WHEN.match(when)
@@ -121,6 +142,8 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
         raise InjectionError(f"{label}: node {node} has GPUs 0..{gpus_per_node - 1}, not {gpu}")
     if kind not in KINDS:
         raise InjectionError(f"{label}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
+    if kind in NETWORK_KINDS:
+        return _network_entry(label, fields, Injection(index, kind, node, gpu, step, at_s))
     point = fields[3] if len(fields) == 4 else DEFAULT_POINT
     if kind == "stall" and step is None:
         raise InjectionError(f"{label}: a stall is step-based (the worker stalls itself)")
@@ -132,16 +155,39 @@ def _parse_entry(index: int, entry: str, nodes: Sequence[str] | None, gpus_per_n
     return Injection(index, kind, node, gpu, step, at_s, point)
 
 
+def _network_entry(label: str, fields: Sequence[str], item: Injection) -> Injection:
+    """A link fault: the whole node's link (no GPU), a `slow`'s rate, a netdown's point."""
+    if item.gpu != 0:
+        raise InjectionError(f"{label}: a link belongs to the whole node; name {item.node}, not one GPU of it")
+    extra = fields[3] if len(fields) == 4 else None
+    if item.kind == "slow":
+        if extra is not None and not (extra.isdigit() and int(extra) > 0):
+            raise InjectionError(f"{label}: a slow link's rate is a positive whole number of kbit/s, not {extra!r}")
+        return replace(item, rate_kbit=int(extra) if extra is not None else DEFAULT_SLOW_KBIT)
+    if extra is None:
+        return item
+    if item.kind != "netdown" or extra not in NET_POINTS or item.step is None:
+        raise InjectionError(
+            f"{label}: {extra!r} does not apply here; only a step-based netdown takes a point (recovery)"
+        )
+    return replace(item, point=extra)
+
+
 def _order_key(item: Injection) -> tuple[int, float]:
     return (0, float(item.step)) if item.step is not None else (1, item.at_s or 0.0)
 
 
 def _check_order(items: Iterable[Injection]) -> None:
     """A join must follow a failure of the same node (same kind of clock: steps with
-    steps, times with times), and a node cannot fail twice without a join between."""
+    steps, times with times), and a node cannot fail twice without a join between. Its
+    link likewise: a netup follows a netdown or a slow of that node, and a cut link is
+    not cut again before it is up."""
     down: dict[str, Injection] = {}
+    links: dict[str, Injection] = {}
     for item in sorted(items, key=lambda i: (_order_key(i), i.index)):
-        if item.kind == "join":
+        if item.network:
+            _check_link(item, links)
+        elif item.kind == "join":
             if item.node not in down:
                 raise InjectionError(
                     f"--inject entry {item.index + 1}: {item.node} joins, but no earlier entry takes it out"
@@ -157,6 +203,24 @@ def _check_order(items: Iterable[Injection]) -> None:
                     f"--inject entry {item.index + 1}: {item.node} is already down (entry {down[item.node].index + 1})"
                 )
             down[item.node] = item
+
+
+def _check_link(item: Injection, links: dict[str, Injection]) -> None:
+    before = links.get(item.node)
+    label = f"--inject entry {item.index + 1}"
+    if item.kind == "netup":
+        if before is None:
+            raise InjectionError(f"{label}: {item.node}'s link comes up, but no earlier entry cuts or slows it")
+        if (before.step is None) != (item.step is None) or before.point in NET_POINTS:
+            raise InjectionError(
+                f"{label}: a netup and the entry before it must both use steps or both use times "
+                "(and a cut at a recovery has no known time to follow)"
+            )
+        del links[item.node]
+    elif before is not None and before.kind == "netdown":
+        raise InjectionError(f"{label}: {item.node}'s link is already cut (entry {before.index + 1})")
+    else:
+        links[item.node] = item
 
 
 def injections_to_json(items: Sequence[Injection]) -> list[dict[str, Any]]:
