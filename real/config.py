@@ -99,7 +99,9 @@ class RunConfig:
     - `profile_dir`: a measured profile of the model (`ooblab profile [--model hf:...]`) to
       plan from; without it the model is planned from an analytic estimate
       (`planning.estimate_tiny_gpt`, `planning.estimate_trained`).
-    - `data`, `data_dtype`: a flat binary of token ids to train on (`real.models.tokens`).
+    - `data`, `data_dtype`: a flat binary of token ids to train on (`real.models.tokens`);
+      `text`, `tokenizer`: a text file and a local tokenizer directory instead, tokenised
+      into such a binary in the run directory before any worker starts (`real.models.text`).
     - `pipelines`: node counts of the pipelines (e.g. (3, 4)) to force a grouping through
       `Planner.build_plan`; None lets the planner instantiate.
     - `gpu`: the planner's GPU type for memory and links; None: a CPU "GPU" of
@@ -142,6 +144,10 @@ class RunConfig:
     tiny: TinyGptSpec = field(default_factory=TinyGptSpec)
     data: str | None = None  # a flat binary of token ids (`real.models.tokens`); None: synthetic sequences
     data_dtype: str = "uint16"
+    # a UTF-8 text file and a local tokenizer directory: tokenised into `data` before the
+    # workers start (`real.models.text`)
+    text: str | None = None
+    tokenizer: str | None = None
     compute: str = "real"
     steps: int = 10
     global_batch: int = 16
@@ -209,8 +215,10 @@ class RunConfig:
                     f"real compute runs the built-in {TINY_GPT!r} or a Hugging Face model (hf:gpt2:tiny, "
                     f"hf:llama:DIR); {self.model!r} can run with --compute emulated"
                 )
-        if self.data is not None and self.compute != "real":
-            raise ConfigError("--data feeds real compute; emulated layers take no tokens")
+        if (self.data is not None or self.text is not None) and self.compute != "real":
+            raise ConfigError("--data and --text feed real compute; emulated layers take no tokens")
+        if (self.text is None) != (self.tokenizer is None):
+            raise ConfigError("--text and --tokenizer go together: a text file and the local tokenizer to read it with")
         if self.data_dtype not in TOKEN_DTYPE_NAMES:
             raise ConfigError(f"data_dtype must be {' or '.join(TOKEN_DTYPE_NAMES)}, got {self.data_dtype!r}")
         if self.global_batch % self.microbatch_size:

@@ -43,7 +43,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--model",
         default=d.model,
-        help="synthetic (a built-in emulated profile), a planner model name or profile directory (emulated), or tiny-gpt (profiled here; the only one for --compute real)",
+        help="synthetic (a built-in emulated profile), a planner model name or profile directory (emulated), or tiny-gpt or a Hugging Face model hf:FAMILY:PRESET|DIR (profiled here; the ones for --compute real)",
     )
     p.add_argument(
         "--nodes",

@@ -1,4 +1,4 @@
-"""Profile tiny-gpt as its workers will run: with the other workers computing beside it.
+"""Profile a real model as its workers will run: with the other workers computing beside it.
 
 On this testbed's machines the "GPUs" are CPU processes that share the cores, so a
 layer's time inside a job of N workers is not its time alone. The validation profiles
@@ -13,18 +13,19 @@ worker) the load would be pointless and `ooblab profile` alone is the profile.
 from __future__ import annotations
 
 
-def profile_with_neighbours(spec, settings, neighbours: int, timeout_s: float = 60.0):
-    """`real.launch.profiler.profile_tiny_gpt(spec, settings)` with `neighbours` load processes."""
+def profile_with_neighbours(model, settings, neighbours: int, timeout_s: float = 60.0):
+    """`real.launch.profiler.profile_model(model, settings)` with `neighbours` load processes
+    (`model`: a `real.models.family.Trained`)."""
     from real.launch.contention import busy_neighbours
-    from real.launch.profiler import profile_tiny_gpt
+    from real.launch.profiler import profile_model
 
-    with busy_neighbours(spec, neighbours, settings.threads, timeout_s):
-        return profile_tiny_gpt(spec, settings)
+    with busy_neighbours(model, neighbours, settings.threads, timeout_s):
+        return profile_model(model, settings)
 
 
-def profile_contended(spec, settings, workers: int):
+def profile_contended(model, settings, workers: int):
     """The profile beside `workers` - 1 busy neighbours with its contention sweep over
     0..workers - 1 neighbours (`profile.contention`)."""
     from real.launch.contention import profile_with_contention
 
-    return profile_with_contention(spec, settings, range(workers), workers - 1)
+    return profile_with_contention(model, settings, range(workers), workers - 1)

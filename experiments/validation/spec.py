@@ -11,7 +11,8 @@ report says), `prepare_model` makes the profile both sides plan with:
   16 of them).
 - a built-in planner model or an Oobleck profile directory (emulated compute): its
   profile, as the backend resolves it (one-GPU stages).
-- `tiny-gpt` (real or emulated compute; shape `TINY_SHAPE`): profiled on this machine
+- `tiny-gpt` (real or emulated compute; shape `TINY_SHAPE`), or a Hugging Face model
+  (`hf:FAMILY:PRESET|DIR`, real compute; `real.models.hf`): profiled on this machine
   first (`real.launch.profiler`, one thread, as a worker runs, beside N - 1 processes computing
   the same layers: `contended`), then planned from that; the same layers timed beside
   0..N - 1 busy neighbours (`contention.json`) let the simulator scale each phase's compute
@@ -84,9 +85,10 @@ class ValidationSpec:
     def __post_init__(self) -> None:
         if self.compute not in COMPUTE:
             raise ValidationError(f"compute must be one of {', '.join(COMPUTE)}, got {self.compute!r}")
-        if self.compute == "real" and self.model != TINY_GPT:
+        if self.compute == "real" and self.model != TINY_GPT and not self.model.startswith("hf:"):
             raise ValidationError(
-                f"real compute runs {TINY_GPT!r} only, got model {self.model!r} (use --compute emulated)"
+                f"real compute runs {TINY_GPT!r} or a Hugging Face model (hf:gpt2:small, hf:llama:DIR), got model "
+                f"{self.model!r} (use --compute emulated)"
             )
         for name in ("nodes", "global_batch", "checkpoint_every"):
             value = getattr(self, name)
@@ -221,31 +223,42 @@ def prepare_model(spec: ValidationSpec, directory: Path, progress=print) -> Prep
 
     directory = Path(directory)
     target = directory / "profile"
-    if spec.model == TINY_GPT:
+    if spec.model == TINY_GPT or spec.model.startswith("hf:"):
         from planner.contention import FILE_NAME, write_contention
         from real.config import TinyGptSpec
         from real.launch.profiler import ProfilerSettings
+        from real.models.family import named
 
         from .contended import profile_contended
 
         tiny = TinyGptSpec(**TINY_SHAPE)
+        try:
+            model = named(spec.model, tiny)  # a Hugging Face name is checked here, before any measurement
+        except ValueError as exc:  # real.config.ConfigError
+            raise ValidationError(str(exc)) from None
         _carry_communication(spec, target, progress)  # first: a bad given file is named before minutes of profiling
         if not (target / "mb1.json").exists() or not (target / FILE_NAME).exists():  # once per output directory
             progress(
-                f"profiling {TINY_GPT} on this machine, beside {spec.nodes - 1} busy neighbours, "
+                f"profiling {spec.model} on this machine, beside {spec.nodes - 1} busy neighbours, "
                 f"then beside 0..{spec.nodes - 1} (layers, then the pipeline hop) ..."
             )
-            profile = profile_contended(tiny, ProfilerSettings(max_participants=max(2, spec.nodes)), spec.nodes)
+            settings = ProfilerSettings(max_participants=max(2, spec.nodes))
+            profile = profile_contended(model, settings, spec.nodes)
             write_oobleck_profile(profile, target)
             if profile.contention is None:
                 raise RuntimeError("internal error: the contended profile came back without its contention sweep")
             write_contention(profile.contention, target)
             progress(profile.contention.summary())
-        shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
+        if spec.model == TINY_GPT:
+            shape = ", ".join(f"{k} {v}" for k, v in TINY_SHAPE.items())
+            fields: dict[str, Any] = {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny}
+        else:
+            shape = f"{model.num_layers - 2} blocks, hidden {model.hidden}, sequence {model.seq_len}"
+            fields = {"model": spec.model, "profile_dir": str(target)}
         return PreparedModel(
-            {"model": TINY_GPT, "profile_dir": str(target), "tiny": tiny},
+            fields,
             target,
-            f"{TINY_GPT} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours, "
+            f"{spec.model} ({shape}), profiled here beside {spec.nodes - 1} busy neighbours, "
             f"compute scaled per live worker count (contention.json)",
         )
     if spec.model == SYNTHETIC:

@@ -46,6 +46,8 @@ from planner.records import RECONFIGURING, RESTARTING, RUNNING, EventRecord, Tim
 
 from ..config import ConfigError, RunConfig
 from ..models.emulated import EmulatedLayerTimes
+from ..models.family import named
+from ..models.text import prepare as prepare_text
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, verdict
@@ -100,6 +102,8 @@ class Coordinator:
         net_control: str | Path | None = None,
     ):
         design, _ = resolve_design(config)  # a bad name or option fails before anything starts
+        if config.text is not None:  # tokenised once, here, before any worker starts
+            config = prepare_text(config, run_dir, named(config.model, config.tiny).vocab)
         if (config.checkpoint_every or design.real.saves_on_demand) and config.checkpoint_dir is None:
             base = Path(run_dir) if run_dir is not None else Path("results/real") / f"checkpoints-{int(time.time())}"
             config = config.with_(checkpoint_dir=str((base / "checkpoints").resolve()))

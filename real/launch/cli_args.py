@@ -63,6 +63,14 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dtype", default=d.data_dtype, choices=TOKEN_DTYPE_NAMES, help="the token ids' type in --data"
     )
     parser.add_argument(
+        "--text",
+        default=None,
+        help="a UTF-8 text file to train on, tokenised with --tokenizer before the workers start (instead of --data)",
+    )
+    parser.add_argument(
+        "--tokenizer", default=None, metavar="DIR", help="a tokenizer saved in a local directory (save_pretrained)"
+    )
+    parser.add_argument(
         "--compute",
         default=d.compute,
         choices=COMPUTE_MODES,
@@ -239,6 +247,8 @@ def _design_fields(args) -> dict:
 
 
 def config_from_args(args) -> RunConfig:
+    if args.text is not None and args.data is not None:
+        raise ConfigError("--data and --text are two ways to give the tokens: pass one")
     pipelines = None
     if args.pipelines:
         try:
@@ -251,6 +261,8 @@ def config_from_args(args) -> RunConfig:
         model=args.model,
         data=args.data,
         data_dtype=args.data_dtype,
+        text=args.text,
+        tokenizer=args.tokenizer,
         tiny=TinyGptSpec(args.vocab, args.seq_len, args.hidden, args.heads, args.blocks),
         compute=args.compute,
         steps=args.steps,

@@ -1,4 +1,4 @@
-"""Measure tiny-gpt's layers beside k busy neighbour processes (`contention.json`).
+"""Measure a model's layers beside k busy neighbour processes (`contention.json`).
 
 On this testbed the "GPUs" are CPU processes sharing the cores, so a layer's time in a
 job depends on how many workers compute at once. `BusyNeighbours` keeps a pool of
@@ -27,37 +27,39 @@ import statistics
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import date
 
 from planner.contention import ContentionProfile
 from planner.optimizer_step import OptimizerProfile
 from planner.profile import ModelProfile
 
-from ..config import TINY_GPT, TinyGptSpec
+from ..config import TINY_GPT
+from ..models.family import Trained
 from .comm_fit import FitError
 from .comm_profile import ATTEMPTS, KIB, CommSettings, measure_communication
 from .cpu_share import ShareReading, ShareWindow
 from .pass_timing import time_passes
-from .profiler import ProfilerSettings, profile_tiny_gpt
+from .profiler import ProfilerSettings, profile_model
 
 _POLL_S = 0.01
 
 
-def _load(spec_fields: dict, threads: int, go, busy, ready, stop) -> None:
-    """A neighbour: tiny-gpt's layers built once, then forward and backward of one
-    microbatch through all of them, over and over while `go` is set (as a worker runs its
-    stage: tensors reused, no re-initialisation between microbatches)."""
+def _load(recipe: tuple[str, dict | None], threads: int, go, busy, ready, stop) -> None:
+    """A neighbour: the model's layers (`Trained.recipe`) built once, then forward and
+    backward of one microbatch through all of them, over and over while `go` is set (as a
+    worker runs its stage: tensors reused, no re-initialisation between microbatches)."""
     import torch
 
-    from ..models.tinygpt import batch, build_layer, lm_loss
+    from ..models.family import rebuild
+    from ..models.tinygpt import lm_loss
     from .local import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(threads)
-    spec = TinyGptSpec(**spec_fields)
-    layers = [build_layer(spec, i, 0) for i in range(spec.num_layers)]
-    ids, targets = batch(spec, 0, 0, 1)
+    model = rebuild(*recipe)
+    layers = list(model.build(0, model.num_layers, 0, torch.float32))
+    ids, targets = model.batch(0, 0, 1)
 
     def step() -> None:
         out = ids
@@ -82,7 +84,7 @@ def _load(spec_fields: dict, threads: int, go, busy, ready, stop) -> None:
 class BusyNeighbours:
     """A pool of `size` load processes; `busy(k)` runs k of them, parks the others."""
 
-    def __init__(self, spec: TinyGptSpec, size: int, threads: int = 1, timeout_s: float = 120.0):
+    def __init__(self, spec: Trained, size: int, threads: int = 1, timeout_s: float = 120.0):
         if size < 0:
             raise ValueError(f"the number of neighbour processes must be >= 0, got {size}")
         self.spec, self.size, self.threads, self.timeout_s = spec, size, threads, timeout_s
@@ -98,7 +100,7 @@ class BusyNeighbours:
             for _ in range(self.size):
                 go, busy, ready = context.Event(), context.Event(), context.Event()
                 proc = context.Process(
-                    target=_load, args=(asdict(self.spec), self.threads, go, busy, ready, self._stop), daemon=True
+                    target=_load, args=(self.spec.recipe, self.threads, go, busy, ready, self._stop), daemon=True
                 )
                 proc.start()
                 self._procs.append(proc)
@@ -145,7 +147,7 @@ class BusyNeighbours:
 
 
 @contextmanager
-def busy_neighbours(spec: TinyGptSpec, k: int, threads: int = 1, timeout_s: float = 120.0) -> Iterator[None]:
+def busy_neighbours(spec: Trained, k: int, threads: int = 1, timeout_s: float = 120.0) -> Iterator[None]:
     """k load processes computing for the duration of the block."""
     with BusyNeighbours(spec, k, threads, timeout_s) as pool:
         pool.busy(k)
@@ -165,7 +167,7 @@ Shares = dict[int, tuple[float, float]]
 
 
 def _sweep_medians(
-    spec: TinyGptSpec,
+    spec: Trained,
     settings: ProfilerSettings,
     counts: Sequence[int],
     rounds: int,
@@ -248,12 +250,13 @@ def _contention_profile(
     settings: ProfilerSettings,
     rounds: int,
     hops: tuple[tuple[int, float], ...] = (),
+    model: str = TINY_GPT,
 ) -> ContentionProfile:
     total = {k: sum(f + b for f, b, _ in layers) for k, layers in medians.items()}
     factors = tuple((k, 1.0 if k == reference else total[k] / total[reference]) for k in sorted(medians))
     evened = "times evened to the busy processes' mean core share" if shares else "core shares unreadable"
     source = (
-        f"ooblab profile, {TINY_GPT} on {platform.node()}, {settings.threads} thread(s) per process, "
+        f"ooblab profile, {model} on {platform.node()}, {settings.threads} thread(s) per process, "
         f"{os.cpu_count()} cores, {rounds} rounds x {settings.repeats} repeats, {evened}, {date.today().isoformat()}"
     )
     measured = tuple((k, tuple((f, b) for f, b, _ in layers)) for k, layers in sorted(medians.items()))
@@ -263,7 +266,7 @@ def _contention_profile(
 
 
 def measure_contention(
-    spec: TinyGptSpec,
+    spec: Trained,
     settings: ProfilerSettings,
     neighbours: Sequence[int],
     reference: int,
@@ -275,7 +278,7 @@ def measure_contention(
     added when absent), as a `ContentionProfile` relative to `reference`."""
     counts = _counts(neighbours, reference, rounds, settings)
     medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
-    return _contention_profile(medians, shares, reference, settings, rounds)
+    return _contention_profile(medians, shares, reference, settings, rounds, model=spec.name)
 
 
 # 1F1B settings of the loaded hop readings: the 64 KiB boundaries of the communication
@@ -309,7 +312,7 @@ def measure_hops(
 
 
 def profile_with_contention(
-    spec: TinyGptSpec,
+    spec: Trained,
     settings: ProfilerSettings,
     neighbours: Sequence[int],
     reference: int,
@@ -317,7 +320,7 @@ def profile_with_contention(
     rounds: int = 2,
     hops: CommSettings | None = HOP_SETTINGS,
 ) -> ModelProfile:
-    """`profile_tiny_gpt` beside `reference` busy neighbours, then the contention sweep over
+    """`profile_model` beside `reference` busy neighbours, then the contention sweep over
     `neighbours` with the same pool of load processes, then (unless `hops` is None) the
     1F1B hop cost beside each of those counts (`measure_hops`): the profile with
     `contention` set.
@@ -332,10 +335,10 @@ def profile_with_contention(
     counts = _counts(neighbours, reference, rounds, settings)
     with BusyNeighbours(spec, counts[-1], settings.threads, settings.timeout_s) as pool:
         pool.busy(reference)
-        profile = profile_tiny_gpt(spec, settings)
+        profile = profile_model(spec, settings)
         medians, shares = _sweep_medians(spec, settings, counts, rounds, pool)
         hop_readings = measure_hops(pool, counts, hops) if hops is not None else ()
-    contention = _contention_profile(medians, shares, reference, settings, rounds, hop_readings)
+    contention = _contention_profile(medians, shares, reference, settings, rounds, hop_readings, spec.name)
     at_reference = medians[reference]
     layers = tuple(
         replace(layer, forward_s=f, backward_s=b) for layer, (f, b, _) in zip(profile.layers, at_reference, strict=True)

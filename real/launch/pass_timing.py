@@ -1,4 +1,4 @@
-"""Time every tiny-gpt layer inside whole-model passes, as a worker runs them.
+"""Time every layer of a model inside whole-model passes, as a worker runs them.
 
 `profiler.measure_layer` times one layer alone, the same module over and over: its
 weights and activations stay in the cache. A worker runs its layers one after another,
@@ -28,18 +28,18 @@ import time
 
 import torch
 
-from ..config import TinyGptSpec
-from ..models.tinygpt import DTYPES, batch, build_layer, lm_loss
+from ..models.family import Trained
+from ..models.tinygpt import DTYPES, lm_loss
 from .profiler import ProfilerSettings
 
 
-def time_passes(spec: TinyGptSpec, settings: ProfilerSettings) -> tuple[tuple[float, float, float], ...]:
+def time_passes(model: Trained, settings: ProfilerSettings) -> tuple[tuple[float, float, float], ...]:
     """Each layer's median (forward_s, backward_s, optimizer_step_s) inside whole passes, on CPU."""
     dtype = DTYPES[settings.dtype]
-    layers = [build_layer(spec, i, settings.seed, dtype) for i in range(spec.num_layers)]
+    layers = list(model.build(0, model.num_layers, settings.seed, dtype))
     optimizers = [torch.optim.AdamW(layer.parameters()) for layer in layers]
-    ids, targets = batch(spec, settings.seed, 0, settings.microbatch_size)
-    last = spec.num_layers - 1
+    ids, targets = model.batch(settings.seed, 0, settings.microbatch_size)
+    last = model.num_layers - 1
 
     def one_pass() -> list[tuple[float, float, float]]:
         forward, backward, step = [0.0] * len(layers), [0.0] * len(layers), [0.0] * len(layers)

@@ -37,8 +37,6 @@ def handle_profile(args) -> int:
             threads=args.threads,
         )
         neighbours = _neighbour_counts(args.busy_neighbours, args.reference_neighbours)
-        if neighbours is not None and args.model != TINY_GPT:
-            raise ConfigError("--busy-neighbours measures tiny-gpt only")
     except (ConfigError, ValueError) as exc:  # the model's shape and the profiler's settings: the user's
         return request_error("profile", exc)
     try:  # past here any error, a ValueError included, is the profiler's or the format writer's own
@@ -48,7 +46,7 @@ def handle_profile(args) -> int:
             from .contention import HOP_SETTINGS, profile_with_contention
 
             hops = None if args.skip_comm else HOP_SETTINGS  # --skip-comm: no communication measured at all
-            profile = profile_with_contention(spec, settings, neighbours, args.reference_neighbours, hops=hops)
+            profile = profile_with_contention(model, settings, neighbours, args.reference_neighbours, hops=hops)
         from planner.contention import write_contention
         from planner.oobleck_format import write_oobleck_profile
 

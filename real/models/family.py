@@ -9,7 +9,7 @@ vocabulary (`tinygpt.batch`); every rank builds any step's batch by itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -31,6 +31,25 @@ class Trained:
     num_layers: int
     build: Callable[[int, int, int, torch.dtype], nn.Sequential]
     data: tokens.TokenFile | None = None
+    # a parameter two layers share: ((layer, name), (layer, name)); each holder keeps a
+    # copy and the copies' gradients are summed every step (`real.models.hf`)
+    tie: tuple[tuple[int, str], tuple[int, str]] | None = None
+    tiny: TinyGptSpec | None = None  # tiny-gpt's sizes (None: a Hugging Face model, named by `name`)
+
+    @property
+    def recipe(self) -> tuple[str, dict | None]:
+        """What rebuilds this model in another process (`rebuild`): picklable, unlike `build`."""
+        return self.name, asdict(self.tiny) if self.tiny is not None else None
+
+    def build_whole(self, seed: int, dtype: torch.dtype) -> nn.Sequential:
+        """Every layer, the tied pair as one parameter: the single-process model."""
+        layers = self.build(0, self.num_layers, seed, dtype)
+        if self.tie is not None:
+            (a, name_a), (b, name_b) = self.tie
+            path, _, attr = name_b.rpartition(".")
+            owner = layers[b].get_submodule(path) if path else layers[b]
+            setattr(owner, attr, layers[a].get_parameter(name_a))
+        return layers
 
     def batch(self, seed: int, step: int, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and targets of step `step`'s global batch."""
@@ -54,8 +73,13 @@ def _hf(model: str) -> Trained:
     shape = hf.parse(model)
     return Trained(
         model, shape.vocab, shape.seq_len, shape.hidden, shape.heads, shape.num_layers,
-        lambda first, end, seed, dtype: hf.build_layers(shape, first, end, seed, dtype),
+        lambda first, end, seed, dtype: hf.build_layers(shape, first, end, seed, dtype), tie=shape.tie,
     )  # fmt: skip
+
+
+def rebuild(name: str, tiny: dict | None) -> Trained:
+    """The model of a `Trained.recipe` (no token data)."""
+    return named(name, TinyGptSpec(**tiny) if tiny is not None else TinyGptSpec())
 
 
 def trained(config: RunConfig) -> Trained:
@@ -70,5 +94,5 @@ def named(model: str, spec: TinyGptSpec, data: tokens.TokenFile | None = None) -
         return replace(_hf(model), data=data)
     return Trained(
         TINY_GPT, spec.vocab, spec.seq_len, spec.hidden, spec.heads, spec.num_layers,
-        lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype), data,
+        lambda first, end, seed, dtype: tinygpt.build_layers(spec, first, end, seed, dtype), data, tiny=spec,
     )  # fmt: skip

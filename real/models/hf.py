@@ -11,9 +11,15 @@ block is the transformers class itself (`GPT2Block`, `LlamaDecoderLayer`); Llama
 embedding has no weights, so each block computes its own. Each layer is initialised from
 its own generator (`seed`, layer index; GPT-2's scheme: weights N(0, 0.02), biases 0, norm
 gains 1), so a stage builds only its layers and gets exactly the weights a single-process
-model has. The head's projection is its own matrix (`tie_word_embeddings=False`, as
-tiny-gpt's): a tie across stages would need the embedding's and the head's gradients summed
-between their owners every step, which the backend does not do yet.
+model has.
+
+Tied embeddings (`tie_word_embeddings`: GPT-2's presets, and a config.json that does not
+say otherwise, as transformers reads it; Llama's presets are untied, as Llama 2 and 3 are):
+the head's projection starts as a copy of the token embedding, and every step the two
+copies' gradients are summed over every rank holding either (`real.worker.gradsync`) before
+each owner's optimizer step. Equal start, equal gradients and AdamW's element-wise update
+keep the copies equal: the model trains as the single-process model whose head and
+embedding are one tensor (`TIE` names the pair; `real.models.reference` ties them).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from ..config import ConfigError
 
 FAMILIES = ("gpt2", "llama")
 INIT_STD = 0.02
+# the tied pair: (layer, parameter) of the token embedding, then of the head's projection
+TIE_EMBEDDING, TIE_HEAD = "tokens.weight", "logits.weight"
 
 
 @dataclass(frozen=True)
@@ -44,15 +52,23 @@ class HfShape:
     blocks: int
     kv_heads: int | None = None  # Llama's grouped-query heads (None: as many as heads)
     intermediate: int | None = None  # Llama's MLP width (None: 4 x hidden, rounded as Llama's)
+    tied: bool = False  # the head's projection is the token embedding (`tie_word_embeddings`)
 
     @property
     def num_layers(self) -> int:
         return self.blocks + 2
 
+    @property
+    def tie(self) -> tuple[tuple[int, str], tuple[int, str]] | None:
+        """((layer, parameter) of the embedding, of the head) when tied, else None."""
+        return ((0, TIE_EMBEDDING), (self.num_layers - 1, TIE_HEAD)) if self.tied else None
+
 
 PRESETS = {
     "tiny": dict(vocab=128, seq_len=16, hidden=32, heads=4, blocks=2),
     "small": dict(vocab=512, seq_len=64, hidden=128, heads=4, blocks=4),
+    # tiny-gpt's validated shape: compute, not the per-message runtime, sets the pace
+    "base": dict(vocab=256, seq_len=128, hidden=256, heads=4, blocks=4),
 }
 
 
@@ -65,7 +81,7 @@ def parse(name: str) -> HfShape:
         )
     family, what = parts[1], parts[2]
     if what in PRESETS:
-        return HfShape(family, **PRESETS[what])
+        return HfShape(family, **PRESETS[what], tied=family == "gpt2")
     directory = Path(what)
     if not (directory / "config.json").is_file():
         raise ConfigError(
@@ -85,11 +101,13 @@ def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
     if missing:
         raise ConfigError(f"model {name!r}: config.json lacks {', '.join(missing)} for a {family} model")
     vocab, seq_len, hidden, heads, blocks = (int(cfg[k]) for k in keys)
+    tied = bool(cfg.get("tie_word_embeddings", True))  # transformers' default when the file is silent
     if family == "llama":
         return HfShape(
-            family, vocab, seq_len, hidden, heads, blocks, cfg.get("num_key_value_heads"), cfg.get("intermediate_size")
-        )
-    return HfShape(family, vocab, seq_len, hidden, heads, blocks)
+            family, vocab, seq_len, hidden, heads, blocks, cfg.get("num_key_value_heads"), cfg.get("intermediate_size"),
+            tied,
+        )  # fmt: skip
+    return HfShape(family, vocab, seq_len, hidden, heads, blocks, tied=tied)
 
 
 def _transformers():
@@ -101,20 +119,21 @@ def _transformers():
 
 
 def hf_config(shape: HfShape) -> Any:
-    """The transformers config of `shape`: no dropout (runs are deterministic), untied head,
-    PyTorch's scaled-dot-product attention (causal when no mask is given)."""
+    """The transformers config of `shape`: no dropout (runs are deterministic), the head
+    tied as `shape` says, PyTorch's scaled-dot-product attention (causal when no mask is
+    given)."""
     tf = _transformers()
     if shape.family == "gpt2":
         config = tf.GPT2Config(
             vocab_size=shape.vocab, n_positions=shape.seq_len, n_embd=shape.hidden, n_head=shape.heads,
-            n_layer=shape.blocks, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
+            n_layer=shape.blocks, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=shape.tied,
         )  # fmt: skip
     else:
         config = tf.LlamaConfig(
             vocab_size=shape.vocab, max_position_embeddings=shape.seq_len, hidden_size=shape.hidden,
             num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads or shape.heads,
             intermediate_size=shape.intermediate or 4 * shape.hidden, num_hidden_layers=shape.blocks,
-            attention_dropout=0.0, tie_word_embeddings=False,
+            attention_dropout=0.0, tie_word_embeddings=shape.tied,
         )  # fmt: skip
     config._attn_implementation = "sdpa"
     return config
@@ -197,6 +216,11 @@ def build_layer(shape: HfShape, index: int, seed: int, dtype: torch.dtype = torc
     else:
         layer = Block(shape, config, index - 1)
     _init(layer, torch.Generator().manual_seed(seed * 1_000_003 + index))
+    if shape.tied and isinstance(layer, Head):  # the head starts as the embedding's copy
+        embedding = build_layer(shape, 0, seed, torch.float64)
+        assert isinstance(embedding, Embeddings)
+        with torch.no_grad():
+            layer.logits.weight.copy_(embedding.tokens.weight)
     return layer.to(dtype)
 
 
@@ -208,7 +232,7 @@ def build_layers(shape: HfShape, first: int, end: int, seed: int, dtype: torch.d
 def as_transformers_model(shape: HfShape, layers: nn.Sequential) -> nn.Module:
     """The transformers causal-LM model (`GPT2LMHeadModel`, `LlamaForCausalLM`) holding the
     same weights as `layers` (all of them): the single-process model users know, to check
-    that the planner's cut computes what it computes."""
+    that the planner's cut computes what it computes (tied as `shape` says)."""
     tf = _transformers()
     config = hf_config(shape)
     model = (tf.GPT2LMHeadModel if shape.family == "gpt2" else tf.LlamaForCausalLM)(config)
@@ -229,5 +253,8 @@ def as_transformers_model(shape: HfShape, layers: nn.Sequential) -> nn.Module:
         for mine, theirs in zip(blocks, stack):
             assert isinstance(mine, Block)
             theirs.load_state_dict(mine.block.state_dict())
-        model.lm_head.weight.copy_(head.logits.weight)
+        if not shape.tied:
+            model.lm_head.weight.copy_(head.logits.weight)
+    if shape.tied and model.lm_head.weight is not (model.get_input_embeddings().weight):
+        raise RuntimeError("internal error: transformers did not tie the head to the embedding")
     return model.to(next(layers.parameters()).dtype).eval()

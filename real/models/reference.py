@@ -34,7 +34,7 @@ def train_reference(
     given for step k, names the (first microbatch, count) ranges of the step's global
     batch it trains on (a step over some replica groups); other steps take it whole."""
     spec = trained(config)
-    model = spec.build(0, spec.num_layers, config.seed, DTYPES[config.dtype])
+    model = spec.build_whole(config.seed, DTYPES[config.dtype])
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     losses = []
     b = config.microbatch_size

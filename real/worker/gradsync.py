@@ -7,7 +7,13 @@ the global batch: one data-parallel step, whatever the split of microbatches.
 
 A rank flattens the gradients of the layers it shares with each group into one buffer
 and all-reduces them asynchronously in the layout's global group order (the same on
-every rank, so overlapping groups cannot deadlock), then waits and copies back. In
+every rank, so overlapping groups cannot deadlock), then waits and copies back.
+
+A tied pair (the token embedding and the head's projection of a tied model): each holder
+keeps its own copy, left out of the layer buckets. A rank adds up the gradients of the
+copies it holds and all-reduces that sum over every rank holding either layer (issued
+after the buckets, on every such rank), so each copy's gradient becomes the whole
+shared parameter's: the embedding's and the head's, over every pipeline. In
 emulated mode it then sleeps for the planner's all-reduce time of its layers, after the
 real (tiny) all-reduce has synchronised it with the other replicas, as the planner's
 exposure model has it (`planner.allreduce`).
@@ -45,7 +51,13 @@ class GradientSync:
         layer_params: Mapping[int, Sequence[torch.nn.Parameter]],
         emulated_allreduce_s: float = 0.0,
         issued: Callable[[], None] | None = None,
+        tied: Sequence[torch.nn.Parameter] = (),
+        tie_group: dist.ProcessGroup | None = None,
     ):
+        """`tied`: this rank's copies of a tied parameter (none, one, or both), which must not
+        be in `layer_params`; `tie_group`: the group of every rank holding a copy (None:
+        this rank holds them all)."""
+        self.tied, self.tie_group = list(tied), tie_group
         self.buckets: list[tuple[dist.ProcessGroup, list[torch.nn.Parameter]]] = []
         for spec in layout.groups_of(rank):
             missing = [layer for layer in spec.layers if layer not in layer_params]
@@ -69,6 +81,12 @@ class GradientSync:
             pending.append(
                 (async_work(dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)), flat, grads)
             )
+        tied = None
+        if self.tied:
+            tied = torch.stack([grad_of(p) for p in self.tied]).sum(0)
+            if self.tie_group is not None:
+                work = dist.all_reduce(tied, op=dist.ReduceOp.SUM, group=self.tie_group, async_op=True)
+                pending.append((async_work(work), tied, []))
         if self._issued is not None:
             self._issued()
         for work, flat, grads in pending:
@@ -78,5 +96,8 @@ class GradientSync:
                 n = g.numel()
                 g.copy_(flat[offset : offset + n].view_as(g))
                 offset += n
+        if tied is not None:
+            for p in self.tied:
+                grad_of(p).copy_(tied)
         if self.emulated_allreduce_s > 0:
             sleep_until(time.perf_counter() + self.emulated_allreduce_s)

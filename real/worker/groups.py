@@ -88,6 +88,10 @@ class Generation:
     sync_groups: dict[tuple[int, ...], dist.ProcessGroup] = field(default_factory=dict)
     sockets: frozenset[int] = frozenset()  # inodes of the TCP connections its groups opened (gloo)
     store_port: int | None = None  # the coordinator's store, whose connections are never severed
+    # the ranks holding either layer of a tied pair (`tie_ranks`), and their group when this
+    # rank is one of two or more
+    tie_ranks: tuple[int, ...] = ()
+    tie_group: dist.ProcessGroup | None = None
     alive: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -112,6 +116,7 @@ class Generation:
             self.alive = False
             self.pipeline_group = None
             self.sync_groups = {}
+            self.tie_group = None
 
     def sever(self) -> None:
         """Shut down the sockets this generation's groups opened, so that every operation
@@ -148,11 +153,25 @@ class Generation:
         return {"resevered": resevered, "stuck": stuck, "stack": main_thread_stack()}
 
 
+def tie_ranks(layout: Layout, tied_layers: tuple[int, int] | None) -> tuple[int, ...]:
+    """The ranks holding either layer of a tied pair, in order (empty: no tie)."""
+    if tied_layers is None:
+        return ()
+    return tuple(s.rank for s in layout.stages if any(s.first_layer <= l < s.end_layer for l in tied_layers))
+
+
 def build_generation(
-    base_store: dist.Store, layout: Layout, rank: int, backend: str, timeout_s: float, severable: bool = True
+    base_store: dist.Store,
+    layout: Layout,
+    rank: int,
+    backend: str,
+    timeout_s: float,
+    severable: bool = True,
+    tied_layers: tuple[int, int] | None = None,
 ) -> Generation:
-    """Join generation `layout.generation` as `rank` and create all of its groups; on gloo
-    with `severable`, note the sockets they open (`Generation.sever`)."""
+    """Join generation `layout.generation` as `rank` and create all of its groups (the
+    pipelines', the sync groups', then the tied pair's, the same order on every rank); on
+    gloo with `severable`, note the sockets they open (`Generation.sever`)."""
     if dist.is_initialized():
         raise RuntimeError("a process group is still initialised: tear the previous generation down first")
     timeout = timedelta(seconds=timeout_s)
@@ -172,5 +191,12 @@ def build_generation(
         group = dist.new_group(list(spec.ranks), timeout=timeout, backend=backend)
         if rank in spec.ranks:
             sync[spec.ranks] = group
+    tied = tie_ranks(layout, tied_layers)
+    tie_group = None
+    if len(tied) > 1:
+        group = dist.new_group(list(tied), timeout=timeout, backend=backend)
+        tie_group = group if rank in tied else None
     opened = snapshot(store_port) - before if watched else frozenset()
-    return Generation(layout.generation, layout, rank, backend, pipeline_group, sync, opened, store_port)
+    return Generation(
+        layout.generation, layout, rank, backend, pipeline_group, sync, opened, store_port, tied, tie_group
+    )

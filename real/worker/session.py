@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import RunConfig, parse_checkpoint_faults
+from ..models.family import trained
 from ..protocol import keys
 from ..protocol import rendezvous as rv
 from ..protocol.commit import STOP, ack, report_step, wait_verdict
@@ -143,6 +144,14 @@ class WorkerSession:
         self._published: set[int] = set()  # layers whose size this process has published
 
     @property
+    def tied_layers(self) -> tuple[int, int] | None:
+        """The layers of the model's tied pair (real compute), whose holders form a group."""
+        if self.config.compute != "real":
+            return None
+        tie = trained(self.config).tie
+        return (tie[0][0], tie[1][0]) if tie is not None else None
+
+    @property
     def memory(self) -> NodeMemory:
         """This node's CPU memory for in-memory copies."""
         if self.config.memory_dir is None:
@@ -176,6 +185,7 @@ class WorkerSession:
             self.backend,
             self.config.timeout_s,
             self.config.sever_on_failure,
+            tied_layers=self.tied_layers,
         )
         if self._watch_store is not None:
             generation, watch_store = attempt.generation, self._watch_store

@@ -10,14 +10,16 @@ import pytest
 
 from planner.contention import load_contention
 from planner.oobleck_format import load_oobleck_profile
-from real.config import TinyGptSpec
+from real.config import TINY_GPT, TinyGptSpec
 from real.launch.contention import BusyNeighbours, _sweep_order, measure_contention
 from real.launch.pass_timing import time_passes
 from real.launch.profiler import ProfilerSettings
+from real.models.family import named
 
 from .conftest import ooblab
 
 SPEC = TinyGptSpec(vocab=64, seq_len=16, hidden=32, heads=2, blocks=1)
+MODEL = named(TINY_GPT, SPEC)
 SIZE_ARGS = ["--vocab", "64", "--seq-len", "16", "--hidden", "32", "--heads", "2", "--blocks", "1"]
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -35,7 +37,7 @@ def _burn(pid: int, window_s: float = 1.0) -> float:
 
 def test_passes_time_every_layer_its_backward_and_its_step():
     pytest.importorskip("torch")
-    times = time_passes(SPEC, ProfilerSettings(repeats=3, warmup=1))
+    times = time_passes(MODEL, ProfilerSettings(repeats=3, warmup=1))
     assert len(times) == SPEC.num_layers
     assert all(f > 0 and b > 0 and o > 0 for f, b, o in times), times
     # 256x the block's weights: each part 6-14x slower on a quiet machine; medians of 9
@@ -43,8 +45,8 @@ def test_passes_time_every_layer_its_backward_and_its_step():
     # preempted narrow step (5.9 ms against the wide block's 3.8 ms at 64x)
     wide = TinyGptSpec(vocab=64, seq_len=16, hidden=512, heads=2, blocks=1)
     narrow_block, wide_block = (
-        time_passes(SPEC, ProfilerSettings(repeats=9))[1],
-        time_passes(wide, ProfilerSettings(repeats=9))[1],
+        time_passes(MODEL, ProfilerSettings(repeats=9))[1],
+        time_passes(named(TINY_GPT, wide), ProfilerSettings(repeats=9))[1],
     )
     assert all(w > n for w, n in zip(wide_block, narrow_block, strict=True)), (wide_block, narrow_block)
 
@@ -57,7 +59,7 @@ def test_sweep_order_goes_up_then_down():
 def test_neighbours_compute_on_demand_and_the_sweep_is_relative_to_its_reference():
     pytest.importorskip("torch")
     settings = ProfilerSettings(repeats=1, warmup=0, max_participants=1)
-    with BusyNeighbours(SPEC, 1, timeout_s=60) as pool:
+    with BusyNeighbours(MODEL, 1, timeout_s=60) as pool:
         pid = pool._procs[0].pid
         pool.busy(1)
         busy = _burn(pid)
@@ -66,7 +68,7 @@ def test_neighbours_compute_on_demand_and_the_sweep_is_relative_to_its_reference
         assert busy > 3 * parked + 0.05, (busy, parked)
         with pytest.raises(ValueError, match="2 busy neighbours asked of a pool of 1"):
             pool.busy(2)
-        profile = measure_contention(SPEC, settings, [0], 1, rounds=1, pool=pool)
+        profile = measure_contention(MODEL, settings, [0], 1, rounds=1, pool=pool)
     assert not pool._procs[0].is_alive()
     assert profile.neighbour_counts == (0, 1) and profile.reference_neighbours == 1
     assert profile.factor(1) == 1.0 and profile.factor(0) > 0

@@ -69,6 +69,63 @@ def test_any_cut_into_stages_gives_the_same_logits_and_weights(family):
 
 
 @needs_transformers
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_single_process_model_trains_as_transformers_model_tied_or_not(family):
+    """GPT-2's presets tie the head to the token embedding, Llama's do not, as those models
+    do. The single-process model (`Trained.build_whole`, the backend's oracle) holds the
+    tied pair as one tensor and trains, step for step under AdamW, exactly as transformers'
+    model of the same weights: the tie is the one users know."""
+    from real.config import TinyGptSpec
+    from real.models.family import named
+
+    shape = hf.parse(f"hf:{family}:tiny")
+    assert shape.tied == (family == "gpt2")
+    spec = named(f"hf:{family}:tiny", TinyGptSpec())
+    ours = spec.build_whole(seed=3, dtype=torch.float64)
+    theirs = hf.as_transformers_model(shape, ours).train()
+    tied = ours[0].tokens.weight is ours[-1].logits.weight
+    assert tied == shape.tied and sum(p.numel() for p in ours.parameters()) == theirs.num_parameters()
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (ours, theirs)]
+    for step in range(3):
+        ids = ids_for(shape, 10 + step)
+        losses = []
+        for model, optimizer in zip((ours, theirs), optimizers):
+            optimizer.zero_grad()
+            logits = model(ids) if model is ours else model(ids).logits
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, shape.vocab), ids[:, 1:].reshape(-1))
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        assert losses[0] == pytest.approx(losses[1], rel=1e-12, abs=0.0)
+    head = theirs.lm_head.weight
+    assert torch.allclose(ours[-1].logits.weight, head, rtol=1e-10, atol=1e-13)
+    if tied:
+        assert head is theirs.get_input_embeddings().weight
+
+
+@needs_transformers
+def test_a_tied_heads_copy_starts_as_the_embedding_and_their_gradients_add_up():
+    """A stage holding only the head of a tied model builds it as a copy of the embedding;
+    the shared tensor's gradient in the whole model is the sum of the two copies'
+    gradients in the split one (what the backend's tie group sums every step)."""
+    shape = hf.parse("hf:gpt2:tiny")
+    head = hf.build_layer(shape, shape.num_layers - 1, 4, torch.float64)
+    embedding = hf.build_layer(shape, 0, 4, torch.float64)
+    assert torch.equal(head.logits.weight, embedding.tokens.weight)
+    ids = ids_for(shape, 2)
+    split = hf.build_layers(shape, 0, shape.num_layers, 4, torch.float64)
+    from real.config import TinyGptSpec
+    from real.models.family import named
+
+    whole = named("hf:gpt2:tiny", TinyGptSpec()).build_whole(4, torch.float64)
+    for model in (split, whole):
+        model(ids).sum().backward()
+    summed = split[0].tokens.weight.grad + split[-1].logits.weight.grad
+    assert torch.allclose(whole[0].tokens.weight.grad, summed, rtol=1e-12, atol=1e-15)
+    assert not torch.allclose(split[0].tokens.weight.grad, summed)
+
+
+@needs_transformers
 def test_a_local_config_json_sets_the_shape(tmp_path: Path):
     (tmp_path / "config.json").write_text(
         json.dumps(

@@ -13,7 +13,7 @@ from ooblab.cli import main
     "changes, message",
     [
         (dict(compute="gpu"), "compute must be"),
-        (dict(compute="real", model="synthetic"), "real compute runs 'tiny-gpt' only"),
+        (dict(compute="real", model="synthetic"), "real compute runs 'tiny-gpt' or a Hugging Face model"),
         (dict(nodes=1), "nodes must be >= 2"),
         (dict(policies=("oobleck", "bamboo")), "policies must be among"),
         (dict(policies=()), "policies must be among"),
