@@ -175,8 +175,9 @@ def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) ->
     worst = max(max_relative_difference(p, reference.params) for p in gather_params(params).values())
     if worst > PARAM_TOLERANCE:
         problems.append(f"parameters differ by {worst:.2e}")
-    if scenario.kind in ("slow", "coordinator_cut") and common["failures"]:
-        problems.append(f"{common['failures']} failure(s) declared where none happened")
+    changes = common["failures"] + common["reconfigurations"] + common["restarts"]
+    if scenario.kind in ("slow", "coordinator_cut") and changes:
+        problems.append(f"{len(recoveries)} recovery(ies) where nobody failed")
     verdict = "mismatch" if problems else "ok"
     return Outcome(scenario, verdict, wall, "; ".join(problems), worst_loss, worst, **common)
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# datacenter component -> detection kind (traces.datacenter_profiles names the components)
-CAUSE_KIND = {"gpu": "crash", "host": "crash", "cable": "network", "switch": "network", "software": "hang"}
+from traces.model import CAUSE_KIND
 
 
 @dataclass(frozen=True)

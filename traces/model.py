@@ -28,6 +28,9 @@ class _Where(TypedDict):
 
 
 KINDS = ("add", "remove")
+# a removal's cause (a failed component, as `datacenter:` traces name them) -> how it shows:
+# a crash (the process exits), a network fault (the node lives on, unreachable), a hang
+CAUSE_KIND = {"gpu": "crash", "host": "crash", "cable": "network", "switch": "network", "software": "hang"}
 
 
 @dataclass(frozen=True)

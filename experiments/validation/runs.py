@@ -97,6 +97,10 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads 
         # real compute: the host's cores bound the throughput (`core_cost`)
         **(overheads.core_options() if overheads is not None and spec.compute == "real" else {}),
         **extra,
+        # the real backend notices a removal by its cause's kind (`real.control.schedule`): a
+        # crash's exit at once, an isolated node (network fault, hang) at the heartbeat timeout
+        detect_network_s=spec.heartbeat_timeout_s,
+        detect_hang_s=spec.heartbeat_timeout_s,
         design_options=options or None,
     )
 

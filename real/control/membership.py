@@ -177,16 +177,17 @@ class Membership:
 
     def _unless_all_silent(self, silent: dict[int, str], now: float) -> dict[int, str]:
         """Excuse the workers of an all-silent episode for the patience. The episode
-        begins when every live worker (two or more) is quiet together (the others for
-        half the timeout already: beats are a poll apart) and lasts while any of its
-        members is still quiet: after the coordinator's link returns, one worker's TCP
-        retransmit backoff can outlast the others' by seconds, and that worker is no
-        more lost than they were. A worker outside the episode is judged as usual."""
+        begins when every live worker (two or more) has been quiet for half the timeout
+        at once (beats are a poll apart), before any of them reaches the timeout, and
+        lasts while any of its members is still quiet: after the coordinator's link
+        returns, each worker's connection resumes at its own TCP retransmission backoff,
+        seconds apart, and a worker whose beats come back later than another's is no
+        more lost than it was. A worker outside the episode is judged as usual."""
         live = {wid: rec for wid, rec in self.workers.items() if rec.alive}
         half_s = self.heartbeat_timeout_s / 2
         if self._silent_together is None:
             together = all(now - rec.seen_s > half_s for rec in live.values())
-            if not silent or not together or len(live) < 2 or self.all_silent_patience_s <= 0:
+            if not together or len(live) < 2 or self.all_silent_patience_s <= 0:
                 return silent
             self._silent_together = set(live)
             self.all_silent_since_s = now

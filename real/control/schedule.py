@@ -1,7 +1,10 @@
 """Failures and joins the coordinator carries out itself: trace events and timed injections.
 
 Times count from the start of training (generation 0's go). A trace `remove` and a timed
-`crash` SIGKILL the node's processes; a timed `hang` SIGSTOPs one worker (only its
+`crash` SIGKILL the node's processes, except a trace removal whose cause is a network fault
+or a hang (`traces.model.CAUSE_KIND`: cable, switch, software), which SIGSTOPs them all
+(`isolate`): on one machine that is what a cut link leaves, a node alive with its state
+that reaches no one, noticed only when its heartbeats stop; a timed `hang` SIGSTOPs one worker (only its
 heartbeat deadline reveals it); a trace `add` and a `join` (timed, or at a step
 boundary) start a fresh worker set for the node through the local launcher. A link fault
 (netdown, netup, slow: timed, at a step boundary, or a netdown at the start of a recovery)
@@ -16,6 +19,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from traces.model import CAUSE_KIND
+
 from ..protocol.failures import NET_POINTS, Injection
 from .links import LinkRequests
 from .membership import Membership, ProcessControl
@@ -26,7 +31,8 @@ from .trace_replay import TraceSchedule
 @dataclass(frozen=True)
 class Timed:
     t_s: float
-    kind: str  # crash | hang | join (trace: remove -> crash, add -> join) | netdown | netup | slow
+    # crash | hang | join | netdown | netup | slow; a trace's remove -> crash or isolate, add -> join
+    kind: str
     node: str
     gpu: int
     label: str
@@ -51,15 +57,9 @@ class EventSchedule:
         timed = []
         if trace is not None:
             for e in trace.events:
-                timed.append(
-                    Timed(
-                        e.time_s,
-                        "crash" if e.kind == "remove" else "join",
-                        e.node,
-                        0,
-                        f"trace {e.kind} {e.node} at {e.time_s:g} s",
-                    )
-                )
+                why = f" ({e.cause})" if e.cause else ""
+                timed.append(Timed(e.time_s, _trace_kind(e.kind, e.cause), e.node, 0,
+                                   f"trace {e.kind} {e.node}{why} at {e.time_s:g} s"))  # fmt: skip
         for item in injections:
             if item.at_s is not None:
                 timed.append(_timed(item.at_s, item))
@@ -108,12 +108,12 @@ class EventSchedule:
                 self.outcome.event("injected", what=item.label, applied=self.links is not None)
         elif item.kind == "join":
             self._join(item.node, item.label)
-        elif item.kind == "crash":
+        elif item.kind in ("crash", "isolate"):
             pids = []
             if self.processes:
                 pids = self.processes.pids_of(item.node)
                 for pid in pids:
-                    self.processes.signal(pid, signal.SIGKILL)
+                    self.processes.signal(pid, signal.SIGKILL if item.kind == "crash" else signal.SIGSTOP)
             self._done(item, bool(pids))
         else:
             wid = self.members.worker_for(item.node, item.gpu)
@@ -136,3 +136,11 @@ class EventSchedule:
 
 def _timed(t_s: float, item: Injection) -> Timed:
     return Timed(t_s, item.kind, item.node, item.gpu, f"--inject {item.describe()}", item.rate_kbit)
+
+
+def _trace_kind(kind: str, cause: str | None) -> str:
+    """A trace event's action: an add joins; a removal crashes the node, or isolates it when
+    its cause is a network fault or a hang (it lives on, silent)."""
+    if kind == "add":
+        return "join"
+    return "isolate" if CAUSE_KIND.get(cause or "") in ("network", "hang") else "crash"

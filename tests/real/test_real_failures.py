@@ -227,3 +227,22 @@ def test_ooblab_netns_checks_the_job_before_making_any_host(argv, message, capsy
         code = exc.code
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_a_trace_removal_crashes_or_isolates_the_node_by_its_cause():
+    """A removal caused by a network fault or a hang (cable, switch, software) stops the
+    node's processes (alive, silent: noticed at the heartbeat timeout, as the simulator
+    prices it); one by a crash (gpu, host) or with no cause kills them; an add joins."""
+    from real.control.schedule import EventSchedule
+    from traces.model import TraceEvent
+
+    events = [TraceEvent(0, "add", n) for n in ("a", "b", "c", "d", "e")]
+    causes = {"a": "cable", "b": "switch", "c": "software", "d": "gpu", "e": None}
+    events += [TraceEvent(1 + i, "remove", n, causes[n]) for i, n in enumerate("abcde")]
+    events.append(TraceEvent(9, "add", "a"))
+    schedule = schedule_from_trace(Trace(tuple(events), "t"), 1.0, 5)
+    timed = EventSchedule(schedule, (), None, _Events(), 1, None).timed
+    assert [(t.node, t.kind) for t in timed] == [
+        ("a", "isolate"), ("b", "isolate"), ("c", "isolate"), ("d", "crash"), ("e", "crash"), ("a", "join")
+    ]  # fmt: skip
+    assert "(cable)" in timed[0].label

@@ -32,7 +32,8 @@ from .conftest import ooblab
 
 TOLERANCE = 1e-5
 STEP_POINTS = [p for p in POINTS if p not in ("reconfigure", "teardown")]
-FAST = ["--timeout", "15", "--heartbeat-timeout", "3", "--heartbeat-interval", "0.25"]
+HEARTBEAT_TIMEOUT_S = 3.0
+FAST = ["--timeout", "15", "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S), "--heartbeat-interval", "0.25"]
 
 
 def run_job(
@@ -207,13 +208,19 @@ def test_varuna_checkpoints_stops_everything_and_restarts(tmp_path):
 @pytest.mark.timeout(300)
 def test_a_trace_removes_and_adds_nodes_and_the_plan_grows_back(tmp_path):
     """Trace replay (the simulator's event-CSV format, node names become workers): four
-    nodes, one removed (killed), then a new one added (started, registered, taken in at
-    an iteration boundary). The node count returns to four and the plan grows back."""
+    nodes, one removed by a cable fault (its processes stopped, as a cut link leaves them:
+    declared lost on missed heartbeats, a heartbeat timeout after the removal), then a new
+    one added (started, registered, taken in at an iteration boundary). The node count
+    returns to four and the plan grows back."""
     trace = tmp_path / "trace.csv"
-    trace.write_text("0,add,a\n0,add,b\n0,add,c\n0,add,d\n400,remove,c\n900,add,e\n")
+    trace.write_text("0,add,a\n0,add,b\n0,add,c\n0,add,d\n400,remove,c,cable\n900,add,e\n")
     summary, events = run_job(tmp_path, nodes=4, f=1, steps=150, extra=("--trace", str(trace), "--time-scale", "1"))
     lost = kinds(events, "worker_lost")
-    assert [e["node"] for e in lost] == ["c"]
+    assert [e["node"] for e in lost] == ["c"] and "missed heartbeats" in lost[0]["reason"], lost
+    (injected,) = [e for e in kinds(events, "injected") if "remove c" in e["what"]]
+    assert injected["applied"] and "(cable)" in injected["what"]
+    detection = summary["recoveries"][0]["detection_s"]
+    assert HEARTBEAT_TIMEOUT_S <= detection <= HEARTBEAT_TIMEOUT_S + 2.0, detection
     nodes = sorted(n for p in summary["plan"]["pipelines"] for n in p["nodes"])
     assert nodes == ["a", "b", "d", "e"] and summary["world_size"] == 4
     joins = [
