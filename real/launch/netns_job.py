@@ -72,6 +72,7 @@ class NetJob:
         self.log = self.job_dir / "coordinator.log"
         self.coordinator: subprocess.Popen | None = None
         self.launchers: list[subprocess.Popen] = []
+        self.address = ""
         self.link_actions: list[tuple[float, LinkRequest]] = []  # (wall-clock time carried out, request)
         self.link_errors: list[str] = []
         self._stop = threading.Event()
@@ -89,15 +90,24 @@ class NetJob:
             if self.coordinator.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the coordinator wrote no address (log: {self.tail()})")
             time.sleep(0.05)
-        address = address_file.read_text().strip()
+        self.address = address_file.read_text().strip()
         self._links = threading.Thread(target=self._carry_out_links, name="netjob-links", daemon=True)
         self._links.start()
-        for i, argv in enumerate(self.node_cmds):
-            argv = [address if a == "HOST:PORT" else a for a in argv]
-            self.launchers.append(
-                self.cluster.start(i + 1, argv, log=self.job_dir / "nodes" / f"node-{i}.log", env=env)
-            )
-        return address
+        for i in range(len(self.node_cmds)):
+            self.launchers.append(self._launch(i, f"node-{i}.log"))
+        return self.address
+
+    def _launch(self, i: int, log_name: str) -> subprocess.Popen:
+        argv = [self.address if a == "HOST:PORT" else a for a in self.node_cmds[i]]
+        return self.cluster.start(i + 1, argv, log=self.job_dir / "nodes" / log_name, env={"PYTHONUNBUFFERED": "1"})
+
+    def relaunch(self, i: int) -> subprocess.Popen:
+        """Start node i's launcher again (its first one has ended: fenced, or crashed), with
+        the same command: the node registers anew and joins as a new member."""
+        if self.launchers[i].poll() is None:
+            raise RuntimeError(f"node {i}'s launcher still runs")
+        self.launchers[i] = self._launch(i, f"node-{i}-again.log")
+        return self.launchers[i]
 
     def wait_for(self, text: str, timeout_s: float) -> float:
         """Seconds until `text` appears in the coordinator's log (RuntimeError if it ends or

@@ -118,29 +118,33 @@ def test_a_cut_link_is_survived_exactly_and_when_restored_its_node_is_fenced(net
     """4 nodes as 2 pipelines of 2 (f = 1): `--inject 1:node2:netdown` cuts node2's link
     while step 1 runs (its process lives on, unreachable): the coordinator declares it lost
     within the heartbeat bound and the job reconfigures live on the 3 others. The link
-    comes back at step 6 (`netup`): node2's worker, alive in the old generation all along,
+    comes back at step 5 (`netup`): node2's worker, alive in the old generation all along,
     learns it is fenced and stops; it commits no step and writes nothing, and its launcher
-    ends by itself. Every loss and every parameter equals the single-process reference."""
-    steps = 12
+    ends by itself. A new launcher on that host then rejoins as a new member, taken in at
+    an iteration boundary. Every loss and every parameter equals the single-process
+    reference."""
+    steps = 20
     params = tmp_path / "params"
-    cluster, job, _ = training_job(net_cluster, tmp_path, steps, params=params, inject="1:node2:netdown,6:node2:netup")
+    cluster, job, _ = training_job(net_cluster, tmp_path, steps, params=params, inject="1:node2:netdown,5:node2:netup")
     job.launchers[2].wait(timeout=120)  # fenced: it ends without anyone killing it
+    job.relaunch(2)
     code, summary = job.finish(timeout_s=180)
     assert code == 0 and summary.get("status") == "finished", job.tail()
     assert [r.kind for _, r in job.link_actions] == ["netdown", "netup"] and not job.link_errors
     assert summary["failures_survived"] == 1 and summary["num_restarts"] == 0
-    (recovery,) = summary["recoveries"]
+    recovery = summary["recoveries"][0]
     assert recovery["nodes"] == ["node2"] and recovery["kind"] == "live"
     assert recovery["detection_s"] <= HEARTBEAT_TIMEOUT_S + 2.0, (
         f"the cut was noticed after {recovery['detection_s']} s"
     )
-    assert "node2" not in {n for p in summary["plan"]["pipelines"] for n in p["nodes"]}
     log = (tmp_path / "job" / "nodes" / "node-2.log").read_text()
     assert "fence" in log, log[-2000:]  # its launcher killed it on the fence, or it read the fence itself
+    assert "node2" in {n for p in summary["plan"]["pipelines"] for n in p["nodes"]}, job.tail()
+    assert summary["num_reconfigurations"] == 2, job.tail()  # the loss, then the join
     reference = reference_run(steps)
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
     replicas = gather_params(params)
-    assert len(replicas) == 2
+    assert len(replicas) >= 2
     assert max(max_relative_difference(p, reference.params) for p in replicas.values()) <= 1e-9
 
 
