@@ -219,8 +219,10 @@ def test_a_trace_removes_and_adds_nodes_and_the_plan_grows_back(tmp_path):
     assert [e["node"] for e in lost] == ["c"] and "missed heartbeats" in lost[0]["reason"], lost
     (injected,) = [e for e in kinds(events, "injected") if "remove c" in e["what"]]
     assert injected["applied"] and "(cable)" in injected["what"]
+    # noticed at the heartbeat timeout, not at once as a kill is: the last beat seen may
+    # precede the stop by up to a beat interval and a poll (0.25 s each here)
     detection = summary["recoveries"][0]["detection_s"]
-    assert HEARTBEAT_TIMEOUT_S <= detection <= HEARTBEAT_TIMEOUT_S + 2.0, detection
+    assert HEARTBEAT_TIMEOUT_S - 1.0 <= detection <= HEARTBEAT_TIMEOUT_S + 2.0, detection
     nodes = sorted(n for p in summary["plan"]["pipelines"] for n in p["nodes"])
     assert nodes == ["a", "b", "d", "e"] and summary["world_size"] == 4
     joins = [
