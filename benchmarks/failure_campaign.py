@@ -32,7 +32,6 @@ row per run as it ends, then the totals; `--log` keeps one JSON line per run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -43,6 +42,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import campaign_cli
+from campaign_cli import kind_of
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("crash", "hang", "stall", "join", "beyond_f", "during_recovery", "varuna")
@@ -77,10 +79,7 @@ class Scenario:
 
 
 def _kind(seed: int, index: int) -> str:
-    """Kind of run `index`: block b of 7 runs is a seeded shuffle of the kinds."""
-    order = list(KINDS)
-    random.Random(f"{seed}/kinds/{index // len(KINDS)}").shuffle(order)
-    return order[index % len(KINDS)]
+    return kind_of(seed, index, KINDS)
 
 
 def _node(pipeline: int, stage: int) -> str:
@@ -228,16 +227,8 @@ def _row(o: Outcome) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50, help="scenarios to draw and run")
-    parser.add_argument("--seed", type=int, default=17, help="the campaign's seed")
-    parser.add_argument("--first", type=int, default=0, help="skip the scenarios before this index")
-    parser.add_argument("--limit", type=float, default=300.0, help="seconds a run may take before it counts as a hang")
-    parser.add_argument("--log", default=None, help="append one JSON line per run here")
-    parser.add_argument("--dry-run", action="store_true", help="print the scenarios only")
-    args = parser.parse_args(argv)
-    if args.runs < 1 or args.first < 0 or args.limit <= 0:
-        print("failure_campaign: error: --runs must be >= 1, --first >= 0, --limit > 0", file=sys.stderr)
+    args = campaign_cli.parser(__doc__.splitlines()[0], runs=50, seed=17).parse_args(argv)
+    if campaign_cli.bad_arguments(args, "failure_campaign"):
         return 2
     sys.path.insert(0, str(REPO))
     scenarios = campaign(args.seed, args.runs)[args.first :]

@@ -32,7 +32,6 @@ then the totals; `--log` keeps one JSON line per run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -40,6 +39,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import campaign_cli
+from campaign_cli import kind_of
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("cut", "cut_restore", "slow", "cut_in_recovery", "crash", "hang", "coordinator_cut")
@@ -70,9 +72,7 @@ class Scenario:
 
 
 def _kind(seed: int, index: int) -> str:
-    order = list(KINDS)
-    random.Random(f"{seed}/kinds/{index // len(KINDS)}").shuffle(order)
-    return order[index % len(KINDS)]
+    return kind_of(seed, index, KINDS)
 
 
 def pipelines_of(pipelines: str) -> list[list[str]]:
@@ -194,17 +194,10 @@ def _row(o: Outcome) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20, help="scenarios to draw and run")
-    parser.add_argument("--seed", type=int, default=5, help="the campaign's seed")
-    parser.add_argument("--first", type=int, default=0, help="skip the scenarios before this index")
-    parser.add_argument("--limit", type=float, default=300.0, help="seconds a run may take before it counts as a hang")
-    parser.add_argument("--log", default=None, help="append one JSON line per run here")
-    parser.add_argument("--dry-run", action="store_true", help="print the scenarios only")
+    parser = campaign_cli.parser(__doc__.splitlines()[0], runs=20, seed=5)
     parser.add_argument("--keep", default=None, help="keep every run's directory (logs, events) under this one")
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.first < 0 or args.limit <= 0:
-        print("netns_campaign: error: --runs must be >= 1, --first >= 0, --limit > 0", file=sys.stderr)
+    if campaign_cli.bad_arguments(args, "netns_campaign"):
         return 2
     sys.path.insert(0, str(REPO))
     scenarios = campaign(args.seed, args.runs)[args.first :]

@@ -28,6 +28,8 @@ def shared_dir() -> Path:
 def benchmark_module(name: str):
     """`benchmarks/<name>.py` imported as a module (the benchmarks are scripts, not a
     package), registered under `name` so that its dataclasses and pickling work."""
+    if str(REPO_ROOT / "benchmarks") not in sys.path:  # as when run as a script: its siblings import
+        sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
     if spec is None or spec.loader is None:
         raise ImportError(f"no benchmark script {name!r}")
