@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -153,8 +154,9 @@ def test_a_slowed_link_makes_a_straggler_not_a_failure(tmp_path):
     """Through `ooblab netns`: node2's link slowed to 2 Mbit/s both ways from step 2 to
     step 4 (`slow`, `netup`). The backend does not treat a straggler as a failure (its
     heartbeats still arrive well within the timeout) and has no straggler mitigation:
-    every step waits for it and takes several times longer while the link is slow, then
-    the pace comes back. Nobody is lost, the losses equal the reference, the command
+    every step waits for it and takes several times longer while the link is slow (over
+    1.5x the median of the other steps: under load every step is slower), then the pace
+    comes back. Nobody is lost, the losses equal the reference, the command
     said what it carried out, and it left no namespace or link behind."""
     steps = 7
     job_args = ["--f", "1", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64",
@@ -175,9 +177,9 @@ def test_a_slowed_link_makes_a_straggler_not_a_failure(tmp_path):
     assert not [n for n in names if n.startswith(prefix)] and f" {prefix}br" not in links
     summary = json.loads((out / "run" / "summary.json").read_text())
     assert summary["failures_survived"] == 0 and summary["num_reconfigurations"] == 0, output[-3000:]
-    times = summary["iteration_times_s"]
-    slowed, after = times[2:4], times[5:]
-    assert min(slowed) > 2 * max(after), times
+    times = summary["iteration_times_s"]  # a loaded machine slows every step, so compare medians
+    slowed, others = times[2:4], times[:2] + times[4:]
+    assert min(slowed) > 1.5 * statistics.median(others), times
     reference = reference_run(steps)
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-12)
 
