@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import campaign_cli
@@ -247,33 +247,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{'#':>3} {'kind':<16} {'policy':<7} {'job':<6} {'verdict':<8} {'wall':>6} {'max diff':>8} fired rc rs {'recovery (s)':<14} inject",
         flush=True,
     )
-    outcomes: list[Outcome] = []
     references: dict = {}  # run_one's cache of reference runs
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ooblab-campaign-") as name:
-        for scenario in scenarios:
-            outcome = run_one(scenario, Path(name), args.limit, references)
-            outcomes.append(outcome)
-            print(_row(outcome), flush=True)
-            if args.log:
-                with open(args.log, "a") as handle:
-                    handle.write(json.dumps({**asdict(outcome), "seed": args.seed}) + "\n")
-    total = time.perf_counter() - start
-    count = {v: sum(o.verdict == v for o in outcomes) for v in ("ok", "mismatch", "failed", "hang")}
-    by_kind = {k: sum(o.scenario.kind == k for o in outcomes) for k in KINDS}
-    recoveries = sorted(x for o in outcomes for x in o.recovery_s)
-    median = recoveries[len(recoveries) // 2] if recoveries else float("nan")
-    print(
-        f"\n{len(outcomes)} runs (seed {args.seed}) in {total / 60:.1f} min: {count['ok']} ok, {count['hang']} hangs, "
-        f"{count['mismatch']} mismatches, {count['failed']} failed"
-    )
-    print("kinds: " + ", ".join(f"{k} {n}" for k, n in by_kind.items()))
+        outcomes, total = campaign_cli.run_all(
+            scenarios, lambda s: run_one(s, Path(name), args.limit, references), _row, args.log, args.seed
+        )
+    all_ok, recoveries = campaign_cli.totals(outcomes, args.seed, total, KINDS)
     print(
         f"reconfigurations {sum(o.reconfigurations for o in outcomes)}, restarts {sum(o.restarts for o in outcomes)}, "
-        f"recoveries {len(recoveries)} (median {median:.2f} s, max {max(recoveries, default=float('nan')):.2f} s), "
+        f"{campaign_cli.recovery_summary(recoveries)}, "
         f"injections fired {sum(o.fired for o in outcomes)} of {sum(len(o.scenario.inject.split(',')) for o in outcomes)}"
     )
-    return 0 if count["ok"] == len(outcomes) else 1
+    return 0 if all_ok else 1
 
 
 if __name__ == "__main__":

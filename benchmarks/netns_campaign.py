@@ -32,12 +32,11 @@ then the totals; `--log` keeps one JSON line per run.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import campaign_cli
@@ -218,34 +217,21 @@ def main(argv: list[str] | None = None) -> int:
           f"limit {args.limit:g} s per run", flush=True)  # fmt: skip
     print(f"{'#':>3} {'kind':<16} job {'verdict':<8} {'wall':>6} links fl rc rs {'detect':<9} {'recovery':<10} faults",
           flush=True)  # fmt: skip
-    outcomes: list[Outcome] = []
     references: dict = {}
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ooblab-netns-campaign-") as name:
         work = Path(args.keep) if args.keep else Path(name)
         work.mkdir(parents=True, exist_ok=True)
-        for scenario in scenarios:
-            outcome = run_one(scenario, work, args.limit, references)
-            outcomes.append(outcome)
-            print(_row(outcome), flush=True)
-            if args.log:
-                with open(args.log, "a") as handle:
-                    handle.write(json.dumps({**asdict(outcome), "seed": args.seed}) + "\n")
-    total = time.perf_counter() - start
-    count = {v: sum(o.verdict == v for o in outcomes) for v in ("ok", "mismatch", "failed", "hang")}
-    recoveries = sorted(x for o in outcomes for x in o.recovery_s)
-    median = recoveries[len(recoveries) // 2] if recoveries else float("nan")
+        outcomes, total = campaign_cli.run_all(
+            scenarios, lambda s: run_one(s, work, args.limit, references), _row, args.log, args.seed
+        )
+    all_ok, recoveries = campaign_cli.totals(outcomes, args.seed, total, KINDS)
     worst_loss = max((o.worst_loss or 0.0 for o in outcomes), default=0.0)
     worst_param = max((o.worst_param or 0.0 for o in outcomes), default=0.0)
-    print(f"\n{len(outcomes)} runs (seed {args.seed}) in {total / 60:.1f} min: {count['ok']} ok, {count['hang']} hangs, "
-          f"{count['mismatch']} mismatches, {count['failed']} failed")  # fmt: skip
-    print("kinds: " + ", ".join(f"{k} {sum(o.scenario.kind == k for o in outcomes)}" for k in KINDS))
     print(f"link faults carried out {sum(o.links for o in outcomes)}, failures survived "
           f"{sum(o.failures for o in outcomes)}, reconfigurations {sum(o.reconfigurations for o in outcomes)}, "
-          f"restarts {sum(o.restarts for o in outcomes)}, recoveries {len(recoveries)} (median {median:.2f} s, "
-          f"max {max(recoveries, default=float('nan')):.2f} s); worst loss difference {worst_loss:.1e}, "
-          f"worst parameter difference {worst_param:.1e}")  # fmt: skip
-    return 0 if count["ok"] == len(outcomes) else 1
+          f"restarts {sum(o.restarts for o in outcomes)}, {campaign_cli.recovery_summary(recoveries)}; "
+          f"worst loss difference {worst_loss:.1e}, worst parameter difference {worst_param:.1e}")  # fmt: skip
+    return 0 if all_ok else 1
 
 
 if __name__ == "__main__":

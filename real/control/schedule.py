@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from traces.model import CAUSE_KIND
 
-from ..protocol.failures import NET_POINTS, Injection
+from ..protocol.failures import NET_POINTS, NETWORK_KINDS, Injection
 from .links import LinkRequests
 from .membership import Membership, ProcessControl
 from .outcome import RunOutcome
@@ -99,7 +99,7 @@ class EventSchedule:
 
     # -- actions -----------------------------------------------------------------------------
     def _apply(self, item: Timed) -> None:
-        if item.kind in ("netdown", "netup", "slow"):
+        if item.kind in NETWORK_KINDS:
             if self.links is not None:
                 self.links.hand_over(item.kind, item.node, item.rate_kbit, item.label)
             if item.kind == "netdown":

@@ -86,7 +86,7 @@ def _watch(cluster, job_dir: Path, args, job_args: list[str]) -> int:
     try:
         address = job.start()
         print(f"ooblab netns: coordinator at {address}", file=sys.stderr, flush=True)
-        shown, acted = 0, 0
+        shown, acted, failed = 0, 0, 0  # what has been printed (NetJob's thread appends meanwhile)
         deadline = time.monotonic() + args.timeout
         assert job.coordinator is not None
         while True:
@@ -94,13 +94,13 @@ def _watch(cluster, job_dir: Path, args, job_args: list[str]) -> int:
             text = job.log.read_text(errors="replace") if job.log.exists() else ""
             sys.stderr.write(text[shown:])
             shown = len(text)
-            for t, request in job.link_actions[acted:]:
+            actions, errors = job.link_actions[acted:], job.link_errors[failed:]
+            for t, request in actions:
                 print(f"ooblab netns: {time.strftime('%H:%M:%S', time.localtime(t))} carried out {request.label}",
                       file=sys.stderr, flush=True)  # fmt: skip
-            acted = len(job.link_actions)
-            for error in job.link_errors:
+            for error in errors:
                 print(f"ooblab netns: a link fault failed: {error}", file=sys.stderr, flush=True)
-            job.link_errors.clear()
+            acted, failed = acted + len(actions), failed + len(errors)
             if done:
                 break
             if time.monotonic() > deadline:

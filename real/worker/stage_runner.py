@@ -130,12 +130,12 @@ class StageRunner:
             emulated_allreduce_s = 0.0
             self.emulated_optimizer_s = 0.0
             loss_fn = lm_loss
-        self.layer_params = {layer: list(named.values()) for layer, named in self.layer_named.items()}
         # a tied pair's copies held here: out of the layer buckets, summed by the tie's group
         tie = getattr(self, "model", None) and self.model.tie
         tied = [self.layer_named[layer][name] for layer, name in tie or () if layer in self.layer_named]
         self.layer_params = {
-            layer: [p for p in params if all(p is not t for t in tied)] for layer, params in self.layer_params.items()
+            layer: [p for p in named.values() if all(p is not t for t in tied)]
+            for layer, named in self.layer_named.items()
         }
         self._loss_fn = loss_fn
         self.probe = probe or FailureProbe(None, "", 0, ())
