@@ -136,11 +136,14 @@ class CostConfig:
     # measurements already hold that wait (the validation measures it apart and sets it)
     sync_notice: bool | None = None
     # the host's cores as a ceiling on throughput, on a testbed whose workers all share
-    # them (`sim.core_bound`): an iteration takes at least its samples x sample_core_s /
-    # compute_cores (the core-seconds a sample costs the whole job, measured); both or
-    # neither; default none (each worker on its own accelerator)
+    # them (`sim.core_bound`): an iteration takes at least its samples x the core-seconds a
+    # sample costs the whole job / compute_cores; a sample costs sample_core_s on one
+    # worker and sample_core_per_worker_s more for each further worker computing (default
+    # 0: the same on any count); cores and cost both or neither; default none (each worker
+    # on its own accelerator)
     compute_cores: float | None = None
     sample_core_s: float | None = None
+    sample_core_per_worker_s: float | None = None
     # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
     # multiplied by its factor, 0 making it free; default 1
     reconfigure_cost_factor: float | None = None  # reconfigurations and layer copies

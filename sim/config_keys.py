@@ -31,8 +31,9 @@ _COSTS = (
     "node_startup_s", "price_per_node_hour", "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s",
     "restart_per_process_s", "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "detect_s",
     "detect_crash_s", "detect_network_s", "detect_hang_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2",
-    "loaded_hop_per_process_s", "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "storage_gb_per_s",
-    "storage_cap_gb_per_s", "reconfigure_cost_factor", "restart_cost_factor", "checkpoint_cost_factor",
+    "loaded_hop_per_process_s", "startup_cores", "sync_notice", "compute_cores", "sample_core_s",
+    "sample_core_per_worker_s", "storage_gb_per_s", "storage_cap_gb_per_s", "reconfigure_cost_factor",
+    "restart_cost_factor", "checkpoint_cost_factor",
 )  # fmt: skip
 _RUN = ("calibration", "artifact_quirks", "seed", "duration_s", "timeline")
 _OPTIONS = (
@@ -73,7 +74,8 @@ PLANNER_ONLY = (
     "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s", "restart_per_process_s",
     "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s",
     "storage_cap_gb_per_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2", "loaded_hop_per_process_s",
-    "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "detect_s", "detect_crash_s",
+    "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "sample_core_per_worker_s", "detect_s",
+    "detect_crash_s",
     "detect_network_s", "detect_hang_s",
 )  # fmt: skip
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
@@ -148,6 +150,11 @@ def _check_between(flat: Mapping[str, Any]) -> None:
         raise SimError(
             "compute_cores and sample_core_s bound throughput together (the host's cores and the "
             "core-seconds a sample costs): set both or neither"
+        )
+    if flat["sample_core_per_worker_s"] is not None and flat["sample_core_s"] is None:
+        raise SimError(
+            "sample_core_per_worker_s adds to sample_core_s for each worker past the first: "
+            "set compute_cores and sample_core_s too"
         )
     share = flat["restart_startup_share"]
     if share is not None and share > 1:

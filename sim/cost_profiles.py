@@ -51,7 +51,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "loaded_hop_slope_s2": ("s2", "... per send a second of the plan"),
     "loaded_hop_per_process_s": ("s", "... per worker process of the plan"),
     "compute_cores": ("cores", "the host's cores, as a ceiling on throughput (sim.core_bound)"),
-    "sample_core_s": ("core-s", "the core-seconds one sample costs the whole job"),
+    "sample_core_s": ("core-s", "the core-seconds one sample costs the whole job (on one worker)"),
+    "sample_core_per_worker_s": ("core-s", "... more for each further worker computing"),
 }
 MAY_BE_NEGATIVE = ("loaded_hop_fixed_s",)
 BOTH_CALIBRATIONS = ("node_startup_s", "price_per_node_hour")

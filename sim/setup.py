@@ -358,8 +358,13 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         timing = OptimizerStep(timing, profile.optimizer, profile.contention)
         resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))
     if config.costs.compute_cores is not None and config.costs.sample_core_s is not None:  # last: a floor on the whole
-        timing = CoreBound(timing, config.costs.compute_cores, config.costs.sample_core_s)
-        resolved.update(compute_cores=config.costs.compute_cores, sample_core_s=config.costs.sample_core_s)
+        per_worker = config.costs.sample_core_per_worker_s or 0.0
+        timing = CoreBound(timing, config.costs.compute_cores, config.costs.sample_core_s, per_worker)
+        resolved.update(
+            compute_cores=config.costs.compute_cores,
+            sample_core_s=config.costs.sample_core_s,
+            sample_core_per_worker_s=per_worker,
+        )
     resolved.update(
         planner_model=name,
         profile_source=profile.source,

@@ -69,7 +69,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .core_cost import measured_core_costs
+from .core_cost import core_line, measured_core_costs, sweep_points
 from .loaded_hops import PROBE_STEPS, HopProbe, fit_line, probe, probe_groupings, probes_to_dict
 from .notice import pause_apart
 from .restart_parts import total_fit
@@ -87,6 +87,9 @@ LOADED_HOPS_KEY = "loaded_hops_by_processes"
 # details: the core-seconds a sample cost each calibration job, "all" over both jobs'
 # iterations (the simulator's), and the "cores" they were measured on (`core_cost`)
 CORE_COST_KEY = "sample_core_s"
+# details: the core sweep's jobs (`with_core_sweep`): worker count -> run directory
+CORE_SWEEP_KEY = "core_sweep"
+CORE_SWEEP_STEPS = 14  # the first sets the schedules up: 13 steady iterations
 
 
 @dataclass(frozen=True)
@@ -189,19 +192,29 @@ class Overheads:
         """These overheads with the core-seconds a sample cost each calibration job
         (`core_cost.measured_core_costs`, in `details`), read from the jobs' summaries
         where a calibration cached before them lacks them; as they are otherwise."""
-        if "all" in (self.details.get(CORE_COST_KEY) or {}):
+        known = self.details.get(CORE_COST_KEY) or {}
+        if "all" in known and ("by_workers" in known or CORE_SWEEP_KEY not in self.details):
             return self
         costs = measured_core_costs(self.details, samples_per_iteration)
+        points = sweep_points(self.details.get(CORE_SWEEP_KEY) or {}, samples_per_iteration)
+        if points and "all" in costs:
+            costs["by_workers"] = {str(w): c for w, c in sorted(points.items())}
         return replace(self, details={**self.details, CORE_COST_KEY: costs})
 
     def core_options(self) -> dict[str, Any]:
-        """The simulator's throughput ceiling (`sim.core_bound`): the core-seconds a sample
-        cost the calibration jobs (`core_cost.measured_core_costs`, both jobs' iterations)
-        and the cores they were measured on; empty where not measured."""
+        """The simulator's throughput ceiling (`sim.core_bound`): where a core sweep
+        measured two worker counts or more, the line through them (`core_cost.core_line`);
+        else the core-seconds a sample cost the calibration jobs
+        (`core_cost.measured_core_costs`, both jobs' iterations), on any count; with the
+        cores they were measured on; empty where not measured."""
         costs = self.details.get(CORE_COST_KEY) or {}
         if "all" not in costs or not costs.get("cores"):
             return {}
-        return {"compute_cores": float(costs["cores"]), "sample_core_s": float(costs["all"])}
+        options = {"compute_cores": float(costs["cores"]), "sample_core_s": float(costs["all"])}
+        line = core_line({int(w): float(c) for w, c in (costs.get("by_workers") or {}).items()})
+        if line is not None:
+            options.update(sample_core_s=line[0], sample_core_per_worker_s=line[1])
+        return options
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -424,15 +437,18 @@ def calibrate(
     directory: Path,
     progress: Callable[[str], None] = print,
     timing_for: Callable[[float], Any] | None = None,
+    core_counts: tuple[int, ...] = (),
 ) -> Overheads:
     """Run the calibration jobs from `base` (a `RunConfig` without failures) and return
     the overheads; results are cached in `directory/overheads.json`. `timing_for(extra)`:
     the simulator's timing of the setting with every pipeline send `extra` longer (0:
-    without the term); given, the loaded sends are calibrated too (`loaded_hops`)."""
+    without the term); given, the loaded sends are calibrated too (`loaded_hops`).
+    `core_counts`: the worker counts of a core sweep (`with_core_sweep`), real compute."""
     directory = Path(directory)
     cached = directory / "overheads.json"
     if cached.exists():
         overheads = Overheads.from_dict(json.loads(cached.read_text())).noticed_apart().with_startup_share()
+        overheads = with_core_sweep(overheads, base, directory, core_counts, progress)  # asked for after caching
         overheads = overheads.with_core_costs(base.global_batch)
         if timing_for is None or LOADED_HOPS_KEY in overheads.details:
             return overheads
@@ -542,12 +558,40 @@ def calibrate(
         restart_per_process_s=pinned_slope_s(line.slope_s, restart, survivors),
     ).noticed_apart()
     overheads = overheads.with_startup_share()  # the median restart's, over its own pause
+    overheads = with_core_sweep(overheads, base, directory, core_counts, progress)
     overheads = overheads.with_core_costs(base.global_batch)
     directory.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(overheads.to_dict(), indent=2, default=str))
     if timing_for is not None:
         return _with_loaded_hops(overheads, base, directory, timing_for, progress)
     return overheads
+
+
+def with_core_sweep(overheads: Overheads, base, directory: Path, counts: tuple[int, ...], progress) -> Overheads:
+    """`overheads` with a failure-free Oobleck job of `CORE_SWEEP_STEPS` steps on each of
+    `counts` nodes (f lowered to fit a count under f + 1), no checkpoints, the jobs'
+    directories kept under `CORE_SWEEP_KEY` (and in `directory/overheads.json`) for
+    `with_core_costs`; as they are where `counts` is empty or those counts were swept.
+    Failure-free and apart from the trace: the trace tells only which counts it reaches."""
+    wanted = sorted(set(counts))
+    kept = (overheads.details.get(CORE_SWEEP_KEY) or {}).get("run_dirs") or {}
+    if not wanted or sorted(int(w) for w in kept) == wanted:
+        return overheads
+    base = base.with_(trace=None, time_scale=1.0, inject=None, checkpoint_dir=None, checkpoint_every=0)
+    run_dirs = {}
+    for i, count in enumerate(wanted):
+        progress(
+            f"calibration: core sweep, a failure-free job on {count} node(s), {CORE_SWEEP_STEPS} steps "
+            f"({i + 1} of {len(wanted)})"
+        )
+        config = base.with_(nodes=count, fault_tolerance=min(base.fault_tolerance, count - 1), pipelines=None)
+        run, _ = _run(config, "oobleck", CORE_SWEEP_STEPS, None, directory / f"cores{count}")
+        run_dirs[str(count)] = str(run.directory)
+    costs = {k: v for k, v in (overheads.details.get(CORE_COST_KEY) or {}).items() if k != "by_workers"}
+    details = {**overheads.details, CORE_SWEEP_KEY: {"run_dirs": run_dirs}, CORE_COST_KEY: costs}
+    out = replace(overheads, details=details)
+    (directory / "overheads.json").write_text(json.dumps(out.to_dict(), indent=2, default=str))
+    return out
 
 
 def _with_loaded_hops(overheads: Overheads, base, directory: Path, timing_for, progress) -> Overheads:

@@ -9,8 +9,14 @@ Separate jobs on the same machine, not the runs compared: a trace run's own thro
 never reaches the simulator.
 
 Real compute only (`runs.sim_config`): there a sample's CPU work (forward, backward,
-sends, sync, optimizer) is the job's, whatever the plan, and the 2-core tiny-gpt jobs
-committed 48-52 samples/s with 4, 3 and 2 workers. The emulated backend sleeps its
+sends, sync, optimizer) is the job's, whatever the plan; the 2-core tiny-gpt jobs
+committed 48-52 samples/s with 4, 3 and 2 workers. It may still grow with the workers
+computing: failure-free Oobleck jobs of a 4-block Hugging Face GPT-2 (`hf:gpt2:base`)
+cost 47.4, 52.6 and 55.1 core-ms a sample on 2, 3 and 4 workers (Varuna's 49.6, 56.1,
+59.7), and a trace run's 2-worker phases committed 15-20% more than its 4-worker
+ceiling allowed. Where a trace changes the worker count, the validation runs one such
+job per count it reaches (a core sweep, `calibrate.with_core_sweep`) and gives the
+simulator the line through them (`core_line`). The emulated backend sleeps its
 compute; its cores go to sends and bookkeeping, which differ by plan (42% busy on
 single-node pipelines, 72-87% on deep ones), so one plan's figure would not bound another's.
 """
@@ -75,4 +81,37 @@ def measured_core_costs(details: Mapping[str, Any], samples_per_iteration: int) 
         pooled += costs
     if "cores" in out:
         out["all"] = statistics.median(pooled)
+    return out
+
+
+def core_line(points: Mapping[int, float]) -> tuple[float, float] | None:
+    """The line sample_core_s + per_worker_s x (w - 1) through `points` (workers -> the
+    core-seconds a sample cost a job on that many), least squares; None under two points.
+    A slope below 0 (noise on a flat cost) is taken as 0 through the points' median, and
+    so is one that would leave a single worker no cost: a sample never costs less on more
+    workers, nor nothing on one."""
+    if len(points) < 2:
+        return None
+    counts = sorted(points)
+    xs = [float(w - 1) for w in counts]
+    ys = [float(points[w]) for w in counts]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+    first = mean_y - slope * mean_x
+    if slope < 0 or first <= 0:
+        return statistics.median(ys), 0.0
+    return first, slope
+
+
+def sweep_points(sweep: Mapping[str, Any], samples_per_iteration: int) -> dict[int, float]:
+    """Per worker count of a core sweep (`sweep["run_dirs"]`: count -> a failure-free job's
+    directory), that job's `sample_core_s`; counts whose job cannot say are left out."""
+    out = {}
+    for count, run_dir in (sweep.get("run_dirs") or {}).items():
+        path = Path(run_dir) / "summary.json"
+        if path.is_file():
+            cost = sample_core_s(json.loads(path.read_text()), samples_per_iteration)
+            if cost is not None:
+                out[int(count)] = cost
     return out

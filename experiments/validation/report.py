@@ -61,7 +61,10 @@ def validate(
     # the loaded sends, where asked (emulated compute only: real compute's contention
     # profile holds its loaded hop per busy neighbours, `planner.contention`)
     timing_for = twin_timing_for(spec, model, nodes) if spec.loaded_sends else None
-    overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for)
+    # real compute: what a sample costs the cores on each worker count the trace reaches
+    low = max(1, int(prepared.trace.live_counts()["live_nodes"].min()))
+    core_counts = tuple(range(low, nodes + 1)) if spec.compute == "real" and low < nodes else ()
+    overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for, core_counts)
     # every emulated node's processes start on this machine's cores: a node that joins
     # during a restart shares them with the restart's processes (`sim.startup_pool`)
     overheads = replace(overheads, startup_cores=float(os.cpu_count() or 1))
@@ -84,13 +87,24 @@ def validate(
         bound = overheads.core_options()
         costs = overheads.details.get(CORE_COST_KEY) or {}
         jobs = ", ".join(f"{shown(p)} {1000 * costs[p]:.1f} ms" for p in ("oobleck", "varuna") if p in costs)
-        progress(
-            f"core-seconds a sample cost the calibration jobs ({jobs}): {1000 * bound['sample_core_s']:.1f} ms on "
-            f"{bound['compute_cores']:g} cores, the simulator's ceiling at "
-            f"{bound['compute_cores'] / bound['sample_core_s']:.1f} samples/s"
-            if bound
-            else "core-seconds a sample: not measured (no busy readings in the calibration jobs), no ceiling"
-        )
+        swept = costs.get("by_workers") or {}
+        per_worker = bound.get("sample_core_per_worker_s")
+        if not bound:
+            line = "core-seconds a sample: not measured (no busy readings in the calibration jobs), no ceiling"
+        elif per_worker is not None:
+            line = (
+                "core-seconds a sample, core sweep: "
+                + ", ".join(f"{1000 * c:.1f} ms on {w}" for w, c in swept.items())
+                + f" workers; the simulator's line {1000 * bound['sample_core_s']:.1f} + {1000 * per_worker:.1f} ms "
+                f"a worker past the first, on {bound['compute_cores']:g} cores (the calibration jobs: {jobs})"
+            )
+        else:
+            line = (
+                f"core-seconds a sample cost the calibration jobs ({jobs}): {1000 * bound['sample_core_s']:.1f} ms "
+                f"on {bound['compute_cores']:g} cores, the simulator's ceiling at "
+                f"{bound['compute_cores'] / bound['sample_core_s']:.1f} samples/s"
+            )
+        progress(line)
     from traces import compress, load
 
     replayed = compress(load(trace_file), prepared.time_scale)

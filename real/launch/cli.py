@@ -163,7 +163,11 @@ def _report(summary: dict, directory, as_json: bool) -> None:
         print(json.dumps({**summary, "run_dir": str(directory)}, indent=2))
         return
     plan = summary.get("plan") or {}
-    pipes = ", ".join(f"{p['num_nodes']} nodes x {p['microbatches']} mb" for p in plan.get("pipelines", []))
+    # an Oobleck pipeline holds its own microbatch count; a Varuna plan one for every replica
+    pipes = ", ".join(
+        f"{p['num_nodes']} nodes x {p.get('microbatches', plan.get('microbatches'))} mb"
+        for p in plan.get("pipelines", [])
+    )
     print(f"status {summary['status']}{': ' + summary['reason'] if summary['reason'] else ''}")
     print(f"plan: {pipes}")
     losses = summary["losses"]

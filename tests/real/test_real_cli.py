@@ -75,3 +75,18 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     assert kinds == ["coordinator_started", "workers_registered", "plan_published", "training_started", "finished"]
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["nodes"] == 2 and config["backend"] == "real"
+
+
+def test_the_text_report_names_a_varuna_plans_microbatches(tmp_path, capsys):
+    from real.launch.cli import _report
+
+    # a Varuna plan as its summary holds it: the microbatch count once, for every replica
+    plan = {
+        "depth": 1,
+        "width": 2,
+        "microbatches": 8,
+        "pipelines": [{"nodes": ["node3"], "num_nodes": 1}, {"nodes": ["node1"], "num_nodes": 1}],
+    }
+    summary = {"status": "finished", "reason": "", "plan": plan, "losses": [], "avg_samples_per_s": 30.0}
+    _report(summary, tmp_path, False)
+    assert "plan: 1 nodes x 8 mb, 1 nodes x 8 mb" in capsys.readouterr().out

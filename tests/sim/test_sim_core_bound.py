@@ -87,3 +87,22 @@ def test_the_options_go_together_and_are_checked_by_name(directory):
     built = build(base.with_(compute_cores=2.0, sample_core_s=0.04))
     assert isinstance(built.timing, CoreBound)
     assert built.resolved["compute_cores"] == 2.0 and built.resolved["sample_core_s"] == 0.04
+
+
+def test_a_cost_per_worker_bounds_each_phase_by_its_own_count(directory):
+    # a sample costs c1 + k (w - 1): the ceiling of the phase on w workers is 2 / that,
+    # the phases' own rates are kept where they are under it
+    config = profile_run_config(directory, nodes=4, removals=2)
+    free = running_rates(config)
+    c1, k = 0.1, 0.01  # ceilings 18.2, 16.7, 15.4 samples/s on 2, 3, 4 workers
+    bounded = running_rates(config.with_(compute_cores=2.0, sample_core_s=c1, sample_core_per_worker_s=k))
+    assert set(bounded) == set(free)
+    for live, rate in free.items():  # the synthetic Oobleck plans compute on every live node
+        assert bounded[live] == pytest.approx(min(rate, 2.0 / (c1 + k * (live - 1))))
+    assert any(bounded[live] < free[live] for live in free) and any(bounded[live] == free[live] for live in free)
+    built = build(config.with_(compute_cores=2.0, sample_core_s=c1, sample_core_per_worker_s=k))
+    assert built.resolved["sample_core_per_worker_s"] == k
+    with pytest.raises(SimError, match="set compute_cores and sample_core_s too"):
+        config.with_(sample_core_per_worker_s=k)
+    with pytest.raises(SimError, match="sample_core_per_worker_s must be a finite number >= 0"):
+        config.with_(compute_cores=2.0, sample_core_s=c1, sample_core_per_worker_s=-0.01)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.validation.calibrate import CORE_COST_KEY, Overheads
-from experiments.validation.core_cost import MIN_ITERATIONS, measured_core_costs, sample_core_s
+from experiments.validation.calibrate import CORE_COST_KEY, CORE_SWEEP_KEY, Overheads, with_core_sweep
+from experiments.validation.core_cost import MIN_ITERATIONS, core_line, measured_core_costs, sample_core_s
 
 
 def summary(times, shares, recoveries=(), cores=2, startup_s=5.0):
@@ -103,3 +103,66 @@ def test_only_real_compute_twins_get_the_ceiling(tmp_path):
         ).costs.compute_cores
         is None
     )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    first=st.floats(1e-3, 1.0),
+    slope=st.floats(0.0, 0.2),
+    counts=st.lists(st.integers(1, 32), min_size=2, max_size=8, unique=True),
+)
+def test_the_line_goes_through_points_on_a_line(first, slope, counts):
+    line = core_line({w: first + slope * (w - 1) for w in counts})
+    assert line is not None
+    assert line[0] == pytest.approx(first, rel=1e-6, abs=1e-9)
+    assert line[1] == pytest.approx(slope, rel=1e-6, abs=1e-9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(points=st.dictionaries(st.integers(1, 16), st.floats(1e-3, 1.0), min_size=2, max_size=8))
+def test_the_line_is_least_squares_never_falling_nor_free(points):
+    first, slope = core_line(points)
+    assert first > 0 and slope >= 0
+    residual = lambda a, k: sum((a + k * (w - 1) - c) ** 2 for w, c in points.items())  # noqa: E731
+    if slope > 0:  # unconstrained: no nudge of either lowers the squares
+        for da, dk in ((1e-4, 0), (-1e-4, 0), (0, 1e-5), (0, -1e-5)):
+            assert residual(first, slope) <= residual(first + da, slope + dk) + 1e-12
+    else:
+        assert first == pytest.approx(statistics.median(points.values()))
+
+
+def test_a_single_count_gives_no_line():
+    assert core_line({4: 0.05}) is None and core_line({}) is None
+
+
+def test_a_core_sweep_sets_the_line_and_the_calibration_jobs_stay_the_fallback(tmp_path):
+    details = {}
+    for policy in ("oobleck", "varuna"):
+        (tmp_path / policy).mkdir()
+        (tmp_path / policy / "summary.json").write_text(json.dumps(summary([0.5] * 8, [1.0] * 8)))
+        details[policy] = {"run_dir": str(tmp_path / policy)}
+    run_dirs = {}
+    for count, seconds in ((2, 0.4), (3, 0.45), (4, 0.5)):  # 0.05, 0.05625, 0.0625 core-s a sample
+        (tmp_path / f"cores{count}").mkdir()
+        (tmp_path / f"cores{count}" / "summary.json").write_text(json.dumps(summary([seconds] * 8, [1.0] * 8)))
+        run_dirs[str(count)] = str(tmp_path / f"cores{count}")
+    (tmp_path / "cores5").mkdir()  # a job that cannot say: left out
+    run_dirs["5"] = str(tmp_path / "cores5")
+    swept = Overheads(0.5, 5.0, 0.01, 2.0, details={**details, CORE_SWEEP_KEY: {"run_dirs": run_dirs}})
+    measured = swept.with_core_costs(16)
+    assert list(measured.details[CORE_COST_KEY]["by_workers"]) == ["2", "3", "4"]
+    options = measured.core_options()
+    assert options["compute_cores"] == 2.0
+    assert options["sample_core_s"] == pytest.approx(0.05 - 0.00625)
+    assert options["sample_core_per_worker_s"] == pytest.approx(0.00625)
+    assert measured.with_core_costs(16) is measured
+    plain = Overheads(0.5, 5.0, 0.01, 2.0, details=details).with_core_costs(16)
+    assert plain.core_options() == {"compute_cores": 2.0, "sample_core_s": pytest.approx(1.0 / 16)}
+
+
+def test_a_sweep_already_run_is_not_run_again(tmp_path):
+    kept = {CORE_SWEEP_KEY: {"run_dirs": {"2": "a", "3": "b"}}}
+    overheads = Overheads(0.5, 5.0, 0.01, 2.0, details=kept)
+    # base None: a sweep that ran would fail on it
+    assert with_core_sweep(overheads, None, tmp_path, (3, 2), print) is overheads
+    assert with_core_sweep(overheads, None, tmp_path, (), print) is overheads
