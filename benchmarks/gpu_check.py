@@ -12,13 +12,17 @@ CPU's; parameters within 1e-5):
 4. NCCL teardown in a spawned process: a one-rank NCCL world does an all-reduce, is
    aborted (`nccl.abort_all_groups`, the path a failed NCCL generation takes) and a
    new world forms and reduces again: the abort and re-initialisation times;
-5. a crash and a hang with live recovery on CUDA (4 ranks over gloo): recovery times.
+5. a crash and a hang with live recovery on CUDA (4 ranks over gloo): recovery times;
+6. Hugging Face models (`--hf`, default a tied GPT-2 and a Llama, transformers' own
+   blocks) on CUDA, 4 ranks over gloo, 2 pipelines x 2 stages, one crashing mid-backward:
+   throughput, recovery, and the same equality with one process (skipped in one line
+   without the [hf] extra).
 
 A live NCCL recovery needs two GPUs or more (a failure needs a peer); on one GPU it is
 checked by parts 4 (the abort) and 5 (the recovery protocol on CUDA tensors).
 Without a CUDA device it exits with status 2 and one line.
 
-    python benchmarks/gpu_check.py [--steps 8] [--limit 300]
+    python benchmarks/gpu_check.py [--steps 8] [--limit 300] [--hf hf:gpt2:small,hf:llama:small]
 """
 
 from __future__ import annotations
@@ -41,8 +45,11 @@ PARAM_TOLERANCE = 1e-5
 FAST = ["--timeout", "20", "--heartbeat-timeout", "3", "--heartbeat-interval", "0.25"]
 
 
-def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) -> dict:
-    """`ooblab run ARGS` compared with the reference; returns the summary and the check."""
+def run_job(
+    name: str, args: list[str], work: Path, steps: int, limit_s: float, model: str = "tiny-gpt", device: str = "cuda"
+) -> dict:
+    """`ooblab run --model MODEL ARGS` on `device` compared with the reference; returns the
+    summary and the check."""
     from real.config import RunConfig
     from real.models.reference import (
         gather_params,
@@ -52,7 +59,7 @@ def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) 
 
     out, params = work / name, work / f"{name}-params"
     command = [sys.executable, "-m", "ooblab.cli", "run", "--steps", str(steps), "--global-batch", "16", "--dtype", "float64",
-               "--device", "cuda", "--checkpoint-every", "2", *FAST, *args, "--save-params", str(params), "--out", str(out), "--json"]  # fmt: skip
+               "--device", device, "--model", model, "--checkpoint-every", "2", *FAST, *args, "--save-params", str(params), "--out", str(out), "--json"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     process = subprocess.Popen(
@@ -75,7 +82,7 @@ def run_job(name: str, args: list[str], work: Path, steps: int, limit_s: float) 
         return {"ok": False, "why": f"rc {process.returncode}: " + " | ".join(stderr.strip().splitlines()[-3:])}
     if summary.get("status") != "finished":
         return {"ok": False, "why": f"{summary.get('status')}: {summary.get('reason')}", "summary": summary}
-    reference = train_reference(RunConfig(steps=steps, global_batch=16, dtype="float64"))
+    reference = train_reference(RunConfig(model=model, steps=steps, global_batch=16, dtype="float64"))
     worst = max(max_relative_difference(p, reference.params) for p in gather_params(params).values())
     losses = summary.get("losses") or []
     loss_ok = len(losses) == steps and all(
@@ -160,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="iterations per job")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds a job may take before it counts as a hang")
+    parser.add_argument("--hf", default="hf:gpt2:small,hf:llama:small", help="Hugging Face models of part 6 ('' skips)")
     args = parser.parse_args(argv)
     import torch
 
@@ -218,8 +226,28 @@ def main(argv: list[str] | None = None) -> int:
         recovery = ", ".join(f"{x:.2f}" for x in (failures.get("summary") or {}).get("recovery_s") or [])
         print(_line("5. crash + hang, live recovery", failures, f", recoveries {recovery} s (restarts "
                     f"{(failures.get('summary') or {}).get('num_restarts')})"), flush=True)  # fmt: skip
+        for model in filter(None, args.hf.split(",")):
+            results.append(hf_job(model, work, args.steps, args.limit))
     print(f"gpu_check: {sum(results)} of {len(results)} checks passed")
     return 0 if all(results) else 1
+
+
+def hf_job(model: str, work: Path, steps: int, limit_s: float, device: str = "cuda") -> bool:
+    """Part 6 for one Hugging Face model: 2 pipelines x 2 stages over gloo, a crash
+    mid-backward at step 2, equal to one process; prints its line."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
+        print(f"  6. {model}: skipped, the [hf] extra is not installed (pip install -e '.[hf]')", flush=True)
+        return True
+    args = ["--nodes", "4", "--f", "1", "--pipelines", "2,2", "--backend", "gloo", "--inject", "2:node3:crash:backward"]
+    name = model.replace(":", "-").replace("/", "-")
+    result = run_job(name, args, work, steps, limit_s, model=model, device=device)
+    summary = result.get("summary") or {}
+    ok = result["ok"] and len(summary.get("recovery_s") or []) == 1
+    recovery = ", ".join(f"{x:.2f}" for x in summary.get("recovery_s") or [])
+    print(_line(f"6. {model}, crash mid-backward", result, f", recovery {recovery} s"), flush=True)
+    return ok
 
 
 if __name__ == "__main__":

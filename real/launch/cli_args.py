@@ -51,7 +51,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=d.model,
-        help=f"{TINY_GPT}, a Hugging Face model (hf:gpt2|llama:tiny|small|DIR, needs the [hf] extra), or for "
+        help=f"{TINY_GPT}, a Hugging Face model (hf:gpt2|llama|mistral|qwen2:tiny|small|base|DIR, needs the [hf] extra), or for "
         "--compute emulated a built-in analytic model or a profile directory",
     )
     parser.add_argument(

@@ -1,20 +1,26 @@
-"""Hugging Face decoder models (GPT-2, Llama) cut into the planner's layers.
+"""Hugging Face decoder models cut into the planner's layers: GPT-2, and Llama with the
+families of its shape (Mistral, Qwen2: `LLAMA_LIKE`).
 
 `hf:FAMILY:PRESET` names a randomly initialised model of a preset size (`PRESETS`), and
-`hf:FAMILY:DIR` one whose shape is read from a local `DIR/config.json`; nothing is ever
+`hf:FAMILY:DIR` one whose shape is read from a local `DIR/config.json`, with the trained
+weights in DIR's safetensors files where it has them (`hf_weights`); nothing is ever
 downloaded: a name that would need the model hub is refused in one line saying how to
 pass a local directory. transformers is the optional extra `[hf]`.
 
 Planner layers, as tiny-gpt's: 0 = the embeddings (GPT-2: tokens and positions; Llama:
 tokens), 1..L = the decoder blocks, L + 1 = the final norm and the output projection. A
-block is the transformers class itself (`GPT2Block`, `LlamaDecoderLayer`); Llama's rotary
-embedding has no weights, so each block computes its own. Each layer is initialised from
+block is the transformers class itself (`GPT2Block`, `LlamaDecoderLayer`,
+`MistralDecoderLayer`, `Qwen2DecoderLayer`); their rotary embedding has no weights, so each
+block computes its own. Attention is full causal attention: a sliding window shorter than
+the sequence (Mistral's and Qwen2's option) is refused, as transformers applies it through
+the whole model's mask, which a block alone does not get. Each layer is initialised from
 its own generator (`seed`, layer index; GPT-2's scheme: weights N(0, 0.02), biases 0, norm
 gains 1), so a stage builds only its layers and gets exactly the weights a single-process
 model has.
 
-Tied embeddings (`tie_word_embeddings`: GPT-2's presets, and a config.json that does not
-say otherwise, as transformers reads it; Llama's presets are untied, as Llama 2 and 3 are):
+Tied embeddings (`tie_word_embeddings`: GPT-2's presets, the others' untied as Llama 2 and
+3 are; a config.json that does not say gets its transformers config class's default,
+`DEFAULT_TIED`: tied for GPT-2 only):
 the head's projection starts as a copy of the token embedding, and every step the two
 copies' gradients are summed over every rank holding either (`real.worker.gradsync`) before
 each owner's optimizer step. Equal start, equal gradients and AdamW's element-wise update
@@ -25,7 +31,8 @@ embedding are one tensor (`TIE` names the pair; `real.models.reference` ties the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +40,14 @@ import torch
 import torch.nn as nn
 
 from ..config import ConfigError
+from . import hf_weights
 
-FAMILIES = ("gpt2", "llama")
+# the Llama-shaped families: their transformers module and class prefix (decoder layer,
+# rotary embedding, RMSNorm, config and causal-LM classes alike, checkpoints named alike)
+LLAMA_LIKE = {"llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "qwen2": ("qwen2", "Qwen2")}
+FAMILIES = ("gpt2", *LLAMA_LIKE)
+# a config.json that does not say `tie_word_embeddings` gets its config class's default
+DEFAULT_TIED = {"gpt2": True, "llama": False, "mistral": False, "qwen2": False}
 INIT_STD = 0.02
 # the tied pair: (layer, parameter) of the token embedding, then of the head's projection
 TIE_EMBEDDING, TIE_HEAD = "tokens.weight", "logits.weight"
@@ -53,6 +66,7 @@ class HfShape:
     kv_heads: int | None = None  # Llama's grouped-query heads (None: as many as heads)
     intermediate: int | None = None  # Llama's MLP width (None: 4 x hidden, rounded as Llama's)
     tied: bool = False  # the head's projection is the token embedding (`tie_word_embeddings`)
+    weights: str | None = None  # a directory of safetensors weights (`hf_weights`; None: from the seed)
 
     @property
     def num_layers(self) -> int:
@@ -64,7 +78,7 @@ class HfShape:
         return ((0, TIE_EMBEDDING), (self.num_layers - 1, TIE_HEAD)) if self.tied else None
 
 
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(vocab=128, seq_len=16, hidden=32, heads=4, blocks=2),
     "small": dict(vocab=512, seq_len=64, hidden=128, heads=4, blocks=4),
     # tiny-gpt's validated shape: compute, not the per-message runtime, sets the pace
@@ -89,20 +103,27 @@ def parse(name: str) -> HfShape:
             "config.json; nothing is downloaded: save the model's files (config.json) to a directory and pass hf:"
             f"{family}:DIR"
         )
-    return _from_config_json(family, json.loads((directory / "config.json").read_text()), name)
+    shape = _from_config_json(family, json.loads((directory / "config.json").read_text()), name)
+    return shape if hf_weights.find(directory) is None else replace(shape, weights=str(directory))
 
 
 def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
-    keys = {
-        "gpt2": ("vocab_size", "n_positions", "n_embd", "n_head", "n_layer"),
-        "llama": ("vocab_size", "max_position_embeddings", "hidden_size", "num_attention_heads", "num_hidden_layers"),
-    }[family]
+    if family == "gpt2":
+        keys: tuple[str, ...] = ("vocab_size", "n_positions", "n_embd", "n_head", "n_layer")
+    else:
+        keys = ("vocab_size", "max_position_embeddings", "hidden_size", "num_attention_heads", "num_hidden_layers")
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"model {name!r}: config.json lacks {', '.join(missing)} for a {family} model")
     vocab, seq_len, hidden, heads, blocks = (int(cfg[k]) for k in keys)
-    tied = bool(cfg.get("tie_word_embeddings", True))  # transformers' default when the file is silent
-    if family == "llama":
+    tied = bool(cfg.get("tie_word_embeddings", DEFAULT_TIED[family]))
+    window = cfg.get("sliding_window") if family == "mistral" or cfg.get("use_sliding_window") else None
+    if window is not None and int(window) < seq_len:
+        raise ConfigError(
+            f"model {name!r}: sliding-window attention ({window} of {seq_len} positions) is not built here; "
+            "set sliding_window to null or to the sequence length in config.json"
+        )
+    if family != "gpt2":
         return HfShape(
             family, vocab, seq_len, hidden, heads, blocks, cfg.get("num_key_value_heads"), cfg.get("intermediate_size"),
             tied,
@@ -124,19 +145,31 @@ def hf_config(shape: HfShape) -> Any:
     given)."""
     tf = _transformers()
     if shape.family == "gpt2":
-        config = tf.GPT2Config(
+        return _with_sdpa(tf.GPT2Config(
             vocab_size=shape.vocab, n_positions=shape.seq_len, n_embd=shape.hidden, n_head=shape.heads,
             n_layer=shape.blocks, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=shape.tied,
-        )  # fmt: skip
-    else:
-        config = tf.LlamaConfig(
-            vocab_size=shape.vocab, max_position_embeddings=shape.seq_len, hidden_size=shape.hidden,
-            num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads or shape.heads,
-            intermediate_size=shape.intermediate or 4 * shape.hidden, num_hidden_layers=shape.blocks,
-            attention_dropout=0.0, tie_word_embeddings=shape.tied,
-        )  # fmt: skip
+        ))  # fmt: skip
+    prefix = LLAMA_LIKE[shape.family][1]
+    window = {"sliding_window": None} if shape.family == "mistral" else {}  # full causal attention
+    return _with_sdpa(getattr(tf, f"{prefix}Config")(
+        vocab_size=shape.vocab, max_position_embeddings=shape.seq_len, hidden_size=shape.hidden,
+        num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads or shape.heads,
+        intermediate_size=shape.intermediate or 4 * shape.hidden, num_hidden_layers=shape.blocks,
+        attention_dropout=0.0, tie_word_embeddings=shape.tied, **window,
+    ))  # fmt: skip
+
+
+def _with_sdpa(config: Any) -> Any:
     config._attn_implementation = "sdpa"
     return config
+
+
+def _llama_like(shape: HfShape, what: str) -> Any:
+    """The transformers class `{Prefix}{what}` of a Llama-shaped family (`LLAMA_LIKE`)."""
+    import importlib
+
+    module, prefix = LLAMA_LIKE[shape.family]
+    return getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), f"{prefix}{what}")
 
 
 class Embeddings(nn.Module):
@@ -163,10 +196,8 @@ class Block(nn.Module):
             self.block: nn.Module = GPT2Block(config, layer_idx=index)
             self.rotary: nn.Module | None = None
         else:
-            from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
-
-            self.block = LlamaDecoderLayer(config, layer_idx=index)
-            self.rotary = LlamaRotaryEmbedding(config)
+            self.block = _llama_like(shape, "DecoderLayer")(config, layer_idx=index)
+            self.rotary = _llama_like(shape, "RotaryEmbedding")(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rotary is None:
@@ -183,9 +214,7 @@ class Head(nn.Module):
         if shape.family == "gpt2":
             self.norm: nn.Module = nn.LayerNorm(shape.hidden, eps=config.layer_norm_epsilon)
         else:
-            from transformers.models.llama.modeling_llama import LlamaRMSNorm
-
-            self.norm = LlamaRMSNorm(shape.hidden, eps=config.rms_norm_eps)
+            self.norm = _llama_like(shape, "RMSNorm")(shape.hidden, eps=config.rms_norm_eps)
         self.logits = nn.Linear(shape.hidden, shape.vocab, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -215,6 +244,10 @@ def build_layer(shape: HfShape, index: int, seed: int, dtype: torch.dtype = torc
         layer = Head(shape, config)
     else:
         layer = Block(shape, config, index - 1)
+    if shape.weights is not None:  # trained weights: the seed sets the data only
+        files = _weight_files(shape.weights)
+        hf_weights.load_layer(layer, shape.family, index, shape.num_layers, shape.tied, files)
+        return layer.to(dtype)
     _init(layer, torch.Generator().manual_seed(seed * 1_000_003 + index))
     if shape.tied and isinstance(layer, Head):  # the head starts as the embedding's copy
         embedding = build_layer(shape, 0, seed, torch.float64)
@@ -222,6 +255,14 @@ def build_layer(shape: HfShape, index: int, seed: int, dtype: torch.dtype = torc
         with torch.no_grad():
             layer.logits.weight.copy_(embedding.tokens.weight)
     return layer.to(dtype)
+
+
+@lru_cache(maxsize=8)
+def _weight_files(directory: str) -> hf_weights.WeightFiles:
+    files = hf_weights.find(Path(directory))
+    if files is None:
+        raise ConfigError(f"{directory}: its weights are gone")
+    return files
 
 
 def build_layers(shape: HfShape, first: int, end: int, seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
@@ -235,7 +276,8 @@ def as_transformers_model(shape: HfShape, layers: nn.Sequential) -> nn.Module:
     that the planner's cut computes what it computes (tied as `shape` says)."""
     tf = _transformers()
     config = hf_config(shape)
-    model = (tf.GPT2LMHeadModel if shape.family == "gpt2" else tf.LlamaForCausalLM)(config)
+    kind = tf.GPT2LMHeadModel if shape.family == "gpt2" else getattr(tf, f"{LLAMA_LIKE[shape.family][1]}ForCausalLM")
+    model = kind(config)
     embeddings, *blocks, head = list(layers)
     assert isinstance(embeddings, Embeddings) and isinstance(head, Head), "internal: not a whole model's layers"
     inner: Any = model.transformer if shape.family == "gpt2" else model.model

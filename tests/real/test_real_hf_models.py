@@ -23,7 +23,7 @@ needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="the [hf] extra is not installed"
 )
 
-FAMILIES = ("gpt2", "llama")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
 
 
 def ids_for(shape: hf.HfShape, seed: int = 0) -> torch.Tensor:
@@ -148,11 +148,82 @@ def test_a_local_config_json_sets_the_shape(tmp_path: Path):
         assert torch.equal(layers(ids_for(shape)), hf.as_transformers_model(shape, layers)(ids_for(shape)).logits)
 
 
+def saved_model(family: str, directory: Path, seed: int = 3, shard: bool = False):
+    """A transformers model of the family's tiny shape with transformers' own random
+    weights, saved as `save_pretrained` writes it (safetensors; `shard`: in several files)."""
+    shape = hf.parse(f"hf:{family}:tiny")
+    torch.manual_seed(seed)
+    config = hf.hf_config(shape)
+    import transformers
+
+    kind = "GPT2LMHeadModel" if family == "gpt2" else f"{hf.LLAMA_LIKE[family][1]}ForCausalLM"
+    model = getattr(transformers, kind)(config)
+    model.save_pretrained(directory, safe_serialization=True, max_shard_size="20KB" if shard else "5GB")
+    return model
+
+
+@needs_transformers
+@pytest.mark.parametrize(
+    ("family", "shard"), [("gpt2", False), ("llama", False), ("mistral", False), ("qwen2", True), ("gpt2", True)]
+)
+def test_weights_from_a_directory_compute_what_transformers_loads_from_it(family, shard, tmp_path: Path):
+    saved_model(family, tmp_path, shard=shard)
+    assert (tmp_path / "model.safetensors.index.json").is_file() == shard
+    shape = hf.parse(f"hf:{family}:{tmp_path}")
+    assert shape.weights == str(tmp_path) and shape.tied == (family == "gpt2")
+    import transformers
+
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.float64).eval()
+    ids = ids_for(shape, 2)
+    for seed in (0, 9):  # the weights are the files', whatever the seed
+        layers = hf.build_layers(shape, 0, shape.num_layers, seed, torch.float64).eval()
+        with torch.no_grad():
+            assert torch.equal(layers(ids), theirs(ids).logits)
+    # a stage reads only its own layers, with the whole model's weights
+    whole = hf.build_layers(shape, 0, shape.num_layers, 0, torch.float64)
+    stage = hf.build_layers(shape, 1, shape.num_layers, 0, torch.float64)
+    for mine, alone in zip(list(whole)[1:], stage):
+        for (name, a), (_, b) in zip(mine.named_parameters(), alone.named_parameters()):
+            assert torch.equal(a, b), name
+    # and they are not the seed's
+    seeded = hf.build_layer(hf.parse(f"hf:{family}:tiny"), 0, 0, torch.float64).get_parameter("tokens.weight")
+    assert not torch.allclose(whole[0].get_parameter("tokens.weight"), seeded)
+
+
+@needs_transformers
+def test_weights_that_cannot_be_read_are_one_line_errors(tmp_path: Path):
+    saved_model("llama", tmp_path)
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(tmp_path / "model.safetensors")
+    save_file(
+        {k: v for k, v in tensors.items() if k != "model.layers.1.mlp.up_proj.weight"}, tmp_path / "model.safetensors"
+    )
+    shape = hf.parse(f"hf:llama:{tmp_path}")
+    hf.build_layers(shape, 0, 2, 0)  # the layers before it load
+    with pytest.raises(ConfigError, match=r"the weights lack model\.layers\.1\.mlp\.up_proj\.weight"):
+        hf.build_layer(shape, 2, 0)
+    wrong = {**tensors, "model.norm.weight": torch.ones(7)}
+    save_file(wrong, tmp_path / "model.safetensors")
+    hf._weight_files.cache_clear()
+    with pytest.raises(ConfigError, match=r"model\.norm\.weight has shape \(7,\), the model built from its config"):
+        hf.build_layer(hf.parse(f"hf:llama:{tmp_path}"), shape.num_layers - 1, 0)
+    (tmp_path / "model.safetensors").unlink()
+    torch.save(tensors, tmp_path / "pytorch_model.bin")
+    with pytest.raises(ConfigError) as caught:
+        hf.parse(f"hf:llama:{tmp_path}")
+    assert "weights only as pytorch_model.bin" in str(caught.value) and "\n" not in str(caught.value)
+    (tmp_path / "pytorch_model.bin").unlink()
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "gone.safetensors"}}))
+    with pytest.raises(ConfigError, match="lists gone.safetensors"):
+        hf.parse(f"hf:llama:{tmp_path}")
+
+
 @pytest.mark.parametrize(
     ("name", "words"),
     [
         ("hf:gpt2:gpt2-medium", "nothing is downloaded: save the model's files (config.json) to a directory"),
-        ("hf:mistral:tiny", "FAMILY one of gpt2, llama"),
+        ("hf:falcon:tiny", "FAMILY one of gpt2, llama, mistral, qwen2"),
         ("gpt2", "expected hf:FAMILY:PRESET or hf:FAMILY:DIR"),
     ],
 )
@@ -160,6 +231,38 @@ def test_names_that_need_the_hub_or_no_family_are_one_line_errors(name, words):
     with pytest.raises(ConfigError) as caught:
         hf.parse(name)
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+@needs_transformers
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_silent_config_json_ties_as_its_transformers_class_does(family, tmp_path: Path):
+    import transformers
+
+    cls = transformers.GPT2Config if family == "gpt2" else getattr(transformers, f"{hf.LLAMA_LIKE[family][1]}Config")
+    assert hf.DEFAULT_TIED[family] == cls().tie_word_embeddings
+    sizes = (
+        {"vocab_size": 64, "n_positions": 8, "n_embd": 16, "n_head": 2, "n_layer": 1}
+        if family == "gpt2"
+        else {
+            "vocab_size": 64,
+            "max_position_embeddings": 8,
+            "hidden_size": 16,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+        }
+    )
+    (tmp_path / "config.json").write_text(json.dumps(sizes))
+    assert hf.parse(f"hf:{family}:{tmp_path}").tied == cls().tie_word_embeddings
+
+
+@pytest.mark.parametrize(("family", "extra"), [("mistral", {}), ("qwen2", {"use_sliding_window": True})])
+def test_a_sliding_window_shorter_than_the_sequence_is_refused(family, extra, tmp_path: Path):
+    sizes = {"vocab_size": 64, "max_position_embeddings": 8, "hidden_size": 16, "num_attention_heads": 2}
+    (tmp_path / "config.json").write_text(json.dumps({**sizes, "num_hidden_layers": 1, "sliding_window": 4, **extra}))
+    with pytest.raises(ConfigError, match=r"sliding-window attention \(4 of 8 positions\) is not built here"):
+        hf.parse(f"hf:{family}:{tmp_path}")
+    (tmp_path / "config.json").write_text(json.dumps({**sizes, "num_hidden_layers": 1, "sliding_window": 8, **extra}))
+    assert hf.parse(f"hf:{family}:{tmp_path}").seq_len == 8
 
 
 def test_a_config_json_without_the_sizes_is_named(tmp_path: Path):

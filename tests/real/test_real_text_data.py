@@ -18,6 +18,7 @@ from real.models import text
 from real.models.reference import gather_params, max_relative_difference, train_reference
 
 from .conftest import ooblab
+from .test_real_hf_models import saved_model
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="the [hf] extra is not installed"
@@ -104,12 +105,16 @@ def test_the_command_line_refuses_mixed_token_sources_in_one_line(made, extra, w
 
 @pytest.mark.timeout(240)
 def test_a_job_on_text_trains_as_one_process_on_its_ids(made, tmp_path):
-    """`ooblab run --text FILE --tokenizer DIR`: tokenised once into the run directory;
-    a 2-pipeline job of tied GPT-2 equals one process trained on those ids."""
+    """`ooblab run --model hf:gpt2:DIR --text FILE --tokenizer DIR`, what a user brings: a
+    saved model (config.json and safetensors weights) and a text, tokenised once into the run
+    directory; a 2-pipeline job of the tied GPT-2 equals one process trained on those ids
+    from the same weights."""
     corpus, directory = made
     steps = 3
     out, params = tmp_path / "run", tmp_path / "params"
-    result = ooblab(["run", "--model", "hf:gpt2:tiny", "--text", str(corpus), "--tokenizer", str(directory),
+    model = f"hf:gpt2:{tmp_path / 'model'}"
+    saved_model("gpt2", tmp_path / "model")
+    result = ooblab(["run", "--model", model, "--text", str(corpus), "--tokenizer", str(directory),
                      "--nodes", "2", "--f", "1", "--steps", str(steps), "--global-batch", "4", "--dtype", "float64",
                      "--timeout", "30", "--heartbeat-timeout", "10", "--save-params", str(params), "--out", str(out),
                      "--json"], timeout_s=200)  # fmt: skip
@@ -117,8 +122,20 @@ def test_a_job_on_text_trains_as_one_process_on_its_ids(made, tmp_path):
     assert result.returncode == 0 and summary["status"] == "finished", result.stderr[-3000:]
     ids = out / text.TOKENS_FILE
     assert ids.is_file()
-    reference = train_reference(RunConfig(model="hf:gpt2:tiny", data=str(ids), steps=steps, global_batch=4,
+    reference = train_reference(RunConfig(model=model, data=str(ids), steps=steps, global_batch=4,
                                           dtype="float64"))  # fmt: skip
     assert summary["losses"] == pytest.approx(reference.losses, rel=1e-9)
     worst = max(max_relative_difference(p, reference.params) for p in gather_params(params).values())
     assert worst <= 1e-9
+    # from the saved weights: the first loss is transformers' own model's on step 0's batch
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from real.models.family import trained
+    from real.models.tinygpt import lm_loss
+
+    config = RunConfig(model=model, data=str(ids), global_batch=4, dtype="float64")
+    inputs, targets = trained(config).batch(config.seed, 0, 4)
+    theirs = GPT2LMHeadModel.from_pretrained(tmp_path / "model", torch_dtype=torch.float64).eval()
+    with torch.no_grad():
+        assert summary["losses"][0] == pytest.approx(lm_loss(theirs(inputs).logits, targets).item(), rel=1e-9)
