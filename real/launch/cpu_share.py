@@ -75,6 +75,25 @@ class ShareReading:
         return self.own / self.mean if self.mean > 0 else 1.0
 
 
+# a window whose busy processes got less than this share of their fair share of the cores
+# ran beside load from outside them (another job, the host); `disturbed`
+DISTURBED_BELOW = 0.9
+
+
+def fair_share(busy: int, cores: int) -> float:
+    """What each of `busy` always-runnable processes gets of a core on `cores` cores, alone."""
+    return min(1.0, cores / busy) if busy > 0 else 1.0
+
+
+def disturbed(result: ShareReading, busy: int, cores: int) -> bool:
+    """Whether the busy processes' mean share fell below `DISTURBED_BELOW` x their fair
+    share: something outside them took the cores (on the 2-core testbed a clean sweep read
+    means of 1.00, 0.99, 0.66, 0.50 beside 0..3 loads; one with a type checker running beside
+    it, 0.82 and 0.58 beside 1 and 2, and its factor for 1 neighbour came out 0.61 against
+    0.46-0.48 in clean sweeps)."""
+    return result.mean < DISTURBED_BELOW * fair_share(busy, cores)
+
+
 def reading(own_pid: int, window_shares: Mapping[int, float]) -> ShareReading:
     """`own_pid`'s share against the mean of all of `window_shares` (which holds it)."""
     if own_pid not in window_shares:

@@ -77,3 +77,43 @@ def test_two_spinners_on_one_core_each_run_about_half_the_window():
             if proc.is_alive():
                 proc.kill()
                 proc.join(5)
+
+
+def test_a_window_below_the_fair_share_was_disturbed():
+    from real.launch.cpu_share import disturbed, fair_share
+
+    assert [fair_share(n, 2) for n in (1, 2, 3, 4)] == [1.0, 1.0, pytest.approx(2 / 3), 0.5]
+    # the readings of a clean sweep on 2 cores beside 0..3 loads, and of a disturbed one
+    clean = [(1, 1.00), (2, 0.99), (3, 0.66), (4, 0.50)]
+    assert not any(disturbed(ShareReading(m, m), n, 2) for n, m in clean)
+    assert disturbed(ShareReading(0.8, 0.82), 2, 2) and disturbed(ShareReading(0.5, 0.58), 3, 2)
+    assert not disturbed(ShareReading(0.3, 0.46), 4, 2)  # 8% under: within the kernel's spread
+
+
+def test_a_disturbed_round_is_measured_again_and_the_least_disturbed_kept(monkeypatch):
+    from real.launch import contention
+
+    means = iter([0.70, 0.80, 0.75])  # beside 1 load on 2 cores: all three disturbed (fair 1.0)
+
+    class Window:
+        def __init__(self, others):
+            self.result = None
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            mean = next(means)
+            self.result = ShareReading(mean, mean)
+
+    rounds = iter(range(10))
+    monkeypatch.setattr(contention, "ShareWindow", Window)
+    monkeypatch.setattr(contention, "time_passes", lambda spec, settings: ((float(next(rounds)), 0.0, 0.0),))
+    monkeypatch.setattr(contention.os, "cpu_count", lambda: 2)
+    settings = contention.ProfilerSettings(threads=1)
+    times, result = contention._least_disturbed_round(None, settings, [123], 1)
+    assert contention.REMEASURES == 2 and times == ((1.0, 0.0, 0.0),) and result == ShareReading(0.80, 0.80)
+    means = iter([0.70, 0.99])  # the second one is clean: taken at once
+    rounds = iter(range(10))
+    times, result = contention._least_disturbed_round(None, settings, [123], 1)
+    assert times == ((1.0, 0.0, 0.0),) and result == ShareReading(0.99, 0.99)
