@@ -11,10 +11,11 @@ stretched to that floor, its useful share kept.
 Why a floor and not more contention factors: the profile's factors (`sim.contention`)
 slow each worker's compute by how many neighbours compute beside it, measured with
 every neighbour busy all the time. On 2 cores a tiny-gpt job kept them 94-98% busy with
-4, 3 and 2 workers and committed 48-52 samples/s in each; with fewer workers each gets
-more of a core, but the job as a whole gets no more of the machine. The factors, with
-the rest of the iteration (sends, sync, optimizer) left at its unloaded time, let a
-2-worker phase run 27-39% faster than that (CHANGELOG.md).
+4, 3 and 2 workers; with fewer workers each gets more of a core, but the job as a whole
+gets no more of the machine. The factors, with the rest of the iteration (sends, sync,
+optimizer) left at its unloaded time, let a 2-worker phase run 27-39% faster than that
+(CHANGELOG.md). Replacing the factors above one worker per core by the floor alone
+(`benchmarks/contention_resim.py`, "capped") was no better over four validations.
 
 What a sample costs may grow with the workers computing: a worker's share of the sends
 and of the gradient sync, and on cores shared by more processes than they hold, the

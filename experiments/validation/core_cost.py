@@ -9,12 +9,11 @@ Separate jobs on the same machine, not the runs compared: a trace run's own thro
 never reaches the simulator.
 
 Real compute only (`runs.sim_config`): there a sample's CPU work (forward, backward,
-sends, sync, optimizer) is the job's, whatever the plan; the 2-core tiny-gpt jobs
-committed 48-52 samples/s with 4, 3 and 2 workers. It may still grow with the workers
+sends, sync, optimizer) is the job's, whatever the plan. It grows with the workers
 computing: failure-free Oobleck jobs of a 4-block Hugging Face GPT-2 (`hf:gpt2:base`)
-cost 47.4, 52.6 and 55.1 core-ms a sample on 2, 3 and 4 workers (Varuna's 49.6, 56.1,
-59.7), and a trace run's 2-worker phases committed 15-20% more than its 4-worker
-ceiling allowed. Where a trace changes the worker count, the validation runs one such
+cost 47.4, 52.6 and 55.1 core-ms a sample on 2, 3 and 4 workers of 2 cores (Varuna's
+49.6, 56.1, 59.7), tiny-gpt's 45.3, 48.2 and 56.1, and a trace run's 2-worker phases
+committed 15-20% more than a ceiling measured on 4 workers allowed. Where a trace changes the worker count, the validation runs one such
 job per count it reaches (a core sweep, `calibrate.with_core_sweep`) and gives the
 simulator the line through them (`core_line`). The emulated backend sleeps its
 compute; its cores go to sends and bookkeeping, which differ by plan (42% busy on
