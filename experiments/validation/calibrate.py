@@ -51,6 +51,11 @@ nodes whose loss leaves a replica of every layer where the plan has one:
 - Both: `checkpoint_fixed_s` = the extra time of the two iterations around each
   periodic checkpoint before the crash (median over both runs; the calibration
   checkpoints every `CHECKPOINT_EVERY` steps) above the median iteration.
+- Real compute, where the trace changes the worker count: the core sweep
+  (`with_core_sweep`), a failure-free `CORE_SWEEP_STEPS`-step Oobleck job on each count the
+  trace reaches, without checkpoints; the core-seconds a sample cost each
+  (`core_cost.sweep_points`) give the simulator's ceiling as a line in the workers
+  computing (`Overheads.core_options`).
 
 The byte-proportional parts of the simulator's restart and checkpoint model are switched
 off (bandwidths `UNLIMITED_GB_PER_S`): the measured constants hold the whole cost for
