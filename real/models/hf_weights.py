@@ -22,12 +22,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..config import ConfigError
 
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+def _safe_open() -> Any:
+    """safetensors' reader (it comes with the [hf] extra's transformers)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise ConfigError("Hugging Face weights need safetensors: pip install -e '.[hf]'") from None
+    return safe_open
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,7 @@ class WeightFiles:
 
     def read(self, names: Mapping[str, str]) -> dict[str, torch.Tensor]:
         """{key: the tensor `names[key]`} read from the files, one open per file."""
-        from safetensors import safe_open
-
+        safe_open = _safe_open()
         missing = sorted(n for n in names.values() if n not in self.where)
         if missing:
             raise ConfigError(f"{self.directory}: the weights lack {', '.join(missing)}")
@@ -69,9 +78,7 @@ def find(directory: Path) -> WeightFiles | None:
             raise ConfigError(f"{directory / INDEX}: lists {', '.join(absent)}, which {directory} lacks")
         return WeightFiles(str(directory), where)
     if (directory / SINGLE).is_file():
-        from safetensors import safe_open
-
-        with safe_open(str(directory / SINGLE), framework="pt") as handle:
+        with _safe_open()(str(directory / SINGLE), framework="pt") as handle:
             return WeightFiles(str(directory), {name: SINGLE for name in handle.keys()})
     pickles = sorted(p.name for p in directory.glob("*.bin"))
     if pickles:
@@ -82,7 +89,9 @@ def find(directory: Path) -> WeightFiles | None:
     return None
 
 
-def tensor_names(family: str, layer: int, num_layers: int, params: list[str], tied: bool, files: WeightFiles) -> dict:
+def tensor_names(
+    family: str, layer: int, num_layers: int, params: list[str], tied: bool, files: WeightFiles
+) -> dict[str, str]:
     """{parameter of planner layer `layer`: its tensor name in the files}."""
     names = files.where
     if family == "gpt2":
@@ -108,7 +117,9 @@ def tensor_names(family: str, layer: int, num_layers: int, params: list[str], ti
     return out
 
 
-def load_layer(module: torch.nn.Module, family: str, layer: int, num_layers: int, tied: bool, files: WeightFiles):
+def load_layer(
+    module: torch.nn.Module, family: str, layer: int, num_layers: int, tied: bool, files: WeightFiles
+) -> None:
     """Copy planner layer `layer`'s parameters into `module` from the files, shapes checked."""
     params = dict(module.named_parameters())
     names = tensor_names(family, layer, num_layers, list(params), tied, files)

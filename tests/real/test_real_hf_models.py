@@ -275,3 +275,13 @@ def test_without_transformers_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import now fails
     with pytest.raises(ConfigError, match=r"need transformers: pip install -e '\.\[hf\]'"):
         hf.build_layer(hf.parse("hf:gpt2:tiny"), 0, 0)
+
+
+def test_without_safetensors_weights_say_how_to_install_it(monkeypatch, tmp_path: Path):
+    (tmp_path / "config.json").write_text(
+        json.dumps({"vocab_size": 64, "n_positions": 8, "n_embd": 16, "n_head": 2, "n_layer": 1})
+    )
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # import now fails
+    with pytest.raises(ConfigError, match=r"weights need safetensors: pip install -e '\.\[hf\]'"):
+        hf.parse(f"hf:gpt2:{tmp_path}")
