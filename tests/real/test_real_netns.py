@@ -240,7 +240,7 @@ try:  # a client with a secret of its own
 except Exception as exc:
     out["wrong_secret"] = f"{type(exc).__name__}: {exc}"
 try:  # torch's own client, straight at the port: list, then abort the job
-    raw = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=4))
+    raw = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=2))
     out["list_keys"] = raw.list_keys()
     raw.set("abort", "1")
 except Exception as exc:
@@ -263,7 +263,9 @@ def test_an_attacker_on_the_network_gets_nothing_and_stalls_nothing(net_cluster,
     port to list the job's keys and set `abort` (it never reaches the store), a guessed
     answer to the challenge (refused), and 40 connections held open for the rest of the
     job. The job finishes with nobody lost and every loss equal to the reference."""
-    steps = 8
+    # long enough that the attacker's probes, slow on a loaded machine, all land in training
+    # (8 steps were over before its last probe once: a refused connection, no report)
+    steps = 14
     cluster, job, address = training_job(net_cluster, tmp_path, steps, hosts=6)
     host, port = address.rsplit(":", 1)
     attacker = cluster.start(5, [sys.executable, "-c", ATTACKER, host, port, "8"])
