@@ -175,7 +175,7 @@ def _least_disturbed_round(
     """One round's pass times beside `others` (k busy loads) and its share reading; a round
     that load from outside the profiler disturbed (`cpu_share.disturbed`) is measured again,
     up to `REMEASURES` times, and the least disturbed one kept (the highest mean share)."""
-    best: tuple[tuple[tuple[float, float, float], ...], ShareReading | None] | None = None
+    best: tuple[tuple[tuple[float, float, float], ...], ShareReading] | None = None
     for _ in range(1 + REMEASURES):
         # the counters are a thread's: with more than one compute thread per process the
         # main thread's share is not the process's, so nothing is evened
@@ -184,7 +184,7 @@ def _least_disturbed_round(
         result = window.result
         if result is None or not disturbed(result, k + 1, os.cpu_count() or 1):
             return times, result
-        if best is None or best[1] is None or result.mean > best[1].mean:
+        if best is None or result.mean > best[1].mean:
             best = (times, result)
     assert best is not None
     return best
