@@ -3,7 +3,8 @@
 `ooblab run --model hf:FAMILY:tiny` (gloo on CPU, float64) on 4 workers as a 1-node and a
 3-node pipeline (different templates, unequal microbatches), failure-free (GPT-2, Qwen2) and
 with a worker crashing mid-backward (Llama; live reconfiguration; also with another worker
-hanging after it, outside CI), and under Varuna (restart from checkpoint
+hanging after it, outside CI; GPT-2 with a survivor stalled in its teardown and replaced by
+a fresh process, outside CI), and under Varuna (restart from checkpoint
 files), GEMINI (restart from peers' memory) and replica groups (a group out, the others
 training on their samples): every pipeline's final layers and every step's loss equal a
 plain single-process run of the same model over the same samples (`train_reference`).
@@ -27,13 +28,15 @@ TOLERANCE = 1e-9
 FAST = ["--timeout", "30", "--heartbeat-timeout", "10", "--heartbeat-interval", "0.25"]  # workers import transformers
 
 
-def run_and_compare(tmp_path, model: str, steps: int, inject: str | None = None, design: str = "oobleck") -> dict:
+def run_and_compare(
+    tmp_path, model: str, steps: int, inject: str | None = None, design: str = "oobleck", pipelines: str = "1,3"
+) -> dict:
     params_dir = tmp_path / "params"
     args = ["run", "--design", design, "--model", model, "--nodes", "4", "--f", "1", "--steps", str(steps),
             "--global-batch", "8", "--dtype", "float64", *FAST, "--save-params", str(params_dir),
             "--out", str(tmp_path / "run"), "--json"]  # fmt: skip
-    if design == "oobleck":  # a 1-node and a 3-node pipeline; the other designs choose their own
-        args += ["--pipelines", "1,3"]
+    if design == "oobleck":  # a 1-node and a 3-node pipeline unless asked; the other designs choose their own
+        args += ["--pipelines", pipelines]
     if inject:
         args += ["--inject", inject]
     result = ooblab(args, timeout_s=200)
@@ -70,6 +73,17 @@ def test_a_crash_mid_backward_and_a_hang_are_survived_exactly(tmp_path):
     summary = run_and_compare(tmp_path, "hf:llama:tiny", steps=5, inject=inject)
     assert summary["injections_fired"] == [0, 1] and summary["generations"] >= 3
     assert summary["num_restarts"] == 0 and len(summary["recovery_s"]) == 2
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_stalled_in_its_teardown_is_replaced_from_a_replica_exactly(tmp_path):
+    """node3 crashes mid-backward; node0's main thread then stalls in the teardown (its
+    heartbeat goes on): it is fenced and a fresh process for node0 receives its
+    transformers blocks from node2, the other pipeline's holder of the same stage."""
+    inject = "1:node3:crash:backward,1:node0:stall:teardown"
+    summary = run_and_compare(tmp_path, "hf:gpt2:tiny", steps=4, inject=inject, pipelines="2,2")
+    assert summary["injections_fired"] == [0, 1] and summary["num_restarts"] == 0
+    assert "node0" in [n for p in summary["plan"]["pipelines"] for n in p["nodes"]]  # replaced, training
 
 
 @pytest.mark.timeout(240)
