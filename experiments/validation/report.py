@@ -3,6 +3,9 @@
 `validate(spec, out_dir)` writes under `out_dir`:
   trace.csv                      what both sides replayed
   profile/                       what both sides planned with (in `shared_dir` if given)
+  profile-check.json             real compute: the profile against the calibration's pace,
+                                 and the measurements taken again where it was off
+                                 (`profile-remeasured/`; `reprofile`)
   calibration/overheads.json     the measured fixed overheads and their two runs (ditto)
   <policy>/real/, <policy>/sim/  each side's run record (config, summary, timeline, events)
   <policy>/timeline_{real,sim}.csv, recoveries.json
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable
@@ -27,13 +31,44 @@ from designs import registry
 from .calibrate import CORE_COST_KEY, calibrate, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
+from .reprofile import REMEASURED, checked_profile
 from .runs import base_run_config, run_policy, twin_timing_for
-from .spec import ValidationSpec, prepare_model, prepare_trace
+from .spec import PreparedModel, ValidationSpec, prepare_model, prepare_trace
 
 
 def shown(policy: str) -> str:
     """A policy as printed lines name it: its design's display name."""
     return registry.shown(policy)
+
+
+def _profile_check(
+    spec: ValidationSpec, model: PreparedModel, keep: Path, nodes: int, paces: dict[str, float], progress
+) -> dict | None:
+    """`reprofile.checked_profile` for a model profiled here (real compute), None otherwise:
+    predictions from the calibration's own plan (`base_run_config`, the planner's choice of
+    pipelines), new measurements under `keep` with the first one's communication figures."""
+    if spec.compute != "real" or not paces:
+        return None
+    from planner.oobleck_format import COMMUNICATION_FILE
+    from real.control.planning import make_plan, make_planner
+
+    base = base_run_config(spec, model, nodes).with_(pipelines=None)
+
+    def predicted_s(directory: Path) -> float:
+        config = base.with_(profile_dir=str(directory))
+        return make_plan(make_planner(config), config, config.node_names()).iteration_time_s
+
+    def measure(i: int) -> Path:
+        parent = keep / REMEASURED / str(i)
+        target = parent / "profile"
+        target.mkdir(parents=True, exist_ok=True)
+        communication = model.profile_dir / COMMUNICATION_FILE
+        if communication.exists():  # measured once per output directory
+            shutil.copyfile(communication, target / COMMUNICATION_FILE)
+        prepare_model(spec, parent, progress)
+        return target
+
+    return checked_profile(model.profile_dir, paces, predicted_s, measure, progress)
 
 
 def validate(
@@ -83,6 +118,10 @@ def validate(
             "was measured in another state of the machine): "
             + ", ".join(f"{shown(policy)} x{ratio:.2f}" for policy, ratio in ratios.items())
         )
+    # real compute: a profile the calibration jobs contradict is measured again (`reprofile`)
+    profile_check = _profile_check(spec, model, keep, nodes, ratios, progress)
+    if profile_check is not None:
+        ratios = profile_check["paces"]
     if spec.compute == "real":
         bound = overheads.core_options()
         costs = overheads.details.get(CORE_COST_KEY) or {}
@@ -153,6 +192,7 @@ def validate(
         "runs": [r.to_dict() for r in results],
         "errors": summarize([r.comparison for r in results]),
         "pace_checks": [c.to_dict() for c in checks],
+        "profile_check": profile_check,
         "wall_s": time.perf_counter() - t0,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
