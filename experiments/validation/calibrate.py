@@ -278,7 +278,9 @@ def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
     The simulator times compute from the profile, so a ratio far from 1 says the profile
     was measured in another state of the machine than the runs (on the 2-core testbed
     0.98-1.69 across three real-compute validations within an hour, CHANGELOG.md).
-    It is reported, never applied: scaling compute by it would fit the simulator to a run."""
+    It never scales compute (that would fit the simulator to a run); with real compute a
+    profile the jobs together ran far off is measured again, and the measurement nearest
+    them kept (`reprofile`)."""
     ratios = {}
     for policy in ("oobleck", "varuna"):
         job = details.get(policy) or {}

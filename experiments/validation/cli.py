@@ -4,7 +4,7 @@
                     [--compute emulated|real] [--quick] [--json] [--out DIR]
 
 Profiles the model, measures the backend's fixed overheads once (two short calibration
-jobs, no trace; with real compute, a profile the two jobs together ran more than 10% off
+jobs, no trace; with real compute, a profile the two jobs together ran more than 20% off
 is measured again, up to twice, and the one nearest them kept), runs the trace time-compressed on the real backend for each policy
 (Oobleck, and Varuna as the baseline), simulates the same, and reports per run and per
 phase the throughput error in steady state, the error in committed samples at the end

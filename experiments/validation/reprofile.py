@@ -22,10 +22,16 @@ the compared runs come after it. A new measurement's paces are the calibration j
 measured iterations over its own prediction, taken as the first profile's paces x the
 ratio of the Oobleck plan's predicted iteration under the two (`rescaled`: the jobs are
 not run again; Varuna's plan moves with the layer times as Oobleck's does, to within its
-different split). In the next validation the jobs ran x1.03 and x1.23 (shared x1.13), a
-new measurement x0.98 and x1.18 (x1.07, kept); the kept profile gave 5.7 / 6.8 / 3.6, the
-first, re-simulated against the same runs, 5.8 / 9.0 / 11.8. Three measurements there
-within 5 minutes spread the prediction by 25%: the profile drifts as the runs do.
+different split).
+
+The tolerance is what a new measurement moves the pace by anyway: in the two validations
+after the one above the jobs ran x1.03 / x1.23 (together x1.13) and x1.14 / x1.21 (x1.17);
+checked at 10% then, the profile was measured again. In the first, three measurements
+within 5 minutes put the jobs' shared pace at x1.13, x1.07 and x0.88, and the kept one
+(x1.07) gave 5.7 / 6.8 / 3.6 where the first, re-simulated against the same runs, gives
+5.8 / 9.0 / 11.8; in the second the kept one (x0.99) gave 5.2 / 6.3 / 4.5 where the first
+gives 2.5 / 3.3 / 3.5. A choice within the profile's own spread is a coin toss; a profile
+30% off is a measurement gone wrong.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PACE_TOLERANCE = 0.10  # the real-compute throughput target: a pace further off misses it by itself
+PACE_TOLERANCE = 0.20  # beyond what measuring the profile again moves it by (module docstring)
 REPROFILES = 2  # measurements after the first, at most (about 90 s each for hf:gpt2:base here)
 RECORD = "profile-check.json"  # beside the profile directory: the check's paces and choice
 REMEASURED = "profile-remeasured"  # beside it too: measurement i in REMEASURED/i/profile (the chosen one moved out)
@@ -53,12 +59,17 @@ class Measurement:
     paces: Mapping[str, float] = field(default_factory=dict)
 
     @property
-    def off(self) -> float:
-        """How far off the profile the jobs ran together: |geometric mean of the paces - 1|
-        (0 without a pace: nothing to check)."""
+    def shared(self) -> float:
+        """The pace the jobs share: the geometric mean of theirs (1 without a pace)."""
         if not self.paces:
-            return 0.0
-        return abs(math.exp(statistics.fmean(math.log(p) for p in self.paces.values())) - 1.0)
+            return 1.0
+        return math.exp(statistics.fmean(math.log(p) for p in self.paces.values()))
+
+    @property
+    def off(self) -> float:
+        """How far off the profile the jobs ran together: |shared - 1| (0 without a pace:
+        nothing to check)."""
+        return abs(self.shared - 1.0)
 
 
 def rescaled(paces: Mapping[str, float], first_predicted_s: float, predicted_s: float) -> dict[str, float]:
@@ -99,8 +110,9 @@ def checked_profile(
     first_s = predicted_s(profile_dir) if found[0].off > PACE_TOLERANCE else 0.0
     while min(m.off for m in found) > PACE_TOLERANCE and len(found) <= REPROFILES:
         progress(
-            f"the calibration jobs ran {_shown(found[-1].paces)} the profile's prediction (over "
-            f"{PACE_TOLERANCE:.0%} off): measuring the profile again ({len(found)} of at most {REPROFILES}) ..."
+            f"the calibration jobs ran {_shown(found[-1].paces)} the profile's prediction (together "
+            f"x{found[-1].shared:.2f}, over {PACE_TOLERANCE:.0%} off): measuring the profile again "
+            f"({len(found)} of at most {REPROFILES}) ..."
         )
         directory = measure(len(found))
         found.append(Measurement(directory, rescaled(paces, first_s, predicted_s(directory))))
@@ -116,13 +128,19 @@ def checked_profile(
         found[best] = Measurement(profile_dir, found[best].paces)
     if len(found) > 1:
         progress(
-            f"profile: measurement {best + 1} of {len(found)} kept (calibration pace {_shown(found[best].paces)}; "
-            + ", ".join(f"measurement {i + 1} {_shown(m.paces)}" for i, m in enumerate(found) if i != best)
+            f"profile: measurement {best + 1} of {len(found)} kept (calibration pace {_shown(found[best].paces)}, "
+            f"together x{found[best].shared:.2f}; "
+            + ", ".join(
+                f"measurement {i + 1} {_shown(m.paces)}, together x{m.shared:.2f}"
+                for i, m in enumerate(found)
+                if i != best
+            )
             + ")"
         )
     record = {
         "tolerance": PACE_TOLERANCE,
         "paces": dict(found[best].paces),
+        "shared_pace": found[best].shared,
         "chosen": best,
         "measurements": [{"directory": str(m.directory), "paces": dict(m.paces)} for m in found],
     }

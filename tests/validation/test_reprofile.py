@@ -76,12 +76,12 @@ def test_an_off_profile_is_measured_again_and_the_confirmed_one_takes_its_place(
 
 def test_measuring_stops_after_the_limit_and_keeps_the_nearest(tmp_path):
     first = profile(tmp_path / "profile", 1.0, "m0")
-    # paces 0.6, then 0.6 / 0.75 = 0.8, then 0.6 / 0.8 = 0.75: none within, the second nearest
-    measure = Measurer(tmp_path, [0.75, 0.8, 0.9])
-    record = checked_profile(first, {"oobleck": 0.6}, predicted_s, measure, progress=lambda _: None)
+    # paces 0.5, then 0.5 / 0.65 = 0.77, then 0.5 / 0.7 = 0.71: none within, the second nearest
+    measure = Measurer(tmp_path, [0.65, 0.7, 0.9])
+    record = checked_profile(first, {"oobleck": 0.5}, predicted_s, measure, progress=lambda _: None)
     assert measure.calls == REPROFILES == len(record["measurements"]) - 1
     assert record["chosen"] == 1 and (first / "label").read_text() == "m1"
-    assert record["paces"]["oobleck"] == pytest.approx(0.8)
+    assert record["paces"]["oobleck"] == pytest.approx(0.5 / 0.65)
 
 
 @pytest.mark.parametrize("paces", [{"oobleck": 0.95, "varuna": 1.16}, {"oobleck": 0.8, "varuna": 1.2}])
