@@ -88,7 +88,8 @@ def validate(
     prepared = prepare_trace(spec)
     trace_file = out / "trace.csv"
     save_events_csv(prepared.trace, trace_file)
-    nodes = int(prepared.trace.live_counts()["live_nodes"].max())
+    live = prepared.trace.live_counts()["live_nodes"]
+    nodes = int(live.max())
     keep = Path(shared_dir) if shared_dir is not None else out
     keep.mkdir(parents=True, exist_ok=True)
     model = prepare_model(spec, keep, progress)
@@ -97,7 +98,7 @@ def validate(
     # profile holds its loaded hop per busy neighbours, `planner.contention`)
     timing_for = twin_timing_for(spec, model, nodes) if spec.loaded_sends else None
     # real compute: what a sample costs the cores on each worker count the trace reaches
-    low = max(1, int(prepared.trace.live_counts()["live_nodes"].min()))
+    low = max(1, int(live.min()))
     core_counts = tuple(range(low, nodes + 1)) if spec.compute == "real" and low < nodes else ()
     overheads = calibrate(base_run_config(spec, model, nodes), keep / "calibration", progress, timing_for, core_counts)
     # every emulated node's processes start on this machine's cores: a node that joins
