@@ -269,6 +269,17 @@ def first_plan_s(summary: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+def measured_steady_s(details: Mapping[str, Any]) -> dict[str, float]:
+    """Per calibration job, its steady iteration before the crash (median of steps
+    1..CRASH_STEP - 1)."""
+    out = {}
+    for policy in ("oobleck", "varuna"):
+        body = ((details.get(policy) or {}).get("iteration_times_s") or [])[1:CRASH_STEP]
+        if body:
+            out[policy] = statistics.median(body)
+    return out
+
+
 def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
     """Per calibration job, its steady iteration before the crash (median of steps
     1..CRASH_STEP - 1) over its first plan's predicted iteration (the job's own
@@ -278,16 +289,14 @@ def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
     The simulator times compute from the profile, so a ratio far from 1 says the profile
     was measured in another state of the machine than the runs (on the 2-core testbed
     0.98-1.69 across three real-compute validations within an hour, CHANGELOG.md).
-    It never scales compute (that would fit the simulator to a run); with real compute a
-    profile the jobs together ran far off is measured again, and the measurement nearest
-    them kept (`reprofile`)."""
+    It never scales compute (that would fit the simulator to a run). The plan's prediction
+    leaves out what the simulator adds (the core ceiling, contention): `reprofile` checks
+    the profile against the simulator's own prediction of these jobs instead."""
     ratios = {}
-    for policy in ("oobleck", "varuna"):
-        job = details.get(policy) or {}
-        predicted = job.get("predicted_iteration_s") or details.get("predicted_iteration_s")
-        body = (job.get("iteration_times_s") or [])[1:CRASH_STEP]
-        if body and isinstance(predicted, (int, float)) and predicted > 0:
-            ratios[policy] = statistics.median(body) / predicted
+    for policy, steady in measured_steady_s(details).items():
+        predicted = (details.get(policy) or {}).get("predicted_iteration_s") or details.get("predicted_iteration_s")
+        if isinstance(predicted, (int, float)) and predicted > 0:
+            ratios[policy] = steady / predicted
     return ratios
 
 

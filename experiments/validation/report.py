@@ -28,11 +28,11 @@ from pathlib import Path
 
 from designs import registry
 
-from .calibrate import CORE_COST_KEY, calibrate, pace_ratios
+from .calibrate import CORE_COST_KEY, Overheads, calibrate, first_plan_s, measured_steady_s, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
 from .reprofile import REMEASURED, checked_profile
-from .runs import base_run_config, run_policy, twin_timing_for
+from .runs import base_run_config, run_policy, simulated_iteration_s, twin_timing_for
 from .spec import PreparedModel, ValidationSpec, prepare_model, prepare_trace
 
 
@@ -42,21 +42,25 @@ def shown(policy: str) -> str:
 
 
 def _profile_check(
-    spec: ValidationSpec, model: PreparedModel, keep: Path, nodes: int, paces: dict[str, float], progress
+    spec: ValidationSpec, model: PreparedModel, keep: Path, nodes: int, overheads: Overheads, progress
 ) -> dict | None:
     """`reprofile.checked_profile` for a model profiled here (real compute), None otherwise:
-    predictions from the calibration's own plan (`base_run_config`, the planner's choice of
-    pipelines), new measurements under `keep` with the first one's communication figures."""
-    if spec.compute != "real" or not paces:
+    each calibration job's steady iteration over the simulator's of the same failure-free
+    job (`simulated_iteration_s`); new measurements under `keep`, with the first one's
+    communication figures."""
+    measured = measured_steady_s(overheads.details)
+    if spec.compute != "real" or not measured:
         return None
     from planner.oobleck_format import COMMUNICATION_FILE
-    from real.control.planning import make_plan, make_planner
 
-    base = base_run_config(spec, model, nodes).with_(pipelines=None)
-
-    def predicted_s(directory: Path) -> float:
-        config = base.with_(profile_dir=str(directory))
-        return make_plan(make_planner(config), config, config.node_names()).iteration_time_s
+    def paces_for(directory: Path) -> dict[str, float]:
+        candidate = replace(
+            model, profile_dir=directory, run_fields={**model.run_fields, "profile_dir": str(directory)}
+        )
+        return {
+            policy: steady / simulated_iteration_s(spec, candidate, overheads, policy, nodes)
+            for policy, steady in measured.items()
+        }
 
     def measure(i: int) -> Path:
         parent = keep / REMEASURED / str(i)
@@ -68,7 +72,7 @@ def _profile_check(
         prepare_model(spec, parent, progress)
         return target
 
-    return checked_profile(model.profile_dir, paces, predicted_s, measure, progress)
+    return checked_profile(model.profile_dir, paces_for, measure, progress)
 
 
 def validate(
@@ -120,9 +124,7 @@ def validate(
             + ", ".join(f"{shown(policy)} x{ratio:.2f}" for policy, ratio in ratios.items())
         )
     # real compute: a profile the calibration jobs contradict is measured again (`reprofile`)
-    profile_check = _profile_check(spec, model, keep, nodes, ratios, progress)
-    if profile_check is not None:
-        ratios = profile_check["paces"]
+    profile_check = _profile_check(spec, model, keep, nodes, overheads, progress)
     if spec.compute == "real":
         bound = overheads.core_options()
         costs = overheads.details.get(CORE_COST_KEY) or {}
@@ -174,7 +176,13 @@ def validate(
             + (f"; cores busy per phase {[f'{b:.0%}' if b is not None else '-' for b in busy]}" if any(busy) else "")
         )
         results.append(result)
-    # the machine's pace in each trace run against its calibration's (a diagnosis only)
+    # the machine's pace in each trace run against its calibration's (a diagnosis only); where
+    # the profile was replaced, the calibration jobs' paces against the kept profile's plans
+    # (the trace runs' first ones)
+    if profile_check is not None and profile_check["chosen"] != 0:
+        steady = measured_steady_s(overheads.details)
+        plans = {r.policy: first_plan_s(r.real_summary) for r in results}
+        ratios = {p: steady[p] / s for p, s in plans.items() if p in steady and s}
     checks = [pace_check(r.policy, ratios, nodes, r.real, r.real_summary, event_times) for r in results]
     for check in checks:
         if (warning := check.warning()) is not None:

@@ -128,6 +128,33 @@ def lead_s(overheads: Overheads, processes: int) -> float:
     return overheads.node_startup_s + overheads.relaunch_s(processes)
 
 
+def simulated_iteration_s(
+    spec: ValidationSpec, model: PreparedModel, overheads: Overheads, policy: str, nodes: int, iterations: int = 12
+) -> float:
+    """The simulator's steady iteration of a failure-free job of the setting on `nodes`
+    nodes (the median gap between its committed iterations after the first), as the
+    calibration jobs' steady iteration is measured: what `reprofile` checks them against."""
+    import statistics
+
+    from sim.run import simulate as run_sim
+    from traces.model import Trace, TraceEvent
+
+    from .timelines import sim_iteration_ends
+
+    lead = lead_s(overheads, nodes)
+    trace = Trace(tuple(TraceEvent(0.0, "add", f"node{i}") for i in range(nodes)), "calibration")
+    horizon_s = 10.0
+    for _ in range(8):  # long enough for `iterations`, doubling
+        result = run_sim(sim_config(spec, model, overheads, policy, lead + horizon_s), trace=trace)
+        ends = sim_iteration_ends(list(result.timeline))
+        if len(ends) > iterations:
+            return statistics.median(b - a for a, b in zip(ends[1:], ends[2:]))
+        horizon_s *= 2
+    raise RuntimeError(
+        f"internal error: the simulated {policy} job committed {len(ends)} iterations in {horizon_s:.0f} s"
+    )
+
+
 def simulate(spec, model, overheads, policy, trace_file, time_scale, window_s):
     from sim.run import simulate as run_sim
 
