@@ -111,6 +111,11 @@ def checked_profile(
         if abs(found[-1].shared / found[-2].shared - 1.0) < AGREE:
             break  # measured alike again: the jobs' pace is not the profile's to fix
     best = choose(found)
+    if len(found) == 1 and found[0].paces:
+        progress(
+            f"profile check: the calibration jobs ran {_shown(found[0].paces)} the simulator's iteration with the "
+            f"profile (together x{found[0].shared:.2f}, within {PACE_TOLERANCE:.0%})"
+        )
     if best != 0:
         aside = profile_dir.parent / REMEASURED / "0" / profile_dir.name  # as `measure` lays them out
         if aside.exists():

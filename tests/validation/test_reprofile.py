@@ -52,8 +52,10 @@ def quiet(_: str) -> None:
 def test_a_profile_the_calibration_confirms_is_kept_without_measuring_again(tmp_path):
     first = profile(tmp_path / "profile", {"oobleck": 1.05, "varuna": 0.93}, "m0")
     measure = Measurer(tmp_path, [{"oobleck": 1.0}])
-    record = checked_profile(first, paces_for, measure, quiet)
+    lines: list[str] = []
+    record = checked_profile(first, paces_for, measure, lines.append)
     assert measure.calls == 0 and record["chosen"] == 0 and len(record["measurements"]) == 1
+    assert lines and "together x0.99, within 20%" in lines[0]  # sqrt(1.05 x 0.93)
     assert record["paces"] == {"oobleck": 1.05, "varuna": 0.93}
     assert (first / "label").read_text() == "m0"
 
