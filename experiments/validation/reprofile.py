@@ -87,11 +87,11 @@ def checked_profile(
     measure: Callable[[int], Path],
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Check the profile in `profile_dir` against the calibration `paces`, measuring it again
-    (`measure(i)` -> the i-th new profile directory) while every measurement so far is off
-    by more than `PACE_TOLERANCE`, at most `REPROFILES` times and not after one that agrees
-    with the one before (within `AGREE`); the chosen measurement ends
-    in `profile_dir` (the first one, if not chosen, moves beside the others). Returns the
+    """Check the profile in `profile_dir` against the calibration jobs (`paces_for`), measuring
+    it again (`measure(i)` -> the i-th new profile directory) while every measurement so far
+    is off by more than `PACE_TOLERANCE`, at most `REPROFILES` times and not after one that
+    agrees with the one before (within `AGREE`); the chosen measurement ends in
+    `profile_dir` (the first one, if not chosen, moves beside the others). Returns the
     record, also written to `RECORD` beside `profile_dir`: `paces` (the chosen one's),
     `chosen` and every measurement's. A record already there (a shared calibration
     directory checked before) is returned as it is. `paces_for(directory)`: per calibration
