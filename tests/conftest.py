@@ -111,8 +111,8 @@ SLOW: dict[str, tuple[str, ...]] = {  # a test left out -> the CI tests covering
         "tests/real/test_real_correctness.py::test_heterogeneous_pipelines_with_unequal_microbatches_match_single_process",
     ),
     # the hang on a Hugging Face model: the same freeze as tiny-gpt's, after the HF crash
-    "tests/real/test_real_hf_run.py::test_a_crash_mid_backward_and_a_hang_are_survived_exactly": (
-        "tests/real/test_real_hf_run.py::test_crashes_mid_backward_and_at_a_step_boundary_are_survived_exactly",
+    "tests/real/test_real_hf_run.py::test_a_crash_mid_backward_and_a_second_failure_are_survived_exactly[hang]": (
+        "tests/real/test_real_hf_run.py::test_a_crash_mid_backward_and_a_second_failure_are_survived_exactly[step-boundary]",
         "tests/real/test_real_recovery.py::test_hangs_are_detected_fenced_and_survived",
     ),
     # the stalled teardown on a Hugging Face model: tiny-gpt's replacement, the HF state carried
@@ -123,7 +123,7 @@ SLOW: dict[str, tuple[str, ...]] = {  # a test left out -> the CI tests covering
     ),
     # a Llama-shaped family on the backend: Llama's run through a crash, Qwen2's layers exactly
     "tests/real/test_real_hf_run.py::test_heterogeneous_pipelines_train_the_model_as_one_process[qwen2]": (
-        "tests/real/test_real_hf_run.py::test_crashes_mid_backward_and_at_a_step_boundary_are_survived_exactly",
+        "tests/real/test_real_hf_run.py::test_a_crash_mid_backward_and_a_second_failure_are_survived_exactly[step-boundary]",
         "tests/real/test_real_hf_models.py::test_weights_from_a_directory_compute_what_transformers_loads_from_it",
     ),
     # the torn checkpoint at the state level, the restart from a checkpoint end to end

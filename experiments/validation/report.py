@@ -42,13 +42,18 @@ def shown(policy: str) -> str:
 
 
 def _profile_check(
-    spec: ValidationSpec, model: PreparedModel, keep: Path, nodes: int, overheads: Overheads, progress
+    spec: ValidationSpec,
+    model: PreparedModel,
+    keep: Path,
+    nodes: int,
+    overheads: Overheads,
+    measured: dict[str, float],
+    progress,
 ) -> dict | None:
     """`reprofile.checked_profile` for a model profiled here (real compute), None otherwise:
-    each calibration job's steady iteration over the simulator's of the same failure-free
-    job (`simulated_iteration_s`); new measurements under `keep`, with the first one's
-    communication figures."""
-    measured = measured_steady_s(overheads.details)
+    each calibration job's steady iteration (`measured`) over the simulator's of the same
+    failure-free job (`simulated_iteration_s`); new measurements under `keep`, with the
+    first one's communication figures."""
     if spec.compute != "real" or not measured:
         return None
     from planner.oobleck_format import COMMUNICATION_FILE
@@ -124,7 +129,8 @@ def validate(
             + ", ".join(f"{shown(policy)} x{ratio:.2f}" for policy, ratio in ratios.items())
         )
     # real compute: a profile the calibration jobs contradict is measured again (`reprofile`)
-    profile_check = _profile_check(spec, model, keep, nodes, overheads, progress)
+    steady = measured_steady_s(overheads.details)
+    profile_check = _profile_check(spec, model, keep, nodes, overheads, steady, progress)
     if spec.compute == "real":
         bound = overheads.core_options()
         costs = overheads.details.get(CORE_COST_KEY) or {}
@@ -180,7 +186,6 @@ def validate(
     # the profile was replaced, the calibration jobs' paces against the kept profile's plans
     # (the trace runs' first ones)
     if profile_check is not None and profile_check["chosen"] != 0:
-        steady = measured_steady_s(overheads.details)
         plans = {r.policy: first_plan_s(r.real_summary) for r in results}
         ratios = {p: steady[p] / s for p, s in plans.items() if p in steady and s}
     checks = [pace_check(r.policy, ratios, nodes, r.real, r.real_summary, event_times) for r in results]

@@ -105,15 +105,21 @@ def sim_config(spec: ValidationSpec, model: PreparedModel, overheads: Overheads 
     )
 
 
+def failure_free_trace(nodes: int):
+    """A trace of `nodes` nodes all there from time 0, none lost: a calibration job's."""
+    from traces.model import Trace, TraceEvent
+
+    return Trace(tuple(TraceEvent(0.0, "add", f"node{i}") for i in range(nodes)), "calibration")
+
+
 def twin_timing_for(spec: ValidationSpec, model: PreparedModel, nodes: int) -> Callable[[float], Any]:
     """`extra` -> the simulator's Oobleck timing of the setting on `nodes` nodes, every
     pipeline send `extra` longer (0: without the term), for the loaded-send calibration
     (`loaded_hops`)."""
 
     from sim.setup import build
-    from traces.model import Trace, TraceEvent
 
-    trace = Trace(tuple(TraceEvent(0.0, "add", f"node{i}") for i in range(nodes)), "calibration")
+    trace = failure_free_trace(nodes)
     base = sim_config(spec, model, None, "oobleck", 1.0)
 
     def timing_for(extra_s: float):
@@ -137,12 +143,11 @@ def simulated_iteration_s(
     import statistics
 
     from sim.run import simulate as run_sim
-    from traces.model import Trace, TraceEvent
 
     from .timelines import sim_iteration_ends
 
     lead = lead_s(overheads, nodes)
-    trace = Trace(tuple(TraceEvent(0.0, "add", f"node{i}") for i in range(nodes)), "calibration")
+    trace = failure_free_trace(nodes)
     horizon_s = 10.0
     for _ in range(8):  # long enough for `iterations`, doubling
         result = run_sim(sim_config(spec, model, overheads, policy, lead + horizon_s), trace=trace)
