@@ -5,8 +5,9 @@
 
 Profiles the model, measures the backend's fixed overheads once (two short calibration
 jobs, no trace; with real compute, a profile the two jobs together ran more than 20% off
-is measured again, up to twice, and the one nearest them kept), runs the trace time-compressed on the real backend for each policy
-(Oobleck, and Varuna as the baseline), simulates the same, and reports per run and per
+is measured again, up to twice, and the one nearest them kept), runs the trace
+time-compressed on the real backend for each policy (Oobleck, and Varuna as the
+baseline), simulates the same, and reports per run and per
 phase the throughput error in steady state, the error in committed samples at the end
 and the error in each recovery's duration; the headline figures are median absolute
 relative errors. `--quick`: 4 emulated nodes, two removals, about 40 s of trace per policy
