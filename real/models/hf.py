@@ -18,6 +18,16 @@ its own generator (`seed`, layer index; GPT-2's scheme: weights N(0, 0.02), bias
 gains 1), so a stage builds only its layers and gets exactly the weights a single-process
 model has.
 
+The Llama-shaped families' RMSNorm is `RMSNorm` below, transformers' computation in the
+input's precision where that is finer than float32: theirs casts to float32 (an upcast for
+half precision), which in float64 rounds every normalised hidden state to float32, so that
+two summation orders (a pipeline's microbatches, one process's whole batch) differing in
+the 16th digit flip some float32 roundings: a 4-worker `hf:llama:small` job trained 8 steps
+then differed from one process by 3.6e-7 in its parameters (8.6e-10 in its losses), GPT-2
+(whose LayerNorm keeps float64) by 2.4e-12. In float32, bfloat16 and float16 it computes
+exactly what transformers' does. Their rotary embedding also computes in float32, but from
+positions alone, so every rank computes the same values and nothing diverges.
+
 Tied embeddings (`tie_word_embeddings`: GPT-2's presets, the others' untied as Llama 2 and
 3 are; a config.json that does not say gets its transformers config class's default,
 `DEFAULT_TIED`: tied for GPT-2 only):
@@ -185,6 +195,21 @@ class Embeddings(nn.Module):
         return x
 
 
+class RMSNorm(nn.Module):
+    """transformers' Llama-family RMSNorm (same `weight`, same `variance_epsilon`) computing
+    in the input's dtype where that is finer than float32 (module docstring)."""
+
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.variance_epsilon = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        compute = x.to(torch.promote_types(x.dtype, torch.float32))
+        variance = compute.pow(2).mean(-1, keepdim=True)
+        return self.weight * (compute * torch.rsqrt(variance + self.variance_epsilon)).to(x.dtype)
+
+
 class Block(nn.Module):
     """One transformers decoder block; Llama's also computes its rotary embedding."""
 
@@ -196,7 +221,10 @@ class Block(nn.Module):
             self.block: nn.Module = GPT2Block(config, layer_idx=index)
             self.rotary: nn.Module | None = None
         else:
-            self.block = _llama_like(shape, "DecoderLayer")(config, layer_idx=index)
+            block = _llama_like(shape, "DecoderLayer")(config, layer_idx=index)
+            block.input_layernorm = RMSNorm(shape.hidden, config.rms_norm_eps)
+            block.post_attention_layernorm = RMSNorm(shape.hidden, config.rms_norm_eps)
+            self.block = block
             self.rotary = _llama_like(shape, "RotaryEmbedding")(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -214,7 +242,7 @@ class Head(nn.Module):
         if shape.family == "gpt2":
             self.norm: nn.Module = nn.LayerNorm(shape.hidden, eps=config.layer_norm_epsilon)
         else:
-            self.norm = _llama_like(shape, "RMSNorm")(shape.hidden, eps=config.rms_norm_eps)
+            self.norm = RMSNorm(shape.hidden, config.rms_norm_eps)
         self.logits = nn.Linear(shape.hidden, shape.vocab, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,9 @@
 
 The oracle is transformers' own causal-LM model (`GPT2LMHeadModel`, `LlamaForCausalLM`)
 holding the same weights: the planner's layers, whole or cut into stages anywhere, compute
-exactly its logits (float64), and a layer built alone has exactly the weights it has in the
-whole model, so a stage can build only its own.
+exactly its logits (in float32: in float64 the Llama families' norms here keep float64
+where transformers' round to float32, `hf.RMSNorm`), and a layer built alone has exactly the
+weights it has in the whole model, so a stage can build only its own.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def ids_for(shape: hf.HfShape, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_planner_layers_compute_the_transformers_model_exactly(family):
     shape = hf.parse(f"hf:{family}:tiny")
-    layers = hf.build_layers(shape, 0, shape.num_layers, seed=5, dtype=torch.float64).eval()
+    layers = hf.build_layers(shape, 0, shape.num_layers, seed=5, dtype=torch.float32).eval()
     model = hf.as_transformers_model(shape, layers)
     ids = ids_for(shape)
     with torch.no_grad():
@@ -81,7 +82,7 @@ def test_the_single_process_model_trains_as_transformers_model_tied_or_not(famil
     shape = hf.parse(f"hf:{family}:tiny")
     assert shape.tied == (family == "gpt2")
     spec = named(f"hf:{family}:tiny", TinyGptSpec())
-    ours = spec.build_whole(seed=3, dtype=torch.float64)
+    ours = spec.build_whole(seed=3, dtype=torch.float32)
     theirs = hf.as_transformers_model(shape, ours).train()
     tied = ours[0].tokens.weight is ours[-1].logits.weight
     assert tied == shape.tied and sum(p.numel() for p in ours.parameters()) == theirs.num_parameters()
@@ -101,6 +102,35 @@ def test_the_single_process_model_trains_as_transformers_model_tied_or_not(famil
     assert torch.allclose(ours[-1].logits.weight, head, rtol=1e-10, atol=1e-13)
     if tied:
         assert head is theirs.get_input_embeddings().weight
+
+
+@needs_transformers
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2"])
+def test_in_float64_the_norms_keep_float64_where_transformers_rounds_to_float32(family):
+    """Each block's two norms and the head's: float64 in float64 (a pipeline's and one
+    process's summation orders then differ only in the last digits, not in float32
+    roundings), and in float32 the same bits as transformers' own RMSNorm."""
+    import copy
+
+    shape = hf.parse(f"hf:{family}:tiny")
+    block = hf.build_layer(shape, 1, 0, torch.float64)
+    head = hf.build_layer(shape, shape.num_layers - 1, 0, torch.float64)
+    norms = [block.block.input_layernorm, block.block.post_attention_layernorm, head.norm]
+    generator = torch.Generator().manual_seed(4)
+    x = 3 * torch.randn(3, shape.seq_len, shape.hidden, dtype=torch.float64, generator=generator)
+    theirs_class = hf._llama_like(shape, "RMSNorm")
+    for norm in norms:
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5, generator=generator)
+        theirs = theirs_class(shape.hidden, eps=norm.variance_epsilon).double()
+        theirs.load_state_dict(norm.state_dict())
+        exact = norm.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+        with torch.no_grad():
+            ours_error = float((norm(x) - exact).abs().max() / exact.abs().max())
+            theirs_error = float((theirs(x) - exact).abs().max() / exact.abs().max())
+            assert ours_error < 1e-14 and theirs_error > 1e-9, (ours_error, theirs_error)
+            x32 = x.float()
+            assert torch.equal(copy.deepcopy(norm).float()(x32), copy.deepcopy(theirs).float()(x32))
 
 
 @needs_transformers
@@ -143,7 +173,7 @@ def test_a_local_config_json_sets_the_shape(tmp_path: Path):
     shape = hf.parse(f"hf:llama:{tmp_path}")
     assert (shape.vocab, shape.seq_len, shape.hidden, shape.heads, shape.blocks) == (96, 12, 24, 4, 3)
     assert (shape.kv_heads, shape.intermediate, shape.num_layers) == (2, 40, 5)
-    layers = hf.build_layers(shape, 0, shape.num_layers, 0, torch.float64).eval()
+    layers = hf.build_layers(shape, 0, shape.num_layers, 0, torch.float32).eval()
     with torch.no_grad():
         assert torch.equal(layers(ids_for(shape)), hf.as_transformers_model(shape, layers)(ids_for(shape)).logits)
 
@@ -173,10 +203,10 @@ def test_weights_from_a_directory_compute_what_transformers_loads_from_it(family
     assert shape.weights == str(tmp_path) and shape.tied == (family == "gpt2")
     import transformers
 
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.float64).eval()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.float32).eval()
     ids = ids_for(shape, 2)
     for seed in (0, 9):  # the weights are the files', whatever the seed
-        layers = hf.build_layers(shape, 0, shape.num_layers, seed, torch.float64).eval()
+        layers = hf.build_layers(shape, 0, shape.num_layers, seed, torch.float32).eval()
         with torch.no_grad():
             assert torch.equal(layers(ids), theirs(ids).logits)
     # a stage reads only its own layers, with the whole model's weights
