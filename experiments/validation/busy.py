@@ -7,7 +7,9 @@ cores 72% busy where single-node ones kept them 42%, and ran slower than simulat
 the report sets each phase's share beside its error: the same steady iterations the
 phase's throughput is the median of (`compare.steady_indices`), their median share.
 Reported, never fed to the simulator (the calibration jobs' shares are, for real compute:
-`core_cost`).
+`core_cost`). The same for the share the host stole (`cpu_steal_share`, inside the busy
+share): a phase slower than simulated with the cores at their usual busy share may have
+lost that time to the virtual machine's host, which only steal shows.
 """
 
 from __future__ import annotations
@@ -33,3 +35,8 @@ def phase_busy_shares(
         ]
         out.append(statistics.median(picked) if picked else None)
     return out
+
+
+def as_percents(shares: Sequence[float | None]) -> list[str]:
+    """Per-phase shares as the report prints them ('-' where a phase has none)."""
+    return [f"{share:.0%}" if share is not None else "-" for share in shares]

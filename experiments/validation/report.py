@@ -28,6 +28,7 @@ from pathlib import Path
 
 from designs import registry
 
+from .busy import as_percents
 from .calibrate import CORE_COST_KEY, Overheads, calibrate, first_plan_s, measured_steady_s, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
@@ -175,11 +176,12 @@ def validate(
             prepared.replay_s,
         )
         c = result.comparison
-        busy = result.phase_busy_shares()
+        busy, steal = result.phase_busy_shares(), result.phase_busy_shares("cpu_steal_share")
         progress(
             f"{shown(policy)}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
-            + (f"; cores busy per phase {[f'{b:.0%}' if b is not None else '-' for b in busy]}" if any(busy) else "")
+            + (f"; cores busy per phase {as_percents(busy)}" if any(busy) else "")
+            + (f", of which stolen by the host {as_percents(steal)}" if any(steal) else "")
         )
         results.append(result)
     # the machine's pace in each trace run against its calibration's (a diagnosis only); where

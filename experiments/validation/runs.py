@@ -199,11 +199,13 @@ class PolicyResult:
             "sim": {k: self.sim_summary.get(k) for k in sim_keys},
             "comparison": self.comparison.to_dict(),
             "phase_cpu_busy_share": self.phase_busy_shares(),
+            "phase_cpu_steal_share": self.phase_busy_shares("cpu_steal_share"),
         }
 
-    def phase_busy_shares(self) -> list[float | None]:
-        """Per compared phase, how busy the machine's cores were in the real run (`busy`)."""
-        return phase_busy_shares(self.real, self.real_summary.get("cpu_busy_share") or [], self.comparison.phases)
+    def phase_busy_shares(self, key: str = "cpu_busy_share") -> list[float | None]:
+        """Per compared phase, how busy the machine's cores were in the real run (`busy`);
+        `key="cpu_steal_share"`: how much of their time the host stole."""
+        return phase_busy_shares(self.real, self.real_summary.get(key) or [], self.comparison.phases)
 
 
 def write_timelines(result: PolicyResult, directory: Path) -> None:

@@ -13,13 +13,14 @@ split into detection, rebuild, planning, checkpoint, respawn, copy and redo), an
 `checkpoint_accounts` (each checkpoint written or loaded: the model's bytes and seconds
 for the writers it really had, next to the measured seconds: `checkpoint_accounting`),
 and `cpu_busy_share` (per iteration, how busy the coordinator's machine's `cpu_cores`
-cores were: `cpu_meter`).
+cores were: `cpu_meter`) with `cpu_steal_share` (of that, the host's steal).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,12 @@ from planner.records import (
     write_run,
 )
 
-from .cpu_meter import busy_share
+from .cpu_meter import CpuReading, busy_share, steal_share
 from .outcome import RunOutcome, committed_samples
 from .policies import plan_dict, plan_samples_per_s
 from .recovery import RESTART
+
+ShareFn = Callable[[CpuReading | None, CpuReading | None], float | None]
 
 
 def iteration_times_s(outcome: RunOutcome) -> list[float]:
@@ -45,14 +48,15 @@ def iteration_times_s(outcome: RunOutcome) -> list[float]:
     return [b - a for a, b in zip(ends, ends[1:])]
 
 
-def cpu_busy_shares(outcome: RunOutcome) -> list[float | None]:
+def cpu_busy_shares(outcome: RunOutcome, share: ShareFn = busy_share) -> list[float | None]:
     """Per committed iteration (as `iteration_times_s`), the busy share of the machine's
-    cores over it (`cpu_meter`; None where a reading is missing)."""
+    cores over it (`cpu_meter`; None where a reading is missing); `share=steal_share`:
+    the share the host stole."""
     if outcome.ready_s is None:
         return []
     ends = [outcome.ready_s, *outcome.step_end_s]
     cpu = outcome.cpu_at_s
-    return [busy_share(cpu.get(a), cpu.get(b)) for a, b in zip(ends, ends[1:])]
+    return [share(cpu.get(a), cpu.get(b)) for a, b in zip(ends, ends[1:])]
 
 
 def steady_iteration_s(times: list[float]) -> float | None:
@@ -99,6 +103,7 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "final_loss": outcome.losses[-1] if outcome.losses else None,
         "iteration_times_s": times,
         "cpu_busy_share": cpu_busy_shares(outcome),  # of all the machine's cores, per iteration
+        "cpu_steal_share": cpu_busy_shares(outcome, steal_share),  # of those, the host's (inside busy)
         "cpu_cores": os.cpu_count(),
         "steady_iteration_s": steady,
         "steady_samples_per_s": (outcome.layout.step_samples if outcome.layout else config.global_batch) / steady

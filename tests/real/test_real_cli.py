@@ -61,8 +61,11 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     # how busy the machine's cores were over each iteration (`real.control.cpu_meter`)
     shares = summary["cpu_busy_share"]
     assert len(shares) == len(summary["iteration_times_s"]) == 3 and summary["cpu_cores"] >= 1
+    stolen = summary["cpu_steal_share"]
+    assert len(stolen) == len(shares)
     if os.path.exists("/proc/stat"):
         assert all(0.0 <= s <= 1.0 for s in shares), shares
+        assert all(0.0 <= t <= s for s, t in zip(shares, stolen)), (shares, stolen)
     assert sum(summary["breakdown"].values()) == pytest.approx(summary["duration_s"])
     assert summary["effective_training_time"] == pytest.approx(
         summary["breakdown"]["useful_compute_s"] / summary["duration_s"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.validation.busy import phase_busy_shares
+from experiments.validation.busy import as_percents, phase_busy_shares
 from experiments.validation.compare import RunTimeline, compare_run, steady_durations, steady_indices
 
 
@@ -31,3 +31,4 @@ def test_each_phase_takes_the_median_share_of_the_iterations_its_throughput_is_t
     # without readings, or with fewer than the iterations, a phase has none
     assert phase_busy_shares(real, [], comparison.phases) == [None, None]
     assert phase_busy_shares(real, [None] * 12, comparison.phases) == [None, None]
+    assert as_percents([0.254, None, 0.0]) == ["25%", "-", "0%"]

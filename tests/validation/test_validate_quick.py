@@ -56,6 +56,8 @@ def test_quick_validation_reports_the_three_errors_with_their_runs(quick_run):
         # and how busy the machine's cores were in each of those phases of the real run
         busy = run["phase_cpu_busy_share"]
         assert len(busy) == len(c["phases"]) and all(b is not None and 0 < b <= 1 for b in busy), busy
+        stolen = run["phase_cpu_steal_share"]  # the host's part of it
+        assert len(stolen) == len(busy) and all(t is not None and 0 <= t <= b for t, b in zip(stolen, busy)), stolen
         per_phase += [abs(p["error"]) for p in c["phases"]]
         per_recovery += [abs(r["error"]) for r in c["recoveries"] if r["error"] is not None]
         # every measured recovery found its simulated twin at the same trace event
