@@ -543,7 +543,7 @@ class Coordinator:
         """Drop the store and its socket (workers still connected see it vanish and exit),
         once the live workers have read the end order (at most `END_WAIT_S`)."""
         if self.hosted is not None:
-            members = getattr(self, "members", None)
+            members = self._members  # None where `run` never started (a spawn failed before it)
             live = len(members.live_workers()) if members is not None else 0
             deadline = time.monotonic() + END_WAIT_S
             try:

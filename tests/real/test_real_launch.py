@@ -259,3 +259,33 @@ def test_a_launcher_names_each_worker_that_did_not_end_cleanly():
     assert worker_exit_line(failed) == f"worker hostA/gpu1 (pid {failed.pid}) exited with status 3"
     assert worker_exit_line(killed) == f"worker hostB/gpu0 (pid {killed.pid}) was killed by SIGKILL"
     assert worker_exit_line(killed, fenced=True).endswith("was fenced by the coordinator and killed")
+
+
+def test_a_worker_that_cannot_be_started_is_the_error_and_the_store_is_closed(tmp_path, monkeypatch):
+    """A spawn failing before the coordinator runs (out of processes, say) reaches the
+    caller as itself, and once the job is gone nothing listens on its port."""
+    import gc
+    import socket
+
+    from real.config import RunConfig
+    from real.launch import local
+
+    addresses = []
+
+    class Recorded(local.Coordinator):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            addresses.append(self.address)
+
+    def refuse(self, node, gpu):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(local, "Coordinator", Recorded)
+    monkeypatch.setattr(local.LocalProcesses, "spawn", refuse)
+    with pytest.raises(OSError, match="Resource temporarily unavailable") as caught:
+        local.run_local(RunConfig(nodes=2, fault_tolerance=1, steps=2), tmp_path / "run")
+    del caught  # its traceback holds the coordinator
+    gc.collect()
+    host, port = addresses[0].rsplit(":", 1)
+    with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
+        pass
