@@ -71,19 +71,37 @@ def run_case(model: str, case: str, steps: int, work: Path) -> tuple[bool, str]:
     return ok, line
 
 
+def input_problem(models: list[str], cases: list[str], steps: int) -> str | None:
+    """What is wrong with the request, in one line, before anything runs (None: nothing)."""
+    from real.config import ConfigError
+    from real.models import hf
+
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        return f"unknown case {unknown[0]!r}; known: {', '.join(CASES)}"
+    if steps < 6:
+        return f"--steps must be 6 or more (the injections fire at step 5), got {steps}"
+    for model in models:
+        if not model.startswith("hf:"):
+            return f"{model!r} is not a Hugging Face model (hf:FAMILY:PRESET)"
+        try:
+            hf.parse(model)
+        except ConfigError as exc:
+            return str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated hf:FAMILY:PRESET names")
     parser.add_argument("--steps", type=int, default=8, help="steps a run (the injections need 6 or more)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     args = parser.parse_args(argv)
-    cases = args.cases.split(",")
-    unknown = [c for c in cases if c not in CASES]
-    if unknown or args.steps < 6:
-        print(f"hf_exactness: error: unknown case {unknown[0]!r}" if unknown else
-              "hf_exactness: error: --steps must be 6 or more", file=sys.stderr)  # fmt: skip
-        return 2
     sys.path.insert(0, str(REPO))
+    if (problem := input_problem(args.models.split(","), args.cases.split(","), args.steps)) is not None:
+        print(f"hf_exactness: error: {problem}", file=sys.stderr)
+        return 2
+    cases = args.cases.split(",")
     off = 0
     with tempfile.TemporaryDirectory(prefix="ooblab-hf-exactness-") as name:
         for model in args.models.split(","):
