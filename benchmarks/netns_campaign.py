@@ -1,12 +1,12 @@
 """A randomized campaign of network and process faults on namespace hosts: a script, not CI.
 
-    sudo python benchmarks/netns_campaign.py [--runs 20] [--seed 5] [--log netns-campaign.jsonl]
+    sudo python benchmarks/netns_campaign.py [--runs 20] [--seed 5] [--log netns-campaign.jsonl] [--model hf:gpt2:tiny]
 
 Draws N scenarios from one seed (scenario i depends only on the seed and i), runs each as
 a job across namespace hosts (`real.launch.netns_job`: the coordinator on host 0, one
 `ooblab node` per other host, started with the Slurm recipe's commands), 4 nodes as 2
-pipelines of 2 or 5 nodes as pipelines of 2 and 3 (5 or 6 hosts), f = 1, real tiny-gpt in
-float64, a checkpoint every 2 steps, and compares it with the single-process reference
+pipelines of 2 or 5 nodes as pipelines of 2 and 3 (5 or 6 hosts), f = 1, real tiny-gpt (or
+`--model`, a Hugging Face model too) in float64, a checkpoint every 2 steps, and compares it with the single-process reference
 over the same global batches: every step's loss to rel 1e-12 and every pipeline's final
 parameters to 1e-9 (max relative difference per tensor).
 
@@ -50,7 +50,10 @@ GLOBAL_BATCH = 16
 CHECKPOINT_EVERY = 2
 LOSS_TOLERANCE = 1e-12
 PARAM_TOLERANCE = 1e-9
-JOB = ("--f", "1", "--timeout", "20", "--heartbeat-timeout", "3", "--heartbeat-interval", "0.25")
+JOB = ("--f", "1", "--timeout", "20", "--heartbeat-interval", "0.25")
+# heartbeats missed before a node is lost: a worker importing transformers can hold its
+# interpreter past 3 s on 2 busy cores (the HF run tests allow 10 s too)
+HEARTBEAT_TIMEOUT_S = {"tiny-gpt": 3.0, "hf": 10.0}
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,10 @@ class Scenario:
     inject: str
     coordinator_cut_s: float = 0.0
 
-    def job_args(self, params: Path) -> list[str]:
+    def job_args(self, params: Path, model: str = "tiny-gpt") -> list[str]:
+        heartbeat = HEARTBEAT_TIMEOUT_S["hf" if model.startswith("hf:") else "tiny-gpt"]
         return ["--steps", str(STEPS), "--global-batch", str(GLOBAL_BATCH), "--dtype", "float64", *JOB,
+                "--model", model, "--heartbeat-timeout", f"{heartbeat:g}",
                 "--pipelines", self.pipelines, "--checkpoint-every", str(CHECKPOINT_EVERY),
                 "--save-params", str(params), "--json", *(["--inject", self.inject] if self.inject else [])]  # fmt: skip
 
@@ -131,7 +136,7 @@ class Outcome:
     detection_s: tuple[float, ...] = ()
 
 
-def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) -> Outcome:
+def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict, model: str = "tiny-gpt") -> Outcome:
     from real.config import RunConfig
     from real.launch.netns import NetCluster
     from real.launch.netns_job import NetJob
@@ -140,7 +145,7 @@ def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) ->
     params = work / f"params{scenario.index}"
     start = time.perf_counter()
     with NetCluster(scenario.nodes + 1) as cluster:
-        job = NetJob(cluster, work / f"run{scenario.index}", scenario.nodes, scenario.job_args(params))
+        job = NetJob(cluster, work / f"run{scenario.index}", scenario.nodes, scenario.job_args(params, model))
         try:
             job.start()
             if scenario.coordinator_cut_s:
@@ -163,9 +168,11 @@ def run_one(scenario: Scenario, work: Path, limit_s: float, references: dict) ->
     )  # fmt: skip
     if code != 0 or summary.get("status") != "finished":
         return Outcome(scenario, "failed", wall, f"rc {code}: {summary.get('reason')}", **common)
-    if STEPS not in references:
-        references[STEPS] = train_reference(RunConfig(steps=STEPS, global_batch=GLOBAL_BATCH, dtype="float64"))
-    reference = references[STEPS]
+    if model not in references:
+        references[model] = train_reference(
+            RunConfig(model=model, steps=STEPS, global_batch=GLOBAL_BATCH, dtype="float64")
+        )
+    reference = references[model]
     losses = summary.get("losses") or []
     problems = [] if not job.link_errors else [f"link faults failed: {job.link_errors}"]
     worst_loss = max((abs(a - b) / max(abs(b), 1e-300) for a, b in zip(losses, reference.losses)), default=0.0)
@@ -192,13 +199,33 @@ def _row(o: Outcome) -> str:
     )
 
 
+def model_problem(model: str) -> str | None:
+    """Why the campaign cannot train `model`, in one line (None: it can)."""
+    from real.config import ConfigError
+    from real.models import hf
+
+    if model == "tiny-gpt":
+        return None
+    if not model.startswith("hf:"):
+        return f"{model!r}: tiny-gpt or hf:FAMILY:PRESET|DIR"
+    try:
+        hf.parse(model)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = campaign_cli.parser(__doc__.splitlines()[0], runs=20, seed=5)
     parser.add_argument("--keep", default=None, help="keep every run's directory (logs, events) under this one")
+    parser.add_argument("--model", default="tiny-gpt", help="tiny-gpt or a Hugging Face model hf:FAMILY:PRESET|DIR")
     args = parser.parse_args(argv)
     if campaign_cli.bad_arguments(args, "netns_campaign"):
         return 2
     sys.path.insert(0, str(REPO))
+    if (problem := model_problem(args.model)) is not None:
+        print(f"netns_campaign: error: --model: {problem}", file=sys.stderr)
+        return 2
     scenarios = campaign(args.seed, args.runs)[args.first :]
     if args.dry_run:
         for s in scenarios:
@@ -213,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    print(f"netns campaign: seed {args.seed}, runs {scenarios[0].index}..{scenarios[-1].index}, "
+    print(f"netns campaign: {args.model}, seed {args.seed}, runs {scenarios[0].index}..{scenarios[-1].index}, "
           f"limit {args.limit:g} s per run", flush=True)  # fmt: skip
     print(f"{'#':>3} {'kind':<16} job {'verdict':<8} {'wall':>6} links fl rc rs {'detect':<9} {'recovery':<10} faults",
           flush=True)  # fmt: skip
@@ -222,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(args.keep) if args.keep else Path(name)
         work.mkdir(parents=True, exist_ok=True)
         outcomes, total = campaign_cli.run_all(
-            scenarios, lambda s: run_one(s, work, args.limit, references), _row, args.log, args.seed
+            scenarios, lambda s: run_one(s, work, args.limit, references, args.model), _row, args.log, args.seed
         )
     all_ok, recoveries = campaign_cli.totals(outcomes, args.seed, total, KINDS)
     worst_loss = max((o.worst_loss or 0.0 for o in outcomes), default=0.0)

@@ -44,3 +44,14 @@ def test_scenarios_parse_cover_every_kind_and_mean_their_kind(nc, seed):
         else:
             assert s.kind == "coordinator_cut" and items == () and 1.0 <= s.coordinator_cut_s <= 6.0
     assert nc.campaign(seed, 10) == scenarios[:10], "a shorter campaign is a prefix"
+
+
+def test_a_hugging_face_model_is_passed_to_the_job_and_a_bad_name_refused(nc, tmp_path):
+    scenario = nc.campaign(5, 1)[0]
+    tiny = scenario.job_args(tmp_path)
+    hf = scenario.job_args(tmp_path, "hf:gpt2:tiny")
+    assert tiny[tiny.index("--model") + 1] == "tiny-gpt" and tiny[tiny.index("--heartbeat-timeout") + 1] == "3"
+    assert hf[hf.index("--model") + 1] == "hf:gpt2:tiny" and hf[hf.index("--heartbeat-timeout") + 1] == "10"
+    assert nc.model_problem("tiny-gpt") is None and nc.model_problem("hf:llama:small") is None
+    assert "tiny-gpt or hf:FAMILY" in nc.model_problem("gpt2")
+    assert "'huge' is neither a preset" in nc.model_problem("hf:gpt2:huge")
