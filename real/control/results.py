@@ -48,7 +48,7 @@ def iteration_times_s(outcome: RunOutcome) -> list[float]:
     return [b - a for a, b in zip(ends, ends[1:])]
 
 
-def cpu_busy_shares(outcome: RunOutcome, share: ShareFn = busy_share) -> list[float | None]:
+def cpu_shares(outcome: RunOutcome, share: ShareFn = busy_share) -> list[float | None]:
     """Per committed iteration (as `iteration_times_s`), the busy share of the machine's
     cores over it (`cpu_meter`; None where a reading is missing); `share=steal_share`:
     the share the host stole."""
@@ -102,8 +102,8 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "losses": list(outcome.losses),
         "final_loss": outcome.losses[-1] if outcome.losses else None,
         "iteration_times_s": times,
-        "cpu_busy_share": cpu_busy_shares(outcome),  # of all the machine's cores, per iteration
-        "cpu_steal_share": cpu_busy_shares(outcome, steal_share),  # of those, the host's (inside busy)
+        "cpu_busy_share": cpu_shares(outcome),  # of all the machine's cores, per iteration
+        "cpu_steal_share": cpu_shares(outcome, steal_share),  # of those, the host's (inside busy)
         "cpu_cores": os.cpu_count(),
         "steady_iteration_s": steady,
         "steady_samples_per_s": (outcome.layout.step_samples if outcome.layout else config.global_batch) / steady

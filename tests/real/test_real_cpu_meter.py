@@ -11,7 +11,7 @@ import pytest
 from real.config import RunConfig
 from real.control.cpu_meter import CpuReading, busy_share, parse_proc_stat, read_cpu, steal_share
 from real.control.outcome import RunOutcome
-from real.control.results import cpu_busy_shares
+from real.control.results import cpu_shares
 
 STAT = """cpu  100 5 50 800 40 3 2 12 7 0
 cpu0 50 2 25 400 20 1 1 6 3 0
@@ -70,8 +70,8 @@ def test_the_summary_has_one_share_per_committed_iteration_in_order():
         5.0: None,
         9.0: CpuReading(0, 0),  # a rolled-back step's reading: not part of the run any more
     }
-    assert cpu_busy_shares(out) == [pytest.approx(0.25), pytest.approx(0.5), None]
+    assert cpu_shares(out) == [pytest.approx(0.25), pytest.approx(0.5), None]
     out.cpu_at_s[4.0] = CpuReading(150, 400, 20)
-    assert cpu_busy_shares(out, steal_share) == [0.0, pytest.approx(0.1), None]
+    assert cpu_shares(out, steal_share) == [0.0, pytest.approx(0.1), None]
     out.ready_s = None
-    assert cpu_busy_shares(out) == []
+    assert cpu_shares(out) == []
