@@ -73,8 +73,7 @@ def run_case(model: str, case: str, steps: int, work: Path) -> tuple[bool, str]:
 
 def input_problem(models: list[str], cases: list[str], steps: int) -> str | None:
     """What is wrong with the request, in one line, before anything runs (None: nothing)."""
-    from real.config import ConfigError
-    from real.models import hf
+    from real.models.family import model_problem
 
     unknown = [c for c in cases if c not in CASES]
     if unknown:
@@ -84,10 +83,8 @@ def input_problem(models: list[str], cases: list[str], steps: int) -> str | None
     for model in models:
         if not model.startswith("hf:"):
             return f"{model!r} is not a Hugging Face model (hf:FAMILY:PRESET)"
-        try:
-            hf.parse(model)
-        except ConfigError as exc:
-            return str(exc)
+        if (problem := model_problem(model)) is not None:
+            return problem
     return None
 
 

@@ -199,22 +199,6 @@ def _row(o: Outcome) -> str:
     )
 
 
-def model_problem(model: str) -> str | None:
-    """Why the campaign cannot train `model`, in one line (None: it can)."""
-    from real.config import ConfigError
-    from real.models import hf
-
-    if model == "tiny-gpt":
-        return None
-    if not model.startswith("hf:"):
-        return f"{model!r}: tiny-gpt or hf:FAMILY:PRESET|DIR"
-    try:
-        hf.parse(model)
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = campaign_cli.parser(__doc__.splitlines()[0], runs=20, seed=5)
     parser.add_argument("--keep", default=None, help="keep every run's directory (logs, events) under this one")
@@ -223,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     if campaign_cli.bad_arguments(args, "netns_campaign"):
         return 2
     sys.path.insert(0, str(REPO))
+    from real.models.family import model_problem
+
     if (problem := model_problem(args.model)) is not None:
         print(f"netns_campaign: error: --model: {problem}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from functools import lru_cache
 import torch
 import torch.nn as nn
 
-from ..config import TINY_GPT, RunConfig, TinyGptSpec
+from ..config import TINY_GPT, ConfigError, RunConfig, TinyGptSpec
 from . import hf, tinygpt, tokens
 
 
@@ -69,6 +69,20 @@ def is_hf(model: str) -> bool:
 
 
 @lru_cache(maxsize=16)
+def model_problem(model: str) -> str | None:
+    """Why the real backend cannot train `model`, in one line (None: it can): tiny-gpt,
+    or a Hugging Face name whose preset or directory resolves."""
+    if model == TINY_GPT:
+        return None
+    if not is_hf(model):
+        return f"{model!r}: real compute trains {TINY_GPT} or hf:FAMILY:PRESET|DIR"
+    try:
+        hf.parse(model)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _hf(model: str) -> Trained:
     shape = hf.parse(model)
     return Trained(

@@ -52,6 +52,8 @@ def test_a_hugging_face_model_is_passed_to_the_job_and_a_bad_name_refused(nc, tm
     hf = scenario.job_args(tmp_path, "hf:gpt2:tiny")
     assert tiny[tiny.index("--model") + 1] == "tiny-gpt" and tiny[tiny.index("--heartbeat-timeout") + 1] == "3"
     assert hf[hf.index("--model") + 1] == "hf:gpt2:tiny" and hf[hf.index("--heartbeat-timeout") + 1] == "10"
-    assert nc.model_problem("tiny-gpt") is None and nc.model_problem("hf:llama:small") is None
-    assert "tiny-gpt or hf:FAMILY" in nc.model_problem("gpt2")
-    assert "'huge' is neither a preset" in nc.model_problem("hf:gpt2:huge")
+    from real.models.family import model_problem
+
+    assert model_problem("tiny-gpt") is None and model_problem("hf:llama:small") is None
+    assert "trains tiny-gpt or hf:FAMILY" in (model_problem("gpt2") or "")
+    assert "'huge' is neither a preset" in (model_problem("hf:gpt2:huge") or "")
