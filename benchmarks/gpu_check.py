@@ -20,9 +20,11 @@ CPU's; parameters within 1e-5):
 
 A live NCCL recovery needs two GPUs or more (a failure needs a peer); on one GPU it is
 checked by parts 4 (the abort) and 5 (the recovery protocol on CUDA tensors).
-Without a CUDA device it exits with status 2 and one line.
+Without a CUDA device it exits with status 2 and one line. `--device cpu` is a dry run of
+the script itself before a GPU is spent on it: parts 1, 5 and 6 on the CPU with the same
+comparisons (2-4 need CUDA and are skipped in one line).
 
-    python benchmarks/gpu_check.py [--steps 8] [--limit 300] [--hf hf:gpt2:small,hf:llama:small]
+    python benchmarks/gpu_check.py [--steps 8] [--limit 300] [--hf hf:gpt2:small,hf:llama:small] [--device cpu]
 """
 
 from __future__ import annotations
@@ -168,10 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=8, help="iterations per job")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds a job may take before it counts as a hang")
     parser.add_argument("--hf", default="hf:gpt2:small,hf:llama:small", help="Hugging Face models of part 6 ('' skips)")
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a dry run of parts 1, 5 and 6 on the CPU"
+    )
     args = parser.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
+    cuda = args.device == "cuda"
+    if cuda and (not torch.cuda.is_available() or torch.cuda.device_count() < 1):
         print(
             "gpu_check: error: no CUDA device on this machine (torch.cuda.is_available() is False); nothing to check",
             file=sys.stderr,
@@ -179,11 +185,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.path.insert(0, str(REPO))
     torch.set_num_threads(1)
-    print(
-        f"gpu_check: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-        f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}",
-        flush=True,
-    )
+    if cuda:
+        print(
+            f"gpu_check: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+            f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}",
+            flush=True,
+        )
+    else:
+        print(f"gpu_check: a dry run on the CPU, torch {torch.__version__}: parts 1, 5 and 6", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="ooblab-gpu-check-") as name:
         work = Path(name)
@@ -193,30 +202,17 @@ def main(argv: list[str] | None = None) -> int:
             work,
             args.steps,
             args.limit,
+            device=args.device,
         )
         results.append(shared["ok"])
-        print(_line("1. 4 ranks on one GPU over gloo", shared), flush=True)
-        single = run_job("nccl-single", ["--nodes", "1", "--f", "0", "--backend", "nccl"], work, args.steps, args.limit)
-        results.append(single["ok"])
-        print(_line("2. one NCCL rank", single), flush=True)
-        try:
-            layers = profile_check()
-            results.append(True)
-            print("  3. profiler on CUDA (CUDA events), per layer forward / backward ms: "
-                  + ", ".join(f"{n} {f * 1e3:.3f}/{b * 1e3:.3f}" for n, f, b in layers), flush=True)  # fmt: skip
-        except Exception as exc:
-            results.append(False)
-            print(f"  3. profiler on CUDA FAILED: {exc!r}", flush=True)
-        abort = nccl_abort_check(args.limit)
-        results.append(abort["ok"])
-        if abort["ok"]:
-            print(f"  4. NCCL abort and rebuild ok: init+reduce {abort['init_and_reduce_0_s']:.2f} s then {abort['init_and_reduce_1_s']:.2f} s, "
-                  f"abort {abort['abort_0_s'] * 1e3:.1f} ms and {abort['abort_1_s'] * 1e3:.1f} ms", flush=True)  # fmt: skip
+        print(_line("1. 4 ranks on one GPU over gloo" if cuda else "1. 4 ranks over gloo", shared), flush=True)
+        if cuda:
+            results += cuda_only_parts(work, args.steps, args.limit)
         else:
-            print(f"  4. NCCL abort and rebuild FAILED: {abort['why']}", flush=True)
+            print("  2-4. skipped: one NCCL rank, CUDA events and the NCCL abort need CUDA", flush=True)
         inject = "2:node3:crash:backward,5:node0:hang:allreduce"
         failures = run_job("gloo-failures", ["--nodes", "4", "--f", "1", "--pipelines", "2,2", "--backend", "gloo", "--inject", inject],
-                           work, args.steps, args.limit)  # fmt: skip
+                           work, args.steps, args.limit, device=args.device)  # fmt: skip
         live = (
             failures["ok"]
             and failures["summary"].get("num_restarts") == 0
@@ -227,9 +223,34 @@ def main(argv: list[str] | None = None) -> int:
         print(_line("5. crash + hang, live recovery", failures, f", recoveries {recovery} s (restarts "
                     f"{(failures.get('summary') or {}).get('num_restarts')})"), flush=True)  # fmt: skip
         for model in filter(None, args.hf.split(",")):
-            results.append(hf_job(model, work, args.steps, args.limit))
+            results.append(hf_job(model, work, args.steps, args.limit, device=args.device))
     print(f"gpu_check: {sum(results)} of {len(results)} checks passed")
     return 0 if all(results) else 1
+
+
+def cuda_only_parts(work: Path, steps: int, limit_s: float) -> list[bool]:
+    """Parts 2-4: one NCCL rank, the profiler's CUDA events, the NCCL abort and rebuild;
+    prints their lines."""
+    results = []
+    single = run_job("nccl-single", ["--nodes", "1", "--f", "0", "--backend", "nccl"], work, steps, limit_s)
+    results.append(single["ok"])
+    print(_line("2. one NCCL rank", single), flush=True)
+    try:
+        layers = profile_check()
+        results.append(True)
+        print("  3. profiler on CUDA (CUDA events), per layer forward / backward ms: "
+              + ", ".join(f"{n} {f * 1e3:.3f}/{b * 1e3:.3f}" for n, f, b in layers), flush=True)  # fmt: skip
+    except Exception as exc:
+        results.append(False)
+        print(f"  3. profiler on CUDA FAILED: {exc!r}", flush=True)
+    abort = nccl_abort_check(limit_s)
+    results.append(abort["ok"])
+    if abort["ok"]:
+        print(f"  4. NCCL abort and rebuild ok: init+reduce {abort['init_and_reduce_0_s']:.2f} s then {abort['init_and_reduce_1_s']:.2f} s, "
+              f"abort {abort['abort_0_s'] * 1e3:.1f} ms and {abort['abort_1_s'] * 1e3:.1f} ms", flush=True)  # fmt: skip
+    else:
+        print(f"  4. NCCL abort and rebuild FAILED: {abort['why']}", flush=True)
+    return results
 
 
 def hf_job(model: str, work: Path, steps: int, limit_s: float, device: str = "cuda") -> bool:

@@ -132,6 +132,11 @@ SLOW: dict[str, tuple[str, ...]] = {  # a test left out -> the CI tests covering
         "tests/real/test_real_checkpoints.py::test_a_writer_killed_between_its_files_and_the_manifest_leaves_the_last_checkpoint",
         "tests/real/test_real_recovery.py::test_more_than_f_failures_restart_from_the_last_checkpoint",
     ),
+    # the GPU check's harness on the CPU: its jobs are the backend's crash, hang and HF runs
+    "tests/real/test_real_gpu_path.py::test_gpu_check_dry_runs_its_cpu_parts_on_the_cpu": (
+        "tests/real/test_real_recovery.py::test_hangs_are_detected_fenced_and_survived",
+        "tests/real/test_real_hf_run.py::test_a_crash_mid_backward_and_a_second_failure_are_survived_exactly[step-boundary]",
+    ),
 }
 
 

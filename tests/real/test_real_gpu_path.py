@@ -262,6 +262,23 @@ def test_gpu_check_exits_2_with_one_line_without_cuda():
     assert len(lines) == 1 and "no CUDA device" in lines[0], result.stderr
 
 
+@pytest.mark.timeout(420)
+def test_gpu_check_dry_runs_its_cpu_parts_on_the_cpu():
+    """`--device cpu`: parts 1, 5 and 6 (4 ranks, a crash and a hang, a Hugging Face model
+    through a crash) on the CPU with the GPU run's comparisons, 2-4 skipped in one line."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--steps", "6",
+         "--hf", "hf:gpt2:tiny"],
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    out = result.stdout
+    assert result.returncode == 0 and "3 of 3 checks passed" in out, out + result.stderr[-2000:]
+    parts = {line.split(".")[0].strip(): line for line in out.splitlines() if line.startswith("  ")}
+    assert {"1", "5", "6", "2-4"} <= parts.keys(), out
+    assert all(" ok: " in parts[p] for p in ("1", "5")) and "skipped" in parts["2-4"], out
+    assert "recoveries" in parts["5"] and (" ok: " in parts["6"] or "skipped" in parts["6"]), out
+
+
 def test_a_local_launcher_numbers_its_worker_slots_across_nodes_and_keeps_them():
     """One machine playing several nodes: every (node, GPU) slot gets its own local rank
     (its CUDA device), and a replacement process of a slot gets the same one."""
