@@ -116,10 +116,25 @@ SLOW: dict[str, tuple[str, ...]] = {  # a test left out -> the CI tests covering
         "tests/real/test_real_recovery.py::test_hangs_are_detected_fenced_and_survived",
     ),
     # the stalled teardown on a Hugging Face model: tiny-gpt's replacement, the HF state carried
-    # to a fresh process as GEMINI's restart carries it
+    # to fresh processes as Varuna's restart carries it
     "tests/real/test_real_hf_run.py::test_a_worker_stalled_in_its_teardown_is_replaced_from_a_replica_exactly": (
         "tests/real/test_real_recovery.py::test_a_worker_that_cannot_tear_down_is_replaced_from_a_replica",
-        "tests/real/test_real_hf_run.py::test_restarts_from_a_checkpoint_or_peers_memory_are_exact",
+        "tests/real/test_real_hf_run.py::test_restarts_from_a_checkpoint_or_peers_memory_are_exact[varuna]",
+    ),
+    # GEMINI's restart on a Hugging Face model: the HF state through Varuna's restart, GEMINI's
+    # memory path on tiny-gpt
+    "tests/real/test_real_hf_run.py::test_restarts_from_a_checkpoint_or_peers_memory_are_exact[gemini]": (
+        "tests/real/test_real_hf_run.py::test_restarts_from_a_checkpoint_or_peers_memory_are_exact[varuna]",
+        "tests/real/test_real_gemini.py::test_two_failures_restart_from_the_copy_in_the_survivors_memory",
+    ),
+    # a link cut as a recovery begins: the cut on its own, a failure during a reconfiguration
+    "tests/real/test_real_netns.py::test_a_link_cut_during_a_recovery_is_survived_exactly": (
+        "tests/real/test_real_netns.py::test_a_cut_link_is_survived_exactly_and_when_restored_its_node_is_fenced",
+        "tests/real/test_real_recovery.py::test_f_simultaneous_crashes_then_one_during_the_reconfiguration",
+    ),
+    # SIGTERM takes the path Ctrl-C takes (a SystemExit where Ctrl-C is a KeyboardInterrupt)
+    "tests/real/test_real_interrupted.py::test_an_interrupted_run_says_so_and_keeps_its_record[sigterm-143]": (
+        "tests/real/test_real_interrupted.py::test_an_interrupted_run_says_so_and_keeps_its_record[ctrl-c-130]",
     ),
     # a Llama-shaped family on the backend: Llama's run through a crash, Qwen2's layers exactly
     "tests/real/test_real_hf_run.py::test_heterogeneous_pipelines_train_the_model_as_one_process[qwen2]": (
