@@ -10,7 +10,7 @@ importing `torch.distributed.pipelining`, as a worker's stage runner does; each 
 slowest rank's). Fit per part: seconds = a + b n (least squares,
 `experiments.validation.restart_fit`), with its residuals and how much a quadratic term
 would lower their RMS (whether the line is the right form). The figures feed
-`sim.timing`'s relaunch defaults and CHANGELOG.md.
+`sim.cost_terms`' relaunch defaults and CHANGELOG.md.
 
     python benchmarks/restart_fit.py [--counts 2,4,8,16,32] [--repeats 2]
 """

@@ -1,12 +1,15 @@
-"""`ooblab costs`: the built-in cost profiles, or one profile's prices and their sources."""
+"""`ooblab costs`: the built-in cost profiles, one profile's prices and their sources, or
+(`--terms`) the table of cost terms every profile prices from."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
-from .cost_profiles import KEYS, CostProfileError, get
+from .cost_profiles import CostProfileError, get
+from .cost_terms import GROUPS, PRICED, TERMS, must_be
 
 
 def register(subparsers) -> None:
@@ -18,12 +21,22 @@ def register(subparsers) -> None:
     )
     parser.add_argument("profile", nargs="?", default=None, help="a built-in's name or a .json file (default: list)")
     parser.add_argument("--json", action="store_true", help="print JSON (one profile: its file form)")
+    parser.add_argument(
+        "--terms",
+        action="store_true",
+        help="the table of cost terms instead: each key's unit, default, bounds, calibrations and meaning",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from .cost_profiles import BUILTIN
 
+    if args.terms:
+        if args.profile is not None:
+            print("ooblab costs: error: --terms shows the table of terms; give no profile with it", file=sys.stderr)
+            return 2
+        return _terms(args.json)
     try:
         profiles = [get(args.profile)] if args.profile is not None else list(BUILTIN.values())
     except CostProfileError as exc:
@@ -38,8 +51,25 @@ def run(args: argparse.Namespace) -> int:
         for key, cost in profile.costs.items():
             value = str(cost.value).lower() if isinstance(cost.value, bool) else f"{cost.value:g}"
             print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}")
-        unset = [key for key in KEYS if key not in profile.costs]
+        unset = [key for key in PRICED if key not in profile.costs]
         if unset:
             print(f"  (the calibration's defaults for {', '.join(unset)})")
+        print()
+    return 0
+
+
+def _terms(as_json: bool) -> int:
+    """The table of cost terms (`sim.cost_terms`), as text or JSON."""
+    if as_json:
+        rows = [{**asdict(term), "priced": term.priced} for term in TERMS.values()]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for group in GROUPS:
+        print(f"{group} terms{'' if group in ('cluster', 'testbed') else ' (not priced by a profile)'}:")
+        for term in (t for t in TERMS.values() if t.group == group):
+            value = term.default_is if term.default is None else str(term.default).lower()
+            where = "both" if term.calibrations != ("planner",) else "planner"
+            print(f"  {term.key:26s} {term.unit:9s} {must_be(term.key):26s} {where:8s} {term.meaning}")
+            print(f"  {'':26s} default {value}: {term.source}")
         print()
     return 0

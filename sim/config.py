@@ -5,9 +5,9 @@
 - `job` (`JobConfig`): the model, the trace, the batch and the cluster;
 - `design` (`DesignConfig`): the design's name, its options (Bamboo's `depth`, Oobleck's
   `fault_tolerance`, ...) and the checkpoint schedule any checkpointing design follows;
-- `costs` (`CostConfig`): the cost profile (`sim.cost_profiles`) and every price that a
-  profile or a hand can set: start-ups, relaunches, checkpoints, detection, the terms that
-  `ooblab validate` fits, and the sensitivity factors;
+- `costs` (`CostConfig`): the cost profile (`sim.cost_profiles`) and one field a cost term
+  of `sim.cost_terms` (start-ups, relaunches, checkpoints, detection, the terms that `ooblab
+  validate` fits, the sensitivity factors), the fields made from that table;
 - `run` (`RunControl`): the calibration, seed, duration and timeline granularity.
 
 Fields left at None take the profile's or the calibration's default when the run is set up
@@ -23,8 +23,8 @@ does not use must stay unset: setting one is an error rather than a silent no-op
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any
 
 from designs import registry
 from designs.options import DesignError
@@ -41,6 +41,7 @@ from .config_keys import (
     check,
     check_older,
 )
+from .cost_terms import TERMS
 from .errors import SimError
 
 __all__ = [
@@ -87,68 +88,32 @@ class DesignConfig:
         return (self.options or {}).get(name)
 
 
-@dataclass(frozen=True)
-class CostConfig:
-    """The prices a run charges (planner calibration unless a line says both)."""
+def _cost_config() -> type:
+    """`CostConfig`, a frozen dataclass of `profile` and one field a cost term
+    (`sim.cost_terms.TERMS`, in its order), each None unless set."""
+    fields = [("profile", "str | None", field(default=None))]
+    fields += [(key, "Any", field(default=None)) for key in TERMS]
+    doc = (
+        "The prices a run charges: a cost profile (a built-in's name or a .json file, whose "
+        "values fill the fields left unset) and one field a cost term (sim.cost_terms)."
+    )
+    return make_dataclass("CostConfig", fields, frozen=True, namespace={"__doc__": doc, "__module__": __name__})
 
-    # a cost profile (`sim.cost_profiles`): a built-in's name or a .json file; its values
-    # fill the fields below that are not set
-    profile: str | None = None
-    # nodes and money (both calibrations)
-    node_startup_s: float | None = None  # default 45 s
-    price_per_node_hour: float | None = None  # default 0.91 $
-    reconfigure_overhead_s: float | None = None
-    # a relaunch of n processes: restart_fixed_s + restart_per_process_s * n (defaults:
-    # `sim.timing.PlannerCosts`); restart_overhead_s, the older model, a constant in their
-    # place (not both)
-    restart_overhead_s: float | None = None
-    restart_fixed_s: float | None = None
-    restart_per_process_s: float | None = None
-    # the share of a restart's relaunch that its processes' start-up takes, which a removal
-    # during it does not cut short (default 0: a removal abandons the restart at once)
-    restart_startup_share: float | None = None
-    # checkpoints: every layer holder writes (reads) its share at once
-    restart_load_gb_per_s: float | None = None  # read bandwidth per node (default: the GPU type's)
-    checkpoint_fixed_s: float | None = None
-    storage_gb_per_s: float | None = None  # write bandwidth per node (default: the GPU type's)
-    storage_cap_gb_per_s: float | None = None  # aggregate cap of the storage system (default: none)
-    # seconds until a removal is noticed, by its cause's kind (`sim.detection`; default 0)
-    detect_s: float | None = None  # no cause given (a preemption)
-    detect_crash_s: float | None = None  # gpu, host
-    detect_network_s: float | None = None  # cable, switch
-    detect_hang_s: float | None = None  # software: the collective's timeout
-    # pipeline sends that cost more the more of them the plan makes, on a testbed whose
-    # workers share cores (`sim.loaded_hops`): each send costs loaded_hop_fixed_s +
-    # loaded_hop_slope_s2 x (the plan's sends per second) + loaded_hop_per_process_s x (its
-    # worker processes) more; default 0, 0 and 0 (the profile's hop alone). The fixed part
-    # may be negative.
-    loaded_hop_fixed_s: float | None = None
-    loaded_hop_slope_s2: float | None = None
-    loaded_hop_per_process_s: float | None = None
-    # start-ups that share one host's cores, as on a testbed that emulates its nodes on one
-    # machine (`sim.startup_pool`): nodes joining once training has begun and every
-    # restart's processes each get min(1, cores / starting processes) of a core; default
-    # None: each node starts on its own in node_startup_s (a real cluster)
-    startup_cores: float | None = None
-    # a removal while the job computes is noticed only at the survivors' next communication
-    # (`sim.notice`: single-stage pipelines at the gradient sync), and the reconfiguration
-    # starts then; default off: the pause constants of the planner calibration's published
-    # measurements already hold that wait (the validation measures it apart and sets it)
-    sync_notice: bool | None = None
-    # the host's cores as a ceiling on throughput, on a testbed whose workers all share
-    # them (`sim.core_bound`): an iteration takes at least its samples x the core-seconds a
-    # sample costs the whole job / compute_cores; a sample costs sample_core_s on one
-    # worker and sample_core_per_worker_s more for each further worker computing (default
-    # 0: the same on any count); cores and cost both or neither; default none (each worker
-    # on its own accelerator)
-    compute_cores: float | None = None
-    sample_core_s: float | None = None
-    sample_core_per_worker_s: float | None = None
-    # pause scaling (both calibrations; sensitivity studies): each pause of a kind is
-    # multiplied by its factor, 0 making it free; default 1
-    reconfigure_cost_factor: float | None = None  # reconfigurations and layer copies
-    restart_cost_factor: float | None = None  # starts and restarts
-    checkpoint_cost_factor: float | None = None  # checkpoints
+
+if TYPE_CHECKING:
+
+    @dataclass(frozen=True)
+    class CostConfig:
+        """What the type checker sees of the record `_cost_config` makes."""
+
+        profile: str | None = None
+
+        def __init__(self, profile: str | None = None, **terms: Any) -> None: ...
+
+        def __getattr__(self, key: str) -> Any: ...
+
+else:
+    CostConfig = _cost_config()
 
 
 @dataclass(frozen=True)

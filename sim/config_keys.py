@@ -4,6 +4,7 @@ Sweeps, `--set`, result tables and `config.json` name every input of a run by on
 `KEYS` maps each to its group of `SimConfig` and the field there. Six keys carry a design's
 option under the name it had before designs had options (`bamboo_depth` is Bamboo's
 `depth`); they map to `OPTION`, and the option that declares the key (`legacy=`) says which.
+The cost keys, their bounds and the calibrations that use them are `sim.cost_terms`' rows.
 `check` holds every rule on a single value and those between values of the flat record, each
 failure one line naming the key.
 """
@@ -17,6 +18,8 @@ from typing import Any
 from planner.checkpoint_interval import RULES
 from traces.errors import MAX_HOURS
 
+from .cost_terms import PLANNER_ONLY as _PLANNER_ONLY_COSTS
+from .cost_terms import TERMS, must_be, within
 from .errors import SimError
 
 CALIBRATIONS = ("artifact", "planner", "artifact-as-run")
@@ -27,14 +30,7 @@ OPTION = "<option>"  # the key names a design's option (the option that declares
 
 _JOB = ("model", "trace", "global_batch", "microbatch_size", "gpu", "gpus_per_node", "inter_node_gbps")
 _CHECKPOINTS = ("checkpoint_every_iterations", "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s")
-_COSTS = (
-    "node_startup_s", "price_per_node_hour", "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s",
-    "restart_per_process_s", "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "detect_s",
-    "detect_crash_s", "detect_network_s", "detect_hang_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2",
-    "loaded_hop_per_process_s", "startup_cores", "sync_notice", "compute_cores", "sample_core_s",
-    "sample_core_per_worker_s", "storage_gb_per_s", "storage_cap_gb_per_s", "reconfigure_cost_factor",
-    "restart_cost_factor", "checkpoint_cost_factor",
-)  # fmt: skip
+_COSTS = tuple(TERMS)  # every cost term, in the table's order
 _RUN = ("calibration", "artifact_quirks", "seed", "duration_s", "timeline")
 _OPTIONS = (
     "fault_tolerance",
@@ -71,12 +67,7 @@ BY_FIELD = {(group, name): key for key, (group, name) in KEYS.items() if name !=
 PLANNER_ONLY = (
     "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
     "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s", "join_horizon_s", "varuna_max_microbatch",
-    "reconfigure_overhead_s", "restart_overhead_s", "restart_fixed_s", "restart_per_process_s",
-    "restart_startup_share", "restart_load_gb_per_s", "checkpoint_fixed_s", "storage_gb_per_s",
-    "storage_cap_gb_per_s", "loaded_hop_fixed_s", "loaded_hop_slope_s2", "loaded_hop_per_process_s",
-    "startup_cores", "sync_notice", "compute_cores", "sample_core_s", "sample_core_per_worker_s", "detect_s",
-    "detect_crash_s",
-    "detect_network_s", "detect_hang_s",
+    *_PLANNER_ONLY_COSTS,
 )  # fmt: skip
 ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
 
@@ -85,16 +76,13 @@ MAX_DURATION_S = MAX_HOURS * 3600.0  # a year: the traces' own bound on generate
 
 _NOT_NUMBERS = (
     "policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "costs", "varuna_rollback",
-    "design_options", "artifact_quirks", "checkpoint_adaptive", "sync_notice",
+    "design_options", "artifact_quirks", "checkpoint_adaptive",
 )  # fmt: skip
 _WHOLE = (
     "global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations", "min_nodes", "bamboo_depth",
     "varuna_max_microbatch",
 )  # fmt: skip
-_POSITIVE = (
-    "inter_node_gbps", "restart_load_gb_per_s", "storage_gb_per_s", "storage_cap_gb_per_s", "checkpoint_every_s",
-    "checkpoint_prior_mtbf_s", "duration_s", "startup_cores", "compute_cores", "sample_core_s",
-)  # fmt: skip
+_POSITIVE = ("inter_node_gbps", "checkpoint_every_s", "checkpoint_prior_mtbf_s", "duration_s")
 
 
 def check(flat: Mapping[str, Any]) -> None:
@@ -123,12 +111,12 @@ def check(flat: Mapping[str, Any]) -> None:
 
 
 def _check_number(key: str, value: Any) -> None:
-    if key in _WHOLE:
+    if key in TERMS:
+        if not within(key, value):
+            raise SimError(f"{key} must be {must_be(key)}, got {value!r}")
+    elif key in _WHOLE:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SimError(f"{key} must be a whole number >= 1, got {value!r}")
-    elif key == "loaded_hop_fixed_s":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SimError(f"loaded_hop_fixed_s must be a finite number, got {value!r}")
     elif key == "fault_tolerance":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")
@@ -156,9 +144,6 @@ def _check_between(flat: Mapping[str, Any]) -> None:
             "sample_core_per_worker_s adds to sample_core_s for each worker past the first: "
             "set compute_cores and sample_core_s too"
         )
-    share = flat["restart_startup_share"]
-    if share is not None and share > 1:
-        raise SimError(f"restart_startup_share must be in [0, 1], got {share!r}")
     if flat["restart_overhead_s"] is not None and (
         flat["restart_fixed_s"] is not None or flat["restart_per_process_s"] is not None
     ):
@@ -166,9 +151,8 @@ def _check_between(flat: Mapping[str, Any]) -> None:
             "restart_overhead_s (a constant relaunch) and restart_fixed_s / restart_per_process_s "
             "(a relaunch growing with its processes) are alternatives: set one"
         )
-    for key in ("varuna_rollback", "sync_notice"):
-        if flat[key] is not None and not isinstance(flat[key], bool):
-            raise SimError(f"{key} must be true or false, got {flat[key]!r}")
+    if flat["varuna_rollback"] is not None and not isinstance(flat["varuna_rollback"], bool):
+        raise SimError(f"varuna_rollback must be true or false, got {flat['varuna_rollback']!r}")
     if flat["artifact_quirks"] is not None and not isinstance(flat["artifact_quirks"], str):
         raise SimError(f"artifact_quirks must be a comma-separated list of names, got {flat['artifact_quirks']!r}")
     _check_adaptive(flat)

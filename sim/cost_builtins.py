@@ -1,8 +1,10 @@
 """The built-in cost profiles' values (`sim.cost_profiles` reads them), each with its source.
 
 - `paper`: the planner calibration's defaults, which come from the Oobleck artifact and
-  the fits in docs/simulator.md; naming it changes no result. Storage bandwidths are left
-  to the GPU type's defaults (the artifact's fits for the V100, 2 GB/s otherwise).
+  the fits in docs/simulator.md: every priced cluster term of `sim.cost_terms` that has a
+  default, at that default and with its source, so naming it changes no result. Storage
+  bandwidths are left to the GPU type's defaults (the artifact's fits for the V100, 2 GB/s
+  otherwise).
 - `h100-datacenter`: a large H100 training cluster as the field reports it: failures
   noticed in a minute, hangs only at the collective's timeout, relaunches that requeue the
   job and grow with its size, a blocking checkpoint copy, a storage system with an
@@ -11,31 +13,9 @@
 
 from __future__ import annotations
 
-_PAPER = {
-    "node_startup_s": (
-        45.0,
-        "s",
-        "Oobleck artifact (SymbioticLab/Oobleck tools/simulator): a node is usable 45 s after it joins",
-    ),
-    "reconfigure_overhead_s": (2.0, "s", "Oobleck artifact: its reconfiguration time for the small models"),
-    "restart_fixed_s": (
-        40.0,
-        "s",
-        "Oobleck artifact: the intercept of its fit of Varuna's restart times (docs/simulator.md)",
-    ),
-    "restart_per_process_s": (
-        0.003,
-        "s",
-        "MegaScale (arXiv 2402.15627) section 3.5: tuned initialisation about 5 s at 2,048 GPUs, under 30 s beyond 10,000",
-    ),
-    "restart_startup_share": (0.0, "fraction", "assumed: a removal during a relaunch abandons it at once"),
-    "checkpoint_fixed_s": (1.0, "s", "assumed: a barrier and a manifest per checkpoint (planner.checkpoint_cost)"),
-    "price_per_node_hour": (0.91, "$/node-h", "Oobleck artifact: the p3.2xlarge spot price it charges"),
-    "detect_s": (0.0, "s", "Oobleck artifact: its simulator acts on a removal at once"),
-    "detect_crash_s": (0.0, "s", "Oobleck artifact: as detect_s"),
-    "detect_network_s": (0.0, "s", "Oobleck artifact: as detect_s"),
-    "detect_hang_s": (0.0, "s", "Oobleck artifact: as detect_s"),
-}
+from .cost_terms import paper_values
+
+_PAPER = paper_values()  # the terms' own defaults and sources
 
 _H100 = {
     "node_startup_s": (
@@ -90,7 +70,7 @@ _H100 = {
 
 # name -> (description, {key: (value, unit, source)}); `sim.cost_profiles.BUILTIN` checks
 # and holds them as profiles
-DATA: dict[str, tuple[str, dict[str, tuple[float, str, str]]]] = {
+DATA: dict[str, tuple[str, dict[str, tuple[float | bool, str, str]]]] = {
     "paper": ("the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
     "h100-datacenter": (
         "a large H100 cluster as published: failures noticed in a minute, requeued restarts growing with "

@@ -1,8 +1,8 @@
 """Cost profiles: what the planner calibration charges that is neither the model nor the
 design, each price with its unit and where it comes from.
 
-A profile names values for some of `KEYS` (the `SimConfig` fields of the same names); a
-run that names a profile (`--costs NAME|FILE`) takes them where it sets no value of its
+A profile names values for some of the priced cost terms (`sim.cost_terms.PRICED`: the
+`CostConfig` fields of the same names, their units and bounds); a run that names a profile (`--costs NAME|FILE`) takes them where it sets no value of its
 own (`--set` wins), and the calibration's defaults for the rest. Built-ins are in
 `sim.cost_builtins`; a file is JSON in the form `ooblab costs NAME --json` prints:
 
@@ -17,45 +17,16 @@ table, "fitted by ooblab validate on HOST", or "assumed: why". A bad file is a
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .cost_builtins import DATA
+from .cost_terms import PRICED, must_be, within
 from .errors import SimError
 
 FORMAT, VERSION = "ooblab-costs", 1
-
-# key -> (unit, what it prices); the keys are `SimConfig` fields of the planner calibration
-KEYS: dict[str, tuple[str, str]] = {
-    "node_startup_s": ("s", "a node is usable this long after it joins (both calibrations)"),
-    "reconfigure_overhead_s": ("s", "a live reconfiguration's fixed part: rebuild process groups"),
-    "restart_fixed_s": ("s", "a relaunch's fixed part: requeue, process start, set-up"),
-    "restart_per_process_s": ("s", "a relaunch's part per GPU process: rendezvous, communicators"),
-    "restart_startup_share": ("fraction", "the share of a relaunch a removal during it does not cut short"),
-    "restart_load_gb_per_s": ("GB/s", "checkpoint read bandwidth per node"),
-    "checkpoint_fixed_s": ("s", "a checkpoint's fixed part: barrier, manifest, blocking copy"),
-    "storage_gb_per_s": ("GB/s", "checkpoint write bandwidth per node"),
-    "storage_cap_gb_per_s": ("GB/s", "the storage system's aggregate bandwidth"),
-    "price_per_node_hour": ("$/node-h", "what a node-hour costs (both calibrations)"),
-    "detect_s": ("s", "noticing a removal with no known cause (a preemption)"),
-    "detect_crash_s": ("s", "noticing a crash (gpu, host): exit status, missed heartbeat"),
-    "detect_network_s": ("s", "noticing a network fault (cable, switch): link checks"),
-    "detect_hang_s": ("s", "noticing a hang (software, NCCL watchdog): the collective's timeout"),
-    # what `ooblab validate` fits on a testbed whose emulated nodes share one host
-    "startup_cores": ("cores", "the cores that the start-ups of emulated nodes share (sim.startup_pool)"),
-    "sync_notice": ("bool", "a loss is noticed at the survivors' next communication (sim.notice)"),
-    "loaded_hop_fixed_s": ("s", "a pipeline send's extra cost on a loaded host, fixed part (may be < 0)"),
-    "loaded_hop_slope_s2": ("s2", "... per send a second of the plan"),
-    "loaded_hop_per_process_s": ("s", "... per worker process of the plan"),
-    "compute_cores": ("cores", "the host's cores, as a ceiling on throughput (sim.core_bound)"),
-    "sample_core_s": ("core-s", "the core-seconds one sample costs the whole job (on one worker)"),
-    "sample_core_per_worker_s": ("core-s", "... more for each further worker computing"),
-}
-MAY_BE_NEGATIVE = ("loaded_hop_fixed_s",)
-BOTH_CALIBRATIONS = ("node_startup_s", "price_per_node_hour")
 
 
 class CostProfileError(SimError):
@@ -115,9 +86,9 @@ def parse(data: Any, *, where: str) -> CostProfile:
 
 
 def _cost(key: str, entry: Any, *, where: str) -> Cost:
-    if key not in KEYS:
-        raise CostProfileError(f"{where}: unknown cost {key!r} (known: {', '.join(KEYS)})")
-    unit = KEYS[key][0]
+    if key not in PRICED:
+        raise CostProfileError(f"{where}: unknown cost {key!r} (known: {', '.join(PRICED)})")
+    unit = PRICED[key].unit
     if not isinstance(entry, dict):
         raise CostProfileError(f"{where}: {key}: expected {{value, unit, source}}, got {entry!r}")
     stray = sorted(set(entry) - {"value", "unit", "source"})
@@ -127,19 +98,9 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
         raise CostProfileError(f"{where}: {key}: no unit (it is in {unit})")
     if entry["unit"] != unit:
         raise CostProfileError(f"{where}: {key}: unit {entry['unit']!r}, but {key} is in {unit}")
-    value = entry.get("value")
-    if unit == "bool":
-        if not isinstance(value, bool):
-            raise CostProfileError(f"{where}: {key}: value must be true or false, got {value!r}")
-    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise CostProfileError(f"{where}: {key}: value must be a finite number, got {value!r}")
-    elif (
-        (value < 0 and key not in MAY_BE_NEGATIVE)
-        or (unit in ("GB/s", "cores") and value == 0)
-        or (unit == "fraction" and value > 1)
-    ):
-        bound = "in [0, 1]" if unit == "fraction" else "> 0" if unit in ("GB/s", "cores") else ">= 0"
-        raise CostProfileError(f"{where}: {key}: value must be {bound}, got {value!r}")
+    value: Any = entry.get("value")
+    if value is None or not within(key, value):
+        raise CostProfileError(f"{where}: {key}: value must be {must_be(key)}, got {value!r}")
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CostProfileError(f"{where}: {key}: no source (a paper and its table, a fit, or 'assumed: why')")
@@ -156,9 +117,9 @@ def from_values(name: str, description: str, values: Mapping[str, Any], sources:
     """A profile of `values` (cost keys; others are left out), each with its source
     (`sources[key]`, else `sources["*"]`), checked as a file's would be."""
     costs = {
-        key: {"value": value, "unit": KEYS[key][0], "source": sources.get(key, sources.get("*", ""))}
+        key: {"value": value, "unit": PRICED[key].unit, "source": sources.get(key, sources.get("*", ""))}
         for key, value in values.items()
-        if key in KEYS
+        if key in PRICED
     }
     return _checked(name, description, costs, where=f"profile {name}")
 
@@ -178,7 +139,7 @@ def load_file(path: str | Path) -> CostProfile:
     return parse(data, where=str(path))
 
 
-# the built-ins' units are given, not taken from KEYS, so a wrong one is caught here too
+# the built-ins' units are given, not taken from the terms, so a wrong one is caught here too
 BUILTIN: dict[str, CostProfile] = {
     name: _checked(
         name,
@@ -207,7 +168,7 @@ def apply(config: Any) -> Any:
         return config
     profile = get(config.costs.profile)
     if config.run.calibration != "planner":
-        priced = sorted(set(profile.costs) - set(BOTH_CALIBRATIONS))
+        priced = sorted(key for key in profile.costs if config.run.calibration not in PRICED[key].calibrations)
         if priced:
             raise CostProfileError(
                 f"cost profile {profile.name!r} prices {', '.join(priced)}, which the {config.run.calibration} "

@@ -19,6 +19,12 @@ from typing import Any
 
 from traces.model import CAUSE_KIND
 
+from .cost_terms import default
+
+
+def _or(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
 
 @dataclass(frozen=True)
 class Detection:
@@ -30,9 +36,8 @@ class Detection:
     @classmethod
     def of(cls, costs: Any) -> Detection:
         """The detection a run's costs price (`CostConfig`'s `detect_*` fields, unset ones 0)."""
-        return cls(
-            *(getattr(costs, f) or 0.0 for f in ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s"))
-        )
+        keys = ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s")
+        return cls(*(_or(getattr(costs, key), default(key)) for key in keys))
 
     def seconds(self, cause: str | None) -> float:
         kind = CAUSE_KIND.get(cause or "")

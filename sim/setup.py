@@ -50,6 +50,7 @@ from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .contention import ContendedCompute, check_coverage
 from .core_bound import CoreBound
+from .cost_terms import default
 from .errors import SimError
 from .loaded_hops import LoadedHops
 from .optimizer_cost import OptimizerStep
@@ -103,12 +104,8 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         raise SimError(
             f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s): give duration_s"
         )
-    startup = art.NODE_STARTUP_S if config.costs.node_startup_s is None else float(config.costs.node_startup_s)
-    price = (
-        art.SPOT_PRICE_PER_NODE_HOUR
-        if config.costs.price_per_node_hour is None
-        else float(config.costs.price_per_node_hour)
-    )
+    startup = float(_or(config.costs.node_startup_s, default("node_startup_s")))
+    price = float(_or(config.costs.price_per_node_hour, default("price_per_node_hour")))
     derived = {
         "trace_name": trace.name,
         "trace_events": len(trace),
@@ -129,7 +126,7 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _planner(config, trace, design, options, derived)
     adaptive = _adaptive(config, design, policy, derived)
     factors = {
-        kind: _or(getattr(config.costs, f"{kind}_cost_factor"), 1.0)
+        kind: _or(getattr(config.costs, f"{kind}_cost_factor"), default(f"{kind}_cost_factor"))
         for kind in ("reconfigure", "restart", "checkpoint")
     }
     if any(value != 1.0 for value in factors.values()):
@@ -280,11 +277,11 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     profile = _resolved_profile(name, cluster.gpu, microbatch)
     JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
     costs = PlannerCosts(
-        reconfigure_overhead_s=_or(config.costs.reconfigure_overhead_s, PlannerCosts.reconfigure_overhead_s),
-        restart_fixed_s=_or(config.costs.restart_fixed_s, PlannerCosts.restart_fixed_s),
-        restart_per_process_s=_or(config.costs.restart_per_process_s, PlannerCosts.restart_per_process_s),
-        restart_overhead_s=config.costs.restart_overhead_s,
-        restart_startup_share=_or(config.costs.restart_startup_share, PlannerCosts.restart_startup_share),
+        **{
+            key: _or(getattr(config.costs, key), default(key))
+            for key in ("reconfigure_overhead_s", "restart_fixed_s", "restart_per_process_s", "restart_overhead_s")
+        },
+        restart_startup_share=_or(config.costs.restart_startup_share, default("restart_startup_share")),
     )
     storage = storage_from_config(cluster.gpu.name, config.costs)
     analytic = name in MODEL_SHAPES
@@ -306,7 +303,8 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         max_nodes=peak,
         checkpoints=schedule,
         # what a join costs, as timed
-        reconfigure_pause_s=costs.reconfigure_overhead_s * _or(config.costs.reconfigure_cost_factor, 1.0),
+        reconfigure_pause_s=costs.reconfigure_overhead_s
+        * _or(config.costs.reconfigure_cost_factor, default("reconfigure_cost_factor")),
         profile_for=profile_for,
         profiled_microbatch=None if analytic else microbatch,
         planner_for=lambda f: _cached_planner(name, cluster, batch, microbatch, f),

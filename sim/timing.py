@@ -64,6 +64,7 @@ from planner.policies.holdings import holdings
 from planner.reconfigure import Reconfiguration
 
 from . import artifact_data as art
+from .cost_terms import default, relaunch_s
 from .errors import SimError
 
 
@@ -161,38 +162,6 @@ class ArtifactTiming:
         return 0
 
 
-# The relaunch line's defaults (`PlannerCosts`), for a cluster whose nodes start their own
-# processes in parallel. Measured by `benchmarks/restart_fit.py` on this testbed's 2-core
-# machine, every process on the one host, 2 restarts at each of 2, 4, 8, 16 and 32
-# processes while other jobs loaded the cores (load average 8-36); the slowest rank's
-# time, least squares a + b n (CHANGELOG.md has the figures):
-#   start-up (spawn, import torch and the worker's modules, check in    -1.9 s + 3.07 s/process
-#     with the store)
-#   group creation (`init_process_group` on the store and the pipeline  -0.01 s + 0.014 s/process
-#     and gradient groups of `real.worker.groups.build_generation`,
-#     gloo over loopback, n/2 pipelines of 2 stages)
-#   checkpoint load (each rank its stage's layers of 1 MiB)             0.11 s + 0.011 s/process
-# The residuals are the run-to-run spread (up to +-22 s at 32 processes for start-up; a
-# quadratic term lowers their RMS by 7-18% only), so a line is the form the data support.
-# On one host every part grows with n because its processes share the cores. On a cluster
-# a node's start-up and its share of the load run on that node, in parallel with every
-# other node's: they grow with the processes per node (a constant of the cluster), not with
-# the job, so they belong to the fixed part, whose default stays the 40 s intercept of the
-# artifact's fit of Varuna's restart times (docs/simulator.md: the paper's cluster, its node
-# start-up and load set-up included). What grows with the job is the rendezvous and group
-# creation at the coordinator (every rank checks in with one store; every group is created
-# collectively by the whole world). Here that slope is 0.014 s/process, but from at most 32
-# processes on loopback gloo: carried to thousands of GPUs it would be an extrapolation (at
-# 8,192 GPUs, +115 s per relaunch), so the default is a published cluster figure instead:
-# MegaScale (Jiang et al., NSDI'24) brought job initialisation to about 5 s at 2,048 GPUs
-# and under 30 s beyond 10,000 GPUs, i.e. about 0.003 s per GPU for a tuned rendezvous and
-# communicator set-up (before tuning it reported 1,047 s at 2,048 GPUs: set
-# `restart_per_process_s` to study an untuned stack). The validation calibrates its own
-# slope on this machine (experiments/validation/calibrate.py).
-RESTART_FIXED_S = 40.0
-RESTART_PER_PROCESS_S = 0.003
-
-
 @dataclass(frozen=True)
 class PlannerCosts:
     """Pause constants of the planner calibration (docs/simulator.md explains the fits);
@@ -200,17 +169,17 @@ class PlannerCosts:
 
     Relaunching n processes (a start, a restart before its load, Bamboo's reconfiguration)
     takes `restart_fixed_s + restart_per_process_s * n`, n the GPUs of the plan's nodes
-    (the constants above say where the defaults come from). `restart_overhead_s`, when
+    (`sim.cost_terms` says where the defaults come from). `restart_overhead_s`, when
     set, is the old model: every relaunch takes that constant, whatever its size (configs
     written before the line keep their results). `restart_startup_share` of a restart's
     relaunch is its processes' start-up, which a removal does not cut short (module
     docstring; 0: it does)."""
 
-    reconfigure_overhead_s: float = 2.0
-    restart_fixed_s: float = RESTART_FIXED_S
-    restart_per_process_s: float = RESTART_PER_PROCESS_S
-    restart_overhead_s: float | None = None
-    restart_startup_share: float = 0.0
+    reconfigure_overhead_s: float = default("reconfigure_overhead_s")
+    restart_fixed_s: float = default("restart_fixed_s")
+    restart_per_process_s: float = default("restart_per_process_s")
+    restart_overhead_s: float | None = default("restart_overhead_s")
+    restart_startup_share: float = default("restart_startup_share")
 
     def __post_init__(self) -> None:
         for name in ("reconfigure_overhead_s", "restart_fixed_s", "restart_per_process_s", "restart_overhead_s"):
@@ -224,7 +193,7 @@ class PlannerCosts:
         """Seconds to start `processes` fresh processes and build their groups."""
         if self.restart_overhead_s is not None:
             return self.restart_overhead_s
-        return self.restart_fixed_s + self.restart_per_process_s * processes
+        return relaunch_s(self.restart_fixed_s, self.restart_per_process_s, processes)
 
 
 class PlannerTiming:

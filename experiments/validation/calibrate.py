@@ -132,8 +132,10 @@ class Overheads:
         return max(0.0, self.restart_overhead_s - self.restart_per_process_s * self.restart_processes)
 
     def relaunch_s(self, processes: int) -> float:
-        """What the simulator charges a relaunch of `processes` (`sim.timing.PlannerCosts`)."""
-        return self.restart_fixed_s + self.restart_per_process_s * processes
+        """What the simulator charges a relaunch of `processes` (`sim.cost_terms.relaunch_s`)."""
+        from sim.cost_terms import relaunch_s
+
+        return relaunch_s(self.restart_fixed_s, self.restart_per_process_s, processes)
 
     def sim_options(self, loaded_sends: bool = False) -> dict[str, Any]:
         """The simulator's pause options (the same for every policy), with the loaded

@@ -10,7 +10,8 @@ import pytest
 
 from ooblab.cli import main
 from sim.config import SimConfig
-from sim.cost_profiles import BUILTIN, KEYS, CostProfileError, apply, get, load_file, parse
+from sim.cost_profiles import BUILTIN, CostProfileError, apply, get, load_file, parse
+from sim.cost_terms import PRICED
 from sim.run import simulate
 from traces.model import Trace, TraceEvent
 
@@ -19,7 +20,7 @@ def test_every_builtin_has_a_source_and_a_known_key_for_each_value():
     assert {"paper", "h100-datacenter"} <= set(BUILTIN)
     for profile in BUILTIN.values():
         for key, cost in profile.costs.items():
-            assert key in KEYS and cost.unit == KEYS[key][0] and cost.source
+            assert key in PRICED and cost.unit == PRICED[key].unit and cost.source
         assert parse(profile.to_dict(), where="x") == profile  # the file form reads back
 
 
@@ -78,7 +79,7 @@ GOOD = {
         (("costs", "restart_fixd_s"), "unknown cost 'restart_fixd_s'"),
         (("unit", None), "restart_fixed_s: no unit (it is in s)"),
         (("unit", "min"), "restart_fixed_s: unit 'min', but restart_fixed_s is in s"),
-        (("value", -3), "restart_fixed_s: value must be >= 0, got -3"),
+        (("value", -3), "restart_fixed_s: value must be a finite number >= 0, got -3"),
         (("value", "ten"), "restart_fixed_s: value must be a finite number"),
         (("source", " "), "restart_fixed_s: no source"),
         (("version", 7), "version 7 is not one this ooblab reads"),

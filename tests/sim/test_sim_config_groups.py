@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.config import CostConfig, DesignConfig, JobConfig, RunControl, SimConfig
 from sim.config_keys import BY_FIELD, KEYS, OPTION
-from sim.cost_profiles import KEYS as PROFILE_KEYS
+from sim.cost_terms import PRICED
 from sim.errors import SimError
 
 
@@ -25,7 +25,7 @@ def test_every_field_has_one_flat_key_and_every_key_one_place():
     from designs import registry
 
     assert sorted(older) == sorted(registry.legacy_fields())  # each older key carried by a design option
-    assert all(KEYS[key][0] == "costs" for key in PROFILE_KEYS)  # what a profile prices is a cost
+    assert all(KEYS[key][0] == "costs" for key in PRICED)  # what a profile prices is a cost
 
 
 def test_the_record_of_an_old_run_reads_as_it_was_written():

@@ -182,9 +182,9 @@ def test_a_node_removed_while_it_starts_leaves_the_pool():
 
 
 def test_startup_cores_is_checked_by_name():
-    with pytest.raises(SimError, match="startup_cores must be > 0"):
+    with pytest.raises(SimError, match="startup_cores must be a finite number > 0, got 0"):
         SimConfig.of(calibration="planner", startup_cores=0)
-    with pytest.raises(SimError, match="startup_cores must be a finite number >= 0"):
+    with pytest.raises(SimError, match="startup_cores must be a finite number > 0, got -1"):
         SimConfig.of(calibration="planner", startup_cores=-1)
     with pytest.raises(SimError, match="startup_cores"):
         SimConfig.of(startup_cores=2)  # the artifact calibration has no such host
