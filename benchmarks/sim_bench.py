@@ -35,6 +35,7 @@ from planner.policies import CheckpointSchedule
 from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.run import simulate
 from sim.setup import build
 from sim.timing import IterationCost
@@ -143,7 +144,9 @@ def long_trace() -> None:
 
     def run(tr, policy):
         start = time.perf_counter()
-        sim = Simulation(tr, policy, OneSecond(), node_startup_s=setup.node_startup_s, price_per_node_hour=0.91).run()
+        sim = Simulation(
+            tr, policy, Pricing(OneSecond(), node_startup_s=setup.node_startup_s, price_per_node_hour=0.91)
+        ).run()
         return time.perf_counter() - start, sim
 
     wall, sim = run(trace, setup.policy)

@@ -1,4 +1,8 @@
-"""The trace-replay engine: simpy processes around a policy and a timing (DESIGN 4).
+"""The trace-replay engine: simpy processes around a policy and its prices (DESIGN 4).
+
+The engine takes every price in one object, `sim.pricing.Pricing` (the timing of
+iterations and pauses, a node's start-up, a node-hour's price, detection, the start-up cores
+and the notice rule), which `sim.pricing.price` builds from a run's costs.
 
 `Simulation` is built in layers, none calling up: its state and records
 (`sim.engine_state`), start-ups and pauses (`sim.engine_pauses`), running and committed
@@ -39,13 +43,13 @@ last completed checkpoint, the run's start counting as one; `RestartFromSnapshot
 iteration it names (a policy that uses it says so with `restores_snapshots = True`,
 and the ledger then keeps what each commit added, to take back exactly the later ones).
 
-With `startup_cores` (a testbed that emulates its nodes on one host), start-ups share
+With `Pricing.startup_cores` (a testbed that emulates its nodes on one host), start-ups share
 that host's cores (`sim.startup_pool`): a node added once training has begun starts in
 the pool instead of in node_startup_s, and so does each restart's start-up, whose pause
 segment (or the hold of an abandoned one) then ends when the pool says. A node removed
 while its processes start leaves the pool.
 
-With `sync_notice`, a removal while the job trains is noticed only when the survivors next
+With `Pricing.sync_notice`, a removal while the job trains is noticed only when the survivors next
 communicate (`sim.notice`): a reconfiguration it causes starts after the mean wait for the
 plan's single-stage pipelines, which talk only at the gradient sync, to end their compute.
 """
@@ -81,7 +85,7 @@ from .engine_state import PAUSED, _Urgent
 
 
 class Simulation(DecidingPart):
-    """One run of `policy` over `trace`, timed by `timing`; call `run()` once."""
+    """One run of `policy` over `trace`, priced by `pricing`; call `run()` once."""
 
     # -- processes ---------------------------------------------------------------------
     def run(self) -> Simulation:

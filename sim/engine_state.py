@@ -43,12 +43,11 @@ from planner.records import (
 from traces.model import Trace
 
 from .bounds import check_timeline_rows
-from .detection import Detection
 from .errors import SimError
 from .ledger import Ledger
+from .pricing import Pricing
 from .startup_pool import StartupPool
 from .stretch import Stretch
-from .timing import Timing
 
 PAUSED = "paused"
 PAUSE_STATE = {
@@ -91,38 +90,37 @@ class EngineState:
         self,
         trace: Trace,
         policy: Policy,
-        timing: Timing,
+        pricing: Pricing,
         *,
-        node_startup_s: float,
-        price_per_node_hour: float,
         iteration_rows: bool = False,
         duration_s: float | None = None,
         adaptive_checkpoints: AdaptiveCheckpoints | None = None,
-        startup_cores: float | None = None,
-        sync_notice: bool = False,
-        detection: Detection | None = None,
     ):
         if not trace.events:
             raise SimError(f"trace {trace.name!r} has no events")
         if duration_s is not None and not duration_s > 0:
             raise SimError(f"duration_s must be > 0, got {duration_s!r}")
-        self.trace, self.policy, self.timing = trace, policy, timing
-        self.startup_s = node_startup_s
+        if not isinstance(pricing, Pricing):
+            raise SimError(f"internal: the engine takes a Pricing (sim.pricing), got {type(pricing).__name__}")
+        self.trace, self.policy, self.pricing = trace, policy, pricing
+        self.timing = pricing.timing
+        self.startup_s = pricing.node_startup_s
         # start-ups sharing one host's cores (`sim.startup_pool`; None: each node starts on
         # its own, in node_startup_s): nodes that join once training has begun, and the
         # start-up of every restart's processes
-        self.pool = None if startup_cores is None else StartupPool(startup_cores, trace.start_s)
+        cores = pricing.startup_cores
+        self.pool = None if cores is None else StartupPool(cores, trace.start_s)
         self._pool_wake = 0  # the pool's pending wake-up; older ones are stale
         # the restart whose processes are starting: (pool key, seconds after, its nodes)
         self._crowd: tuple[tuple[str, int], float, frozenset[str]] | None = None
         self._crowds = 0
         self._relaunched: frozenset[str] = frozenset()  # the nodes the last restart priced relaunches
-        self.sync_notice = sync_notice
-        self.detection = detection or Detection()  # none given: failures are noticed at once
+        self.sync_notice = pricing.sync_notice
+        self.detection = pricing.detection
         self._causes: dict[str, str | None] = {}  # node -> cause of its removal being decided on
         self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows
-        self.price_per_s = price_per_node_hour / 3600.0
+        self.price_per_s = pricing.price_per_node_hour / 3600.0
         self.start_s = trace.start_s
         self.end_s = trace.stop_s if duration_s is None else trace.start_s + duration_s
         self.env = simpy.Environment(initial_time=self.start_s)
@@ -156,7 +154,7 @@ class EngineState:
         # (iterations, samples) after each commit since the last checkpoint, with the samples
         # per iteration of that commit: where a snapshot restore finds its samples
         self.sample_marks: list[tuple[int, int, int]] = []
-        self.iter_samples = timing.samples_per_iteration  # what an iteration of the running plan commits
+        self.iter_samples = pricing.timing.samples_per_iteration  # what an iteration of the running plan commits
         self.stretch = Stretch()
         # the adaptive interval replaces the policy's periodic one (planner.checkpoint_interval)
         self.adaptive = None if adaptive_checkpoints is None else IntervalTracker(adaptive_checkpoints, self.start_s)

@@ -23,7 +23,6 @@ from . import artifact_data as art
 from .artifact_quirks import ArtifactQuirks
 from .artifact_replay import Replay
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
-from .detection import Detection
 from .engine import Simulation
 from .errors import SimError
 from .setup import Setup, build
@@ -64,15 +63,10 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
     sim = Simulation(
         setup.trace,
         setup.policy,
-        setup.timing,
-        node_startup_s=setup.node_startup_s,
-        price_per_node_hour=setup.price_per_node_hour,
+        setup.pricing,
         iteration_rows=config.run.timeline == "iterations",
         duration_s=config.run.duration_s,
         adaptive_checkpoints=setup.adaptive,
-        startup_cores=setup.config.costs.startup_cores,
-        sync_notice=bool(setup.config.costs.sync_notice),
-        detection=Detection.of(setup.config.costs),  # from the cost profile, if the run names one
     ).run()
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 

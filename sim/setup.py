@@ -1,4 +1,4 @@
-"""From a `SimConfig` to the pieces of a run: the trace, the policy and its timing.
+"""From a `SimConfig` to the pieces of a run: the trace, the policy and its pricing.
 
 Artifact calibration: the artifact's model names and tables (`artifact_data`). Planner
 calibration: the paper's setting by default, i.e. one V100 16 GB per node (the p3.2xlarge
@@ -11,7 +11,8 @@ an Oobleck profile directory works too (then `global_batch` is required); a dire
 a `contention.json` gets each plan's compute scaled by its worker count's factor
 (`sim.contention`), one whose `communication.json` measured a per-hop runtime cost gets the
 gradient ring's messages charged at it (`sim.sync_cost`), one with an `optimizer.json`
-gets the slowest rank's optimizer step added to each iteration (`sim.optimizer_cost`).
+gets the slowest rank's optimizer step added to each iteration (`sim.optimizer_cost`); those
+terms and every other price are put together by `sim.pricing`.
 
 Planners, Varuna searches and Bamboo layouts are cached per (model, cluster, job), so a
 sweep computes each template set once.
@@ -34,7 +35,6 @@ from designs import registry as designs
 from designs.options import ARTIFACT, PLANNER, as_dict
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
-from planner.checkpoint_cost import storage_from_config
 from planner.checkpoint_interval import DEFAULT_PRIOR_MTBF_S, AdaptiveCheckpoints
 from planner.errors import PlannerError
 from planner.hardware import DEFAULT_GPU, ClusterSpec, make_cluster
@@ -48,14 +48,9 @@ from . import artifact_data as art
 from . import cost_profiles
 from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
-from .contention import ContendedCompute, check_coverage
-from .core_bound import CoreBound
-from .cost_terms import default
 from .errors import SimError
-from .loaded_hops import LoadedHops
-from .optimizer_cost import OptimizerStep
-from .sync_cost import SyncMessages
-from .timing import ArtifactTiming, PlannerCosts, PlannerTiming, ScaledPauses, Timing
+from .pricing import Pricing, planner_timing, price, reconfigure_pause_s
+from .timing import ArtifactTiming, Timing
 
 ARTIFACT_TO_PLANNER = {
     "BERT-large": "bert-large",
@@ -74,12 +69,22 @@ class Setup:
     config: SimConfig
     trace: Trace
     policy: Any
-    timing: Timing
-    node_startup_s: float
-    price_per_node_hour: float
+    pricing: Pricing  # every price the engine charges (`sim.pricing`)
     resolved: dict[str, Any]  # config.json: the inputs, then effective_<field> for defaults filled in
     quirks: ArtifactQuirks | None = None  # artifact calibrations: replayed by sim.artifact_replay when any is on
     adaptive: AdaptiveCheckpoints | None = None  # the adaptive checkpoint interval, replacing the periodic one
+
+    @property
+    def timing(self) -> Timing:
+        return self.pricing.timing
+
+    @property
+    def node_startup_s(self) -> float:
+        return self.pricing.node_startup_s
+
+    @property
+    def price_per_node_hour(self) -> float:
+        return self.pricing.price_per_node_hour
 
     @staticmethod
     def record(config: SimConfig, derived: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +100,7 @@ def load_trace(config: SimConfig) -> Trace:
 
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
-    """The trace (loaded unless given), policy and timing for `config`."""
+    """The trace (loaded unless given), policy and pricing for `config`."""
     config = cost_profiles.apply(config)
     design, options = resolve_design(config)
     if trace is None:
@@ -104,9 +109,7 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         raise SimError(
             f"trace {trace.name!r} spans no time (first and last events at {trace.start_s:g} s): give duration_s"
         )
-    startup = float(_or(config.costs.node_startup_s, default("node_startup_s")))
-    price = float(_or(config.costs.price_per_node_hour, default("price_per_node_hour")))
-    derived = {
+    derived: dict[str, Any] = {
         "trace_name": trace.name,
         "trace_events": len(trace),
         "trace_span_s": trace.duration_s,
@@ -114,8 +117,6 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         "trace_last_instant_events": sum(1 for e in trace.events if e.time_s == trace.stop_s)
         if config.run.duration_s is None
         else 0,
-        "node_startup_s": startup,
-        "price_per_node_hour": price,
     }
     quirks = None
     if config.run.calibration in ARTIFACT_CALIBRATIONS:
@@ -125,14 +126,8 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     else:
         policy, timing = _planner(config, trace, design, options, derived)
     adaptive = _adaptive(config, design, policy, derived)
-    factors = {
-        kind: _or(getattr(config.costs, f"{kind}_cost_factor"), default(f"{kind}_cost_factor"))
-        for kind in ("reconfigure", "restart", "checkpoint")
-    }
-    if any(value != 1.0 for value in factors.values()):
-        timing = ScaledPauses(timing, **factors)
-        derived.update({f"{kind}_cost_factor": value for kind, value in factors.items()})
-    return Setup(config, trace, policy, timing, startup, price, Setup.record(config, derived), quirks, adaptive)
+    pricing = price(config.costs, timing, derived)
+    return Setup(config, trace, policy, pricing, Setup.record(config, derived), quirks, adaptive)
 
 
 def _adaptive(config: SimConfig, design: Design, policy: Any, resolved: dict[str, Any]) -> AdaptiveCheckpoints | None:
@@ -276,14 +271,6 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     cluster = make_cluster(gpu, peak, g, inter_node_gbps=config.job.inter_node_gbps)
     profile = _resolved_profile(name, cluster.gpu, microbatch)
     JobSpec(batch, microbatch, 0)  # checks the batch against the microbatch
-    costs = PlannerCosts(
-        **{
-            key: _or(getattr(config.costs, key), default(key))
-            for key in ("reconfigure_overhead_s", "restart_fixed_s", "restart_per_process_s", "restart_overhead_s")
-        },
-        restart_startup_share=_or(config.costs.restart_startup_share, default("restart_startup_share")),
-    )
-    storage = storage_from_config(cluster.gpu.name, config.costs)
     analytic = name in MODEL_SHAPES
 
     def profile_for(b: int) -> ModelProfile | None:
@@ -303,8 +290,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         max_nodes=peak,
         checkpoints=schedule,
         # what a join costs, as timed
-        reconfigure_pause_s=costs.reconfigure_overhead_s
-        * _or(config.costs.reconfigure_cost_factor, default("reconfigure_cost_factor")),
+        reconfigure_pause_s=reconfigure_pause_s(config.costs),
         profile_for=profile_for,
         profiled_microbatch=None if analytic else microbatch,
         planner_for=lambda f: _cached_planner(name, cluster, batch, microbatch, f),
@@ -317,52 +303,9 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         raise SimError(str(exc)) from None
     schedule = built.checkpoints or schedule
     _record_options(design, built.options, PLANNER, resolved)
-    timing: Timing = PlannerTiming(
-        design,
-        global_batch=batch,
-        layer_bytes=[layer.copy_bytes for layer in profile.layers],
-        inter_node_bw_bytes_per_s=cluster.inter_node_bw_bytes_per_s,
-        gpus_per_node=g,
-        costs=costs,
-        storage=storage,
-        layout=built.layout,
-        options=built.options,
-        iteration_s=built.iteration_s,
+    timing = planner_timing(
+        config.costs, design, built, profile, cluster, global_batch=batch, peak_nodes=peak, resolved=resolved
     )
-    if profile.contention is not None:  # a profile measured per number of busy neighbours
-        check_coverage(profile.contention, peak * g)
-        timing = ContendedCompute(timing, profile, cluster, profile.contention)
-        resolved.update(compute_contention={str(k): v for k, v in profile.contention.compute_factor})
-    message_s = profile.communication.hop_overhead_s if profile.communication is not None else 0.0
-    if message_s > 0:  # the gradient ring's messages, each at the measured per-message cost
-        timing = SyncMessages(timing, profile, cluster, message_s)
-        resolved.update(sync_message_s=message_s)
-    if config.costs.loaded_hop_fixed_s or config.costs.loaded_hop_slope_s2 or config.costs.loaded_hop_per_process_s:
-        # sends that slow with the plan's own send rate and processes
-        timing = LoadedHops(
-            timing,
-            profile,
-            cluster,
-            config.costs.loaded_hop_fixed_s or 0.0,
-            config.costs.loaded_hop_slope_s2 or 0.0,
-            config.costs.loaded_hop_per_process_s or 0.0,
-        )
-        resolved.update(
-            loaded_hop_fixed_s=config.costs.loaded_hop_fixed_s,
-            loaded_hop_slope_s2=config.costs.loaded_hop_slope_s2,
-            loaded_hop_per_process_s=config.costs.loaded_hop_per_process_s,
-        )
-    if profile.optimizer is not None:  # the optimizer step after the gradient sync, as measured
-        timing = OptimizerStep(timing, profile.optimizer, profile.contention)
-        resolved.update(optimizer_step_s=sum(profile.optimizer.step_s))
-    if config.costs.compute_cores is not None and config.costs.sample_core_s is not None:  # last: a floor on the whole
-        per_worker = config.costs.sample_core_per_worker_s or 0.0
-        timing = CoreBound(timing, config.costs.compute_cores, config.costs.sample_core_s, per_worker)
-        resolved.update(
-            compute_cores=config.costs.compute_cores,
-            sample_core_s=config.costs.sample_core_s,
-            sample_core_per_worker_s=per_worker,
-        )
     resolved.update(
         planner_model=name,
         profile_source=profile.source,
@@ -375,15 +318,6 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
         checkpoint_every_iterations=schedule.every_iterations,
         checkpoint_every_s=schedule.every_s,
         checkpoint_bytes=profile.copy_bytes,
-        reconfigure_overhead_s=costs.reconfigure_overhead_s,
-        restart_overhead_s=costs.restart_overhead_s,
-        restart_fixed_s=None if costs.restart_overhead_s is not None else costs.restart_fixed_s,
-        restart_per_process_s=None if costs.restart_overhead_s is not None else costs.restart_per_process_s,
-        restart_startup_share=costs.restart_startup_share,
-        restart_load_gb_per_s=storage.node_read_bytes_per_s / GIGA,
-        checkpoint_fixed_s=storage.fixed_s,
-        storage_gb_per_s=storage.node_write_bytes_per_s / GIGA,
-        storage_cap_gb_per_s=None if storage.aggregate_bytes_per_s is None else storage.aggregate_bytes_per_s / GIGA,
     )
     return built.policy, timing
 

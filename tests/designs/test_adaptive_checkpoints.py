@@ -25,6 +25,7 @@ from planner.planner import Planner
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
+from sim.pricing import Pricing
 from sim.run import simulate as simulate_config
 from sim.timing import PlannerCosts
 from tests.sim.tiny import make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
@@ -38,7 +39,9 @@ def _simulate(trace, rule: AdaptiveCheckpoints | None, cluster_nodes: int = 4) -
     planner = Planner(tiny_profile(), tiny_cluster(cluster_nodes), JobSpec(BATCH, 1, 1))
     policy = OobleckPolicy(planner, reconfigure_pause_s=COSTS.reconfigure_overhead_s)
     timing = tiny_timing("oobleck", COSTS, BATCH, storage=STORAGE)
-    sim = Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, adaptive_checkpoints=rule)
+    sim = Simulation(
+        trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0), adaptive_checkpoints=rule
+    )
     return sim.run()
 
 

@@ -29,6 +29,7 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts, PlannerTiming
 from tests.sim.test_sim_properties import random_traces
 from tests.sim.tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile
@@ -58,7 +59,7 @@ def simulate(trace, pol, bandwidth=BANDWIDTH):
         storage=StorageSpec(fixed_s=2.0),
         iteration_s=pol.iteration_s,
     )
-    return Simulation(trace, pol, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(trace, pol, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def actions(sim):

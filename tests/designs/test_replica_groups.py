@@ -40,6 +40,7 @@ from planner.policies import (
 )
 from planner.profile import LayerProfile, ModelProfile
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts
 from tests.sim.tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
 
@@ -61,7 +62,7 @@ def simulate(trace, policy, batch: int, detection_s: float = 60.0):
         batch,
         options=ReplicaGroupsOptions(group_nodes=2, detection_timeout_s=detection_s, quorum_s=policy.quorum_s),
     )
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def test_a_lost_node_takes_its_group_out_and_the_replacement_brings_it_back():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import traces
 from planner.policies import CheckpointSchedule, Continue, Decision, IterationEnd, PauseEnded, Start
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import IterationCost
 
 from .tiny import FixedTiming
@@ -43,7 +44,7 @@ class _Clock:
 def test_wakes_at_the_first_iteration_end_at_or_after_the_time():
     trace = traces.Trace.from_tuples([(0.0, "add", "a"), (0.0, "add", "b"), (100.0, "add", "c")], "clock")
     policy = _Clock(every_s=10.5)
-    sim = Simulation(trace, policy, ONE_SECOND, node_startup_s=5.0, price_per_node_hour=1.0).run()
+    sim = Simulation(trace, policy, Pricing(ONE_SECOND, node_startup_s=5.0, price_per_node_hour=1.0)).run()
     # ready at 5, started at 7; iterations end at 8, 9, ...; woken 10.5 s after each wake-up:
     # 17.5 -> 18, 28.5 -> 29, ... and the run ends at 100 (c's add is the last event)
     assert policy.seen == [18.0 + 11.0 * k for k in range(8)]
@@ -55,5 +56,5 @@ def test_wakes_at_the_first_iteration_end_at_or_after_the_time():
 def test_a_wake_time_already_past_is_the_next_boundary():
     trace = traces.Trace.from_tuples([(0.0, "add", "a"), (30.0, "add", "z")], "clock")
     policy = _Clock(every_s=-5.0)  # always in the past: every iteration end
-    Simulation(trace, policy, ONE_SECOND, node_startup_s=5.0, price_per_node_hour=1.0).run()
+    Simulation(trace, policy, Pricing(ONE_SECOND, node_startup_s=5.0, price_per_node_hour=1.0)).run()
     assert policy.seen == [float(t) for t in range(8, 30)]

@@ -17,6 +17,7 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts
 
 from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
@@ -27,7 +28,7 @@ STORAGE = StorageSpec(node_write_bytes_per_s=1 * GB, node_read_bytes_per_s=2 * G
 
 def simulate(trace, policy, system, storage=STORAGE):
     timing = tiny_timing(system, COSTS, layer_bytes=GB, storage=storage)
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def pauses(sim, kind):

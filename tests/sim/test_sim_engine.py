@@ -13,6 +13,7 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import IterationCost, PlannerCosts
 
 from .tiny import FixedTiming, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
@@ -22,9 +23,8 @@ def run(rows, policy=None, **kw):
     return Simulation(
         make_trace(rows),
         policy or ArtifactOobleckPolicy(min_nodes=1),
-        FixedTiming(IterationCost(10.0, 10.0), 5.0, 4),  # every plan 10 s (4 samples), every action 5 s
-        node_startup_s=45.0,
-        price_per_node_hour=1.0,
+        # every plan 10 s (4 samples), every action 5 s
+        Pricing(FixedTiming(IterationCost(10.0, 10.0), 5.0, 4), node_startup_s=45.0, price_per_node_hour=1.0),
         **kw,
     ).run()
 
@@ -88,7 +88,7 @@ def test_a_failure_during_an_oobleck_reconfiguration_is_replanned_from_what_surv
     timing = tiny_timing("oobleck", costs)
     # n6 leaves at 500 (a 5 s reconfiguration), n5 at 502 in the middle of it
     rows = [(0, "add", nodes(6)), (500, "remove", "n6"), (502, "remove", "n5"), (1000, "add", "end")]
-    sim = Simulation(make_trace(rows), policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    sim = Simulation(make_trace(rows), policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
     decisions = [e for e in sim.events if e.kind == "decision" and e.detail["event"] == "NodesRemoved"]
     assert [d.time_s for d in decisions] == [500.0, 502.0]
     assert decisions[1].detail["actions"][0]["action"] == "Reinstantiate"

@@ -21,6 +21,7 @@ from planner.plan import JobSpec
 from planner.planner import Planner
 from planner.policies import CheckpointSchedule
 from sim.engine import Simulation
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts
 
 from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
@@ -32,7 +33,7 @@ BATCH = 8
 
 def simulate(trace, policy, system, layout=None):
     timing = tiny_timing(system, COSTS, BATCH, storage=STORAGE, layout=layout)
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def kinds(sim, kind):

@@ -33,6 +33,7 @@ from sim.artifact_data import ARTIFACT_MODELS
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
+from sim.pricing import Pricing
 from sim.run import simulate
 from sim.setup import build
 from sim.timing import PlannerCosts, PlannerTiming
@@ -134,9 +135,7 @@ def run_setup(setup, policy=None) -> Simulation:
     return Simulation(
         setup.trace,
         policy or setup.policy,
-        setup.timing,
-        node_startup_s=setup.node_startup_s,
-        price_per_node_hour=setup.price_per_node_hour,
+        setup.pricing,
     ).run()
 
 
@@ -208,7 +207,7 @@ def test_planner_runs_keep_the_invariants(trace, kind, f):
     )
 
     def run(p):
-        return Simulation(trace, p, timing, node_startup_s=45.0, price_per_node_hour=0.5).run()
+        return Simulation(trace, p, Pricing(timing, node_startup_s=45.0, price_per_node_hour=0.5)).run()
 
     sim = run(policy)
     check_invariants(trace, sim, 0.5)

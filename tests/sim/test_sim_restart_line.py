@@ -14,6 +14,7 @@ import pytest
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
+from sim.pricing import Pricing
 from sim.run import simulate
 from sim.timing import PlannerCosts, PlannerTiming
 
@@ -25,7 +26,7 @@ BATCH = 8
 def varuna_run(costs: PlannerCosts):
     policy, timing = tiny_varuna(4, costs)
     trace = make_trace([(0, "add", nodes(4)), (500, "remove", "n4"), (1010, "add", "end")])
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def test_a_restart_pays_the_fixed_part_plus_its_processes():

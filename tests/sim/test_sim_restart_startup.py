@@ -16,6 +16,7 @@ from planner.policies import Restart
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts, ScaledPauses
 
 from .tiny import make_trace, nodes, resumed_at, tiny_varuna
@@ -27,7 +28,7 @@ def run(share: float, removals, scale: float | None = None) -> Simulation:
     )
     timed = timing if scale is None else ScaledPauses(timing, restart=scale)
     rows = [(0, "add", nodes(6)), *[(t, "remove", n) for t, n in removals], (1500, "add", "end")]
-    return Simulation(make_trace(rows), policy, timed, node_startup_s=45.0, price_per_node_hour=1.0).run()
+    return Simulation(make_trace(rows), policy, Pricing(timed, node_startup_s=45.0, price_per_node_hour=1.0)).run()
 
 
 def test_a_removal_during_the_start_up_waits_for_its_end():

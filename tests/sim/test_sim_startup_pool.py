@@ -1,4 +1,4 @@
-"""Start-ups sharing one host's cores (`sim.startup_pool`, `Simulation(startup_cores=...)`).
+"""Start-ups sharing one host's cores (`sim.startup_pool`, `Pricing(startup_cores=...)`).
 
 The pool against a brute-force time-stepped processor-sharing run (hypothesis), and the
 engine by hand on the case of `test_sim_restart_startup`: Varuna on the tiny model, 6
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
+from sim.pricing import Pricing
 from sim.startup_pool import StartupPool, rate_per_process, work_for
 from sim.timing import PlannerCosts
 
@@ -132,7 +133,9 @@ def run(rows, cores: float | None) -> Simulation:
         7, PlannerCosts(restart_fixed_s=40.0, restart_per_process_s=0.0, restart_startup_share=0.5)
     )
     trace = make_trace([(0, "add", nodes(6)), *rows, (1500, "add", "end")])
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, startup_cores=cores).run()
+    return Simulation(
+        trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0, startup_cores=cores)
+    ).run()
 
 
 def ready_at(sim: Simulation, node: str) -> float:

@@ -1,4 +1,4 @@
-"""The survivors' wait to notice a removal (`sim.notice`, `Simulation(sync_notice=True)`).
+"""The survivors' wait to notice a removal (`sim.notice`, `Pricing(sync_notice=True)`).
 
 By hand on the tiny model (tests/sim/tiny.py) with room for all four layers on a node:
 f = 1 on 4 nodes is four single-stage pipelines of 2 microbatches, 2 x 12 = 24 s an
@@ -21,6 +21,7 @@ from sim.config import SimConfig
 from sim.engine import Simulation
 from sim.errors import SimError
 from sim.notice import notice_s
+from sim.pricing import Pricing
 from sim.timing import PlannerCosts
 
 from .tiny import GB, make_trace, nodes, tiny_cluster, tiny_profile, tiny_timing
@@ -33,7 +34,9 @@ def simulate(remove_at_s: float, *, notice: bool, memory_bytes: int = 10 * GB) -
     policy = OobleckPolicy(planner, reconfigure_pause_s=COSTS.reconfigure_overhead_s)
     timing = tiny_timing("oobleck", COSTS)
     trace = make_trace([(0, "add", nodes(4)), (remove_at_s, "remove", "n4"), (1010, "add", "end")])
-    return Simulation(trace, policy, timing, node_startup_s=45.0, price_per_node_hour=1.0, sync_notice=notice).run()
+    return Simulation(
+        trace, policy, Pricing(timing, node_startup_s=45.0, price_per_node_hour=1.0, sync_notice=notice)
+    ).run()
 
 
 def test_single_stage_pipelines_notice_a_loss_at_the_end_of_their_compute_on_average():
