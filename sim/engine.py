@@ -64,6 +64,7 @@ import simpy
 
 from planner.policies import (
     Checkpoint,
+    Detect,
     IterationEnd,
     NodesReady,
     NodesRemoved,
@@ -75,6 +76,7 @@ from planner.policies import (
 from planner.records import (
     CHECKPOINTING,
     FINISHED,
+    RECONFIGURING,
     RUNNING,
     WAITING,
     EventRecord,
@@ -176,11 +178,14 @@ class Simulation(DecidingPart):
         self._row()
 
     # -- interruptions -------------------------------------------------------------------
-    def _interrupted(self, kind: str, nodes: tuple[str, ...]) -> None:
+    def _interrupted(self, kind: str, nodes: tuple) -> None:
         self._advance()
         if self.mode == RUNNING:
             self._settle()
-        if kind == "ready":
+        if kind == "wake":  # the wait a decision asked for is over: ask again, if it still stands
+            if self.mode == WAITING and self.decision is not None and id(self.decision) == nodes[0]:
+                self._decide(PauseEnded(WAITING))
+        elif kind == "ready":
             if self.mode == WAITING and not self.segments:
                 self._decide(NodesReady(nodes))
             else:
@@ -228,8 +233,19 @@ class Simulation(DecidingPart):
             self.events.append(EventRecord(now, "checkpoint", detail))
         elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
             self.after_restart = True
+        if not self.segments and not self.then_wait and self.declared_t > now:
+            # training does not go on before every loss so far is declared (`sim.engine_decide`)
+            self.segments = [(RECONFIGURING, self.declared_t - now, Detect("failure detection"))]
         if self.segments:
             self._begin_segment()
+        elif self.resume:  # a decision that keeps training waited for the declaration: train on
+            self.resume = False
+            self._start_running()
+            if self.pending_ready:
+                self._deliver_ready()
+            elif self.boundary:
+                self.boundary = False
+                self._decide(IterationEnd(self.iterations))
         elif self.periodic:
             self.mode = RUNNING  # back to the stretch; the next iteration starts now
             self.stretch.start(now, self.stretch.tau, self.stretch.useful_fraction)
@@ -245,6 +261,8 @@ class Simulation(DecidingPart):
             self.mode = WAITING
             if self.pending_ready:
                 self._deliver_ready()
+            else:
+                self._wake_later()
         else:
             newly = tuple(n for n in self.pending_ready if n in self.ready)
             self.pending_ready = []

@@ -1,13 +1,23 @@
 """Asking the policy, and turning its decision into pauses (`sim.engine`).
 
-A decision's actions become timed pause segments (the timing's prices), after the failure
-is declared (`sim.detection`; a design's own detector and the cluster's, the sooner) and,
-with `sync_notice`, noticed by the survivors; a restart's start-up already running is held
-to its end first.
+A decision's actions become timed pause segments (the timing's prices); a restart's
+start-up already running is held to its end first; with `sync_notice`, a reconfiguration
+starts once the survivors have noticed the loss.
+
+One rule for detection, whatever the design decides: nothing that follows a loss of a
+working node (a recovery, a fail-over, training on) begins before the loss is declared
+(`sim.detection`: the profile's time for its kind, or the design's own detector, a `Detect`
+action, where that is sooner). Each loss keeps its own declaration time (`declared_t`, the
+latest of them): a second loss during the first's detection never shortens it, and a job
+that waits for nodes meanwhile restarts only once every loss is declared. A decision that
+keeps training (a fail-over, a spare taking over) stalls the job until then, the iteration
+in flight lost, as a synchronous job's collectives stall; the decision's event records when
+and by which detector the loss was declared.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from planner.policies import (
@@ -42,6 +52,18 @@ from .timing import RESTARTS, restart_startup_s
 
 class DecidingPart(RunningPart):
     """Asking the policy, and turning its decision into pauses."""
+
+    def _wake_later(self) -> None:
+        """While the job waits on a decision that names when to ask again (`wake_at_s`),
+        ask the policy then (a `PauseEnded` of the wait), unless another decision came."""
+        decision = self.decision
+        if self.mode == WAITING and decision is not None and decision.wake_at_s is not None:
+            self.env.process(self._wake(id(decision), max(0.0, decision.wake_at_s - self.env.now)))
+
+    def _wake(self, decision_id: int, delay_s: float):
+        yield self.env.timeout(delay_s)
+        if self.mode == WAITING and self.decision is not None and id(self.decision) == decision_id:
+            self.job.interrupt(("wake", (decision_id,)))
 
     def _decide(self, event, job_state: str | None = None) -> None:
         decision = self.policy.decide(self._view(job_state), event, self.decision)
@@ -78,9 +100,15 @@ class DecidingPart(RunningPart):
 
     def _apply(self, decision: Decision) -> None:
         previous, self.decision = self.decision, decision
+        wait = self._declare(decision, previous)
         if not decision.disruptive:
             if decision.check_at_iteration_end:
                 self.boundary = True
+            if self.mode == RUNNING and wait > 0:  # the survivors' collectives stall until it is declared
+                self._lose_iteration(self.env.now)
+                self.then_wait = False
+                self._pause([(RECONFIGURING, wait, Detect("failure detection"))], periodic=False, resume=True)
+                return
             if self.mode == RUNNING:
                 if previous is None or decision.plan is not previous.plan:
                     self._retime(decision.plan)
@@ -89,11 +117,7 @@ class DecidingPart(RunningPart):
         now = self.env.now
         notice = self._notice_s()
         if self.mode == RUNNING:
-            lost = self.ledger.abort(now - self.acct_t)
-            self.acct_t = now
-            if lost > 0:
-                self.counts["iterations_lost"] += 1
-                self.events.append(EventRecord(now, "iteration_lost", {"seconds": lost}))
+            self._lose_iteration(now)
         elif self.mode == PAUSED and self.segments and isinstance(self.segments[0][2], Checkpoint):
             self.counts["checkpoints_failed"] += 1
             self.events.append(EventRecord(now, "checkpoint_failed", {"iterations": self.iterations}))
@@ -103,10 +127,13 @@ class DecidingPart(RunningPart):
         if decision.rolls_back:
             self._rollback(decision.snapshot)
         segments: list[tuple[str, float, Any]] = [(RESTARTING, hold, STARTUP_HOLD)] if hold > 0 else []
-        cluster_detect = self._detect_s(previous)
+        own = None
         for action in decision.actions:
             state = PAUSE_STATE.get(type(action))
             if state is None:
+                continue
+            if isinstance(action, Detect):  # the design's own detector: `_declare` took its time
+                own = action
                 continue
             if isinstance(action, Checkpoint):  # the survivors of the plan that trained write it
                 seconds = self.timing.pause_s(
@@ -116,8 +143,6 @@ class DecidingPart(RunningPart):
                 if isinstance(action, RESTARTS):
                     self._relaunched = frozenset(self.ready)
                 seconds = self.timing.pause_s(action, decision.plan, self.ready)
-            if isinstance(action, Detect) and cluster_detect is not None:
-                seconds = min(seconds, cluster_detect)  # whichever detector declares the loss first
             if isinstance(action, CopyLayers) and segments and segments[-1][0] == RECONFIGURING:
                 segments[-1] = (RECONFIGURING, segments[-1][1] + seconds, segments[-1][2])
             else:
@@ -128,20 +153,53 @@ class DecidingPart(RunningPart):
                 self.counts["restarts"] += 1
             elif isinstance(action, Start):
                 self.counts["starts"] += 1
+        if wait > 0:  # nothing that follows begins before every loss so far is declared; its time
+            # is the recovery's (a restart's, a reconfiguration's), not that of a checkpoint before it
+            state = next((s for s, _, a in segments if not isinstance(a, Checkpoint)), RECONFIGURING)
+            segments.insert(0, (state, wait, own or Detect("failure detection")))
         if notice > 0 and segments and segments[0][0] == RECONFIGURING:  # it starts once all have stopped
             segments[0] = (RECONFIGURING, segments[0][1] + notice, segments[0][2])
-        detect = 0.0 if any(isinstance(a, Detect) for a in decision.actions) else cluster_detect or 0.0
-        if detect > 0 and segments:  # the recovery starts once the loss is declared; its time is
-            # the recovery's (a restart's, a reconfiguration's), not that of a checkpoint before it
-            state = next((s for s, _, a in segments if not isinstance(a, Checkpoint)), segments[0][0])
-            segments.insert(0, (state, detect, Detect("failure detection")))
         self.then_wait = any(isinstance(a, WaitForNodes) for a in decision.actions)
         if segments:
             self._pause(segments, periodic=False)
         elif self.then_wait:
             self.mode = WAITING
+            self._wake_later()
         else:
             self._start_running()
+
+    def _lose_iteration(self, now: float) -> None:
+        """The iteration in flight is lost (its time billed as lost work)."""
+        lost = self.ledger.abort(now - self.acct_t)
+        self.acct_t = now
+        if lost > 0:
+            self.counts["iterations_lost"] += 1
+            self.events.append(EventRecord(now, "iteration_lost", {"seconds": lost}))
+
+    def _declare(self, decision: Decision, previous: Decision | None) -> float:
+        """Seconds from now until every loss so far is declared (0: all are): the losses
+        being decided on are declared by the cluster's detector for their kinds
+        (`_detect_s`), or by the design's own (a `Detect` action) where that is sooner; an
+        earlier loss keeps its own time (`declared_t`), which a later one never shortens."""
+        now = self.env.now
+        cluster = self._detect_s(previous)
+        own = next((a for a in decision.actions if isinstance(a, Detect)), None)
+        if own is not None:
+            own_s = self.timing.pause_s(own, decision.plan, self.ready)
+            seconds = own_s if cluster is None else min(own_s, cluster)
+            self._declared(now + seconds, "design" if cluster is None or own_s < cluster else "cluster")
+        elif cluster is not None and self._removing:
+            self._declared(now + cluster, "cluster")
+        return max(0.0, self.declared_t - now)
+
+    def _declared(self, at_s: float, by: str) -> None:
+        """A loss being decided on is declared at `at_s` by `by` ("cluster": the profile's
+        detection for its kind; "design": the design's own detector); the decision's event
+        says so where that is later than now."""
+        self.declared_t = max(self.declared_t, at_s)
+        last = self.events[-1] if self.events else None
+        if at_s > self.env.now and last is not None and last.kind == "decision":
+            self.events[-1] = replace(last, detail={**last.detail, "declared_at_s": at_s, "declared_by": by})
 
     def _detect_s(self, previous: Decision | None) -> float | None:
         """Seconds until the cluster declares the removal being decided on: the slowest

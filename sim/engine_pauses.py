@@ -111,8 +111,9 @@ class PausesPart(EngineState):
         self._pool_changed()
 
     # -- pauses ----------------------------------------------------------------------------
-    def _pause(self, segments, *, periodic: bool) -> None:
+    def _pause(self, segments, *, periodic: bool, resume: bool = False) -> None:
         self.mode = PAUSED
         self.periodic = periodic
+        self.resume = resume
         self.segments = list(segments)
         self._begin_segment()

@@ -117,6 +117,8 @@ class EngineState:
         self._relaunched: frozenset[str] = frozenset()  # the nodes the last restart priced relaunches
         self.sync_notice = pricing.sync_notice
         self.detection = pricing.detection
+        # every loss of a working node so far is declared by then (`sim.engine_decide`)
+        self.declared_t = -math.inf
         self._causes: dict[str, str | None] = {}  # node -> cause of its removal being decided on
         self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows
@@ -142,6 +144,7 @@ class EngineState:
         self.segments: list[tuple[str, float, Any]] = []  # pause queue: (state, seconds, action)
         self.pause_end_t = math.inf
         self.periodic = False  # the pause is a periodic checkpoint, not a decision's
+        self.resume = False  # the pause holds a decision that keeps training: then it trains on
         self.then_wait = False
         self.pending_ready: list[str] = []
         self.boundary = False

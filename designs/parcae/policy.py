@@ -29,6 +29,9 @@ microbatch that fits), because Parcae's shapes are exactly (data-parallel, pipel
   the survivors to the liveput choice for the usable nodes (a spare takes the lost place
   when that pays); a stage with no live replica: restart from the last checkpoint; too few
   nodes: checkpoint from the survivors and wait.
+- A wait with enough usable nodes (the forecast, fed the counts of a mass departure,
+  prefers waiting) names the next interval as the time to be asked again (`wake_at_s`): the
+  forecast then has one more count, and the wait ends once it stops preferring it.
 """
 
 from __future__ import annotations
@@ -308,7 +311,11 @@ class ParcaePolicy:
         restart = memory.started
         if config is None:
             why = note or f"{len(view.ready)} usable nodes, Parcae needs {self.min_nodes}"
-            return Decision(None, (WaitForNodes(self.min_nodes or 0, why, rollback=restart),), memory)
+            # enough nodes but a forecast that prefers waiting: ask again at the next interval,
+            # when the forecast has one more count (no event may come while nothing changes)
+            enough = self.min_nodes is not None and len(view.ready) >= self.min_nodes
+            wake = self._next_tick_s(memory) if enough else None
+            return Decision(None, (WaitForNodes(self.min_nodes or 0, why, rollback=restart),), memory, wake_at_s=wake)
         plan = place(config, view.ready, self.g)
         action = RestartFromCheckpoint(note) if restart else Start()
         return Decision(plan, (action,), replace(memory, base=None, saving=None), wake_at_s=self._next_tick_s(memory))
