@@ -52,8 +52,8 @@ def capped_copy(source: Path, target: Path, cores: int) -> None:
 def main(out: Path) -> int:
     from dataclasses import replace
 
-    from experiments.validation.calibrate import Overheads
     from experiments.validation.compare import compare_run, summarize
+    from experiments.validation.overheads import Overheads
     from experiments.validation.runs import simulate
     from experiments.validation.spec import TINY_GPT, TINY_SHAPE, PreparedModel, ValidationSpec
     from experiments.validation.timelines import real_timeline, sim_timeline

@@ -10,7 +10,7 @@ Reads an `ooblab validate` output directory (report, trace, calibration, profile
 real runs' summaries), simulates every policy against the same real runs and prints the
 comparison; the real runs are not repeated, only the simulator differs. The start-up
 share is worked out again from the calibration's Varuna restarts
-(`calibrate.median_startup_share`), as a fresh calibration now does; `--no-hold` sets it to 0 (a
+(`overheads.median_startup_share`), as a fresh calibration now does; `--no-hold` sets it to 0 (a
 removal abandons a restart at once, the earlier model). `--startup-cores N` shares
 N cores among start-ups (`sim.startup_pool`; 0: off; default: what the validation
 recorded, none before it was kept); `--loaded-sends yes|no` turns the loaded-send term
@@ -36,8 +36,8 @@ def main(
     loaded_sends: bool | None = None,
     notice: bool = True,
 ) -> int:
-    from experiments.validation.calibrate import Overheads
     from experiments.validation.compare import compare_run, summarize
+    from experiments.validation.overheads import Overheads
     from experiments.validation.runs import simulate
     from experiments.validation.spec import PreparedModel, ValidationSpec
     from experiments.validation.timelines import real_timeline, sim_timeline

@@ -58,7 +58,7 @@ nodes whose loss leaves a replica of every layer where the plan has one:
   computing (`Overheads.core_options`).
 
 The byte-proportional parts of the simulator's restart and checkpoint model are switched
-off (bandwidths `UNLIMITED_GB_PER_S`): the measured constants hold the whole cost for
+off (bandwidths `overheads.UNLIMITED_GB_PER_S`): the measured constants hold the whole cost for
 this model, as it moves the same bytes every time.
 """
 
@@ -70,165 +70,29 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .core_cost import core_line, measured_core_costs, sweep_points
+from .crash_plan import (
+    CHECKPOINT_EVERY,
+    CRASH_STEP,
+    crash_times_s,
+    oobleck_crashes,
+    plan_victims,
+    varuna_crash_steps,
+    varuna_crashes,
+    varuna_victims,
+)
 from .loaded_hops import PROBE_STEPS, HopProbe, fit_line, probe, probe_groupings, probes_to_dict
-from .notice import pause_apart
+from .overheads import CORE_COST_KEY, CORE_SWEEP_KEY, Overheads
 from .restart_parts import total_fit
 
-CRASH_STEP = 8
-MAX_OOBLECK_CRASHES = 3
-MIN_CRASH_GAP_S = 12.0  # between the Oobleck calibration's kills: a recovery and steady iterations
-JOIN_AFTER_S = 4.0  # the first victim starts again this long after the last kill
-CHECKPOINT_EVERY = 2  # the calibration runs checkpoint often, to time several checkpoints
 STARTUP_ALLOWANCE_S = 15.0  # how long the calibration run waits for the joining node
-UNLIMITED_GB_PER_S = 1e6
 # where the loaded-send probes are kept; a calibration cached with the evening's
 # sends-per-second fit (under "loaded_hops") is probed again when the term is asked for
 LOADED_HOPS_KEY = "loaded_hops_by_processes"
-# details: the core-seconds a sample cost each calibration job, "all" over both jobs'
-# iterations (the simulator's), and the "cores" they were measured on (`core_cost`)
-CORE_COST_KEY = "sample_core_s"
-# details: the core sweep's jobs (`with_core_sweep`): worker count -> run directory
-CORE_SWEEP_KEY = "core_sweep"
 CORE_SWEEP_STEPS = 14  # the first sets the schedules up: 13 steady iterations
-
-
-@dataclass(frozen=True)
-class Overheads:
-    reconfigure_overhead_s: float
-    restart_overhead_s: float
-    checkpoint_fixed_s: float
-    node_startup_s: float
-    details: Mapping[str, Any]  # what each figure was computed from
-    # the restart measured (`restart_overhead_s`) started this many processes; each one
-    # more or fewer costs `restart_per_process_s` (0 and 0: calibrations cached before
-    # the slope was measured, a constant restart)
-    restart_processes: int = 0
-    restart_per_process_s: float = 0.0
-    # the share of a restart until its processes have all started (0: calibrations cached
-    # before it was measured, a restart that any removal cuts short)
-    restart_startup_share: float = 0.0
-    # what a pipeline send costs more per the plan's processes (`loaded_hops`; 0, 0 and 0:
-    # calibrations cached before it was measured, the profile's hop alone; a slope per
-    # sends a second: one cached on the evening of 2026-12-03, measured again when asked)
-    loaded_hop_fixed_s: float = 0.0
-    loaded_hop_slope_s2: float = 0.0
-    loaded_hop_per_process_s: float = 0.0
-    # the cores the emulated nodes' processes share (`sim.startup_pool`): the machine
-    # that runs the trace runs, set by the validation (0: each start-up on its own)
-    startup_cores: float = 0.0
-    # `reconfigure_overhead_s` leaves out the survivors' wait to notice the loss, which the
-    # simulator then charges as its mean over the iteration (`sim.notice`; False:
-    # calibrations cached before it was measured apart, the wait in the pause)
-    sync_notice: bool = False
-
-    @property
-    def restart_fixed_s(self) -> float:
-        """The relaunch line's intercept through the measured restart (never below 0)."""
-        return max(0.0, self.restart_overhead_s - self.restart_per_process_s * self.restart_processes)
-
-    def relaunch_s(self, processes: int) -> float:
-        """What the simulator charges a relaunch of `processes` (`sim.cost_terms.relaunch_s`)."""
-        from sim.cost_terms import relaunch_s
-
-        return relaunch_s(self.restart_fixed_s, self.restart_per_process_s, processes)
-
-    def sim_options(self, loaded_sends: bool = False) -> dict[str, Any]:
-        """The simulator's pause options (the same for every policy), with the loaded
-        sends' constants where asked (`loaded_hops`)."""
-        loaded = {
-            "loaded_hop_fixed_s": self.loaded_hop_fixed_s,
-            "loaded_hop_slope_s2": self.loaded_hop_slope_s2,
-            "loaded_hop_per_process_s": self.loaded_hop_per_process_s,
-        }
-        return {
-            "reconfigure_overhead_s": self.reconfigure_overhead_s,
-            "restart_fixed_s": self.restart_fixed_s,
-            "restart_per_process_s": self.restart_per_process_s,
-            "restart_startup_share": self.restart_startup_share,
-            "checkpoint_fixed_s": self.checkpoint_fixed_s,
-            "restart_load_gb_per_s": UNLIMITED_GB_PER_S,
-            "storage_gb_per_s": UNLIMITED_GB_PER_S,
-            "node_startup_s": self.node_startup_s,
-            **({"startup_cores": self.startup_cores} if self.startup_cores else {}),
-            **({"sync_notice": True} if self.sync_notice else {}),
-            **(loaded if loaded_sends else {}),
-        }
-
-    def cost_profile(self, where: str, *, loaded_sends: bool = False, real_compute: bool = False):
-        """What this calibration fitted, as a cost profile (`sim.cost_profiles`) a
-        simulation can name: the options `sim_options` and (real compute) `core_options`
-        give the validation's own runs, each sourced to this calibration on `where`."""
-        from sim.cost_profiles import from_values
-
-        values = {**self.sim_options(loaded_sends), **(self.core_options() if real_compute else {})}
-        fitted = f"fitted by ooblab validate on {where} (overheads.json beside this file)"
-        unlimited = "assumed: unlimited, the emulated nodes keep their checkpoints on this host"
-        return from_values(
-            f"validated-{where}",
-            f"the pauses and testbed terms ooblab validate measured on {where}",
-            values,
-            {"*": fitted, "restart_load_gb_per_s": unlimited, "storage_gb_per_s": unlimited},
-        )
-
-    def noticed_apart(self) -> Overheads:
-        """These overheads with the reconfiguration pause less the survivors' measured
-        wait to notice each loss (`notice.pause_apart`) and `sync_notice` set; as they are
-        where that is already so or cannot be measured."""
-        if self.sync_notice:
-            return self
-        apart = pause_apart(self.details.get("oobleck") or {})
-        if apart is None:
-            return self
-        pause, notices = apart
-        details = {**self.details, "oobleck": {**self.details["oobleck"], "notices_s": notices}}
-        return replace(self, reconfigure_overhead_s=pause, sync_notice=True, details=details)
-
-    def with_startup_share(self) -> Overheads:
-        """These overheads with the start-up share worked out from their Varuna details
-        (`median_startup_share`), as a fresh calibration does; as they are where the
-        details cannot say (a calibration cached before they were kept)."""
-        share = median_startup_share(self.details.get("varuna") or {})
-        return self if share is None else replace(self, restart_startup_share=share)
-
-    def with_core_costs(self, samples_per_iteration: int) -> Overheads:
-        """These overheads with the core-seconds a sample cost each calibration job
-        (`core_cost.measured_core_costs`, in `details`), read from the jobs' summaries
-        where a calibration cached before them lacks them; as they are otherwise."""
-        known = self.details.get(CORE_COST_KEY) or {}
-        if "all" in known and ("by_workers" in known or CORE_SWEEP_KEY not in self.details):
-            return self
-        costs = measured_core_costs(self.details, samples_per_iteration)
-        points = sweep_points(self.details.get(CORE_SWEEP_KEY) or {}, samples_per_iteration)
-        if points and "all" in costs:
-            costs["by_workers"] = {str(w): c for w, c in sorted(points.items())}
-        return replace(self, details={**self.details, CORE_COST_KEY: costs})
-
-    def core_options(self) -> dict[str, Any]:
-        """The simulator's throughput ceiling (`sim.core_bound`): where a core sweep
-        measured two worker counts or more, the line through them (`core_cost.core_line`);
-        else the core-seconds a sample cost the calibration jobs
-        (`core_cost.measured_core_costs`, both jobs' iterations), on any count; with the
-        cores they were measured on; empty where not measured."""
-        costs = self.details.get(CORE_COST_KEY) or {}
-        if "all" not in costs or not costs.get("cores"):
-            return {}
-        options = {"compute_cores": float(costs["cores"]), "sample_core_s": float(costs["all"])}
-        line = core_line({int(w): float(c) for w, c in (costs.get("by_workers") or {}).items()})
-        if line is not None:
-            options.update(sample_core_s=line[0], sample_core_per_worker_s=line[1])
-        return options
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Overheads:
-        return cls(**dict(data))
 
 
 def pinned_slope_s(parts_slope_s: float, restart_s: float, processes: int) -> float:
@@ -302,28 +166,6 @@ def pace_ratios(details: Mapping[str, Any]) -> dict[str, float]:
     return ratios
 
 
-STARTUP_PHASES = ("detection_s", "rebuild_s", "planning_s", "respawn_s")  # failure .. every process started
-
-
-def median_startup_share(varuna: Mapping[str, Any]) -> float | None:
-    """The start-up share of the Varuna calibration's median restart (`details["varuna"]`:
-    its `recovery`, among `recoveries`, and each one's measured pause, `restarts_s`), over
-    that restart's own pause; None where the details lack them."""
-    rec, recoveries, measured = varuna.get("recovery"), varuna.get("recoveries"), varuna.get("restarts_s")
-    if not rec or not recoveries or not measured or len(recoveries) != len(measured) or rec not in recoveries:
-        return None
-    return startup_share(rec, float(measured[recoveries.index(rec)]))
-
-
-def startup_share(recovery: Mapping[str, Any], restart_s: float) -> float:
-    """The share of a restart's pause (`restart_s`) that passed before its processes had
-    all started: its phases up to the respawn's end, in [0, 1] (0 without a pause)."""
-    if restart_s <= 0:
-        return 0.0
-    started = sum(float(recovery.get(name) or 0.0) for name in STARTUP_PHASES)
-    return min(1.0, max(0.0, started / restart_s))
-
-
 def redone_overheads(summary: Mapping[str, Any], expected: int) -> list[tuple[float, dict]]:
     """Each of the run's `expected` recoveries: its duration minus the iterations it redid
     at the steady pace of the iterations after it (up to 6, none past the next failure).
@@ -354,90 +196,11 @@ def redone_overheads(summary: Mapping[str, Any], expected: int) -> list[tuple[fl
     return out
 
 
-def oobleck_crashes(nodes: int) -> int:
-    """How many nodes the Oobleck calibration kills: 3 (the median of three pauses), fewer
-    so that the job keeps 4 nodes where it can, and always one (the quick setting's 4
-    nodes: 1)."""
-    return max(1, min(MAX_OOBLECK_CRASHES, nodes - 4))
-
-
-def varuna_crashes(nodes: int) -> int:
-    """How many restarts the Varuna calibration times: as many as `oobleck_crashes` (3 from
-    7 nodes on; the quick setting's 4 nodes: 1, so its calibration stays short)."""
-    return oobleck_crashes(nodes)
-
-
-def varuna_crash_steps(crashes: int) -> list[int]:
-    """The steps whose backward pass each crash strikes: `CRASH_STEP`, then every 6 steps
-    (even steps, so each comes just after a periodic checkpoint at `CHECKPOINT_EVERY` = 2
-    and the restart redoes one iteration; 5 steady iterations between restarts)."""
-    return [CRASH_STEP + 6 * i for i in range(crashes)]
-
-
 def normalised_restarts_s(measured: list[tuple[float, int]], slope_s: float, processes: int) -> list[float]:
     """Each (restart seconds, processes it started) moved along the relaunch line to
     `processes`: what that restart would have cost with `processes` (the calibration's
     later restarts start fewer processes than its first)."""
     return [seconds + slope_s * (processes - started) for seconds, started in measured]
-
-
-def crash_times_s(pace_s: float, crashes: int) -> tuple[list[float], float]:
-    """(the kills' times since training started, the first victim's return): the first
-    after 2 x `CRASH_STEP` predicted iterations (so `CRASH_STEP` real ones run first even
-    at twice the predicted pace), then a gap of `MIN_CRASH_GAP_S` or 10 iterations; the
-    return as long after the last (`JOIN_AFTER_S` after a single kill, whose live
-    recovery on a small job takes about a second: a node that registers during a
-    recovery is taken into it, and its copies would lengthen the pause measured)."""
-    gap = max(MIN_CRASH_GAP_S, 10 * pace_s)
-    first = 2 * CRASH_STEP * pace_s
-    kills = [first + i * gap for i in range(crashes)]
-    return kills, kills[-1] + (gap if crashes > 1 else JOIN_AFTER_S)
-
-
-def spread_indices(pipelines: int, count: int) -> list[int]:
-    """`count` pipeline indices spread evenly over `pipelines` (1/4, 1/2, 3/4 for three),
-    never the first while others are left: a trace removes nodes anywhere, and where the
-    lost rank sits set the pause while the failure cascaded around the gradient ring one
-    teardown at a time (32 nodes: 5.4 and 9.2 s for the nodes of ranks 0 and 1, 3.6 and
-    7.0 s for ranks 16 and 8 at the same moments; `--no-sever` brings that back)."""
-    picked = sorted({round((i + 1) * pipelines / (count + 1)) for i in range(count)})
-    return [min(i, pipelines - 1) for i in picked] if pipelines > count else list(range(pipelines))[:count]
-
-
-def _victims(config, policy: str, count: int = 1, nodes: tuple[str, ...] | None = None) -> list[str]:
-    """The last node of `count` pipelines spread over the plan (`spread_indices`; Oobleck)
-    or the last node of the plan (Varuna) the policy starts with on `nodes` (default: all
-    the job's): the same call the coordinator makes. With f >= 1 and two or more
-    pipelines left, the loss of any one node keeps every layer."""
-    from planner.policies import NodesReady
-    from real.control.planning import make_planner, resolve_run_profile
-    from real.control.policies import make_policy, view
-
-    profile = resolve_run_profile(config)
-    c = config.with_(policy=policy)
-    ready = tuple(c.node_names()) if nodes is None else nodes
-    plan = (
-        make_policy(c, make_planner(c, profile), profile)
-        .decide(view(list(ready), "waiting", 0, 0, 0.0), NodesReady(ready), None)
-        .plan
-    )
-    if hasattr(plan, "pipelines"):
-        if len(plan.pipelines) < count:
-            raise RuntimeError(f"the calibration plan has {len(plan.pipelines)} pipelines, fewer than {count} victims")
-        return [plan.pipelines[i].nodes[-1] for i in spread_indices(len(plan.pipelines), count)]
-    return [plan.nodes[-1]]
-
-
-def varuna_victims(config, count: int) -> list[str]:
-    """The last node of the plan Varuna starts with, then of the plan it restarts on
-    after each earlier victim is gone (the same call the coordinator makes on the
-    survivors), so that every crash strikes a node the job is running on."""
-    victims: list[str] = []
-    for _ in range(count):
-        left = tuple(n for n in config.node_names() if n not in victims)
-        (victim,) = _victims(config, "varuna", nodes=left)
-        victims.append(victim)
-    return victims
 
 
 def _run(base, policy: str, steps: int, inject: str | None, directory: Path):
@@ -480,7 +243,7 @@ def calibrate(
     details: dict[str, Any] = {"predicted_iteration_s": pace}
 
     nodes = len(base.node_names())
-    victims = _victims(base, "oobleck", oobleck_crashes(nodes))
+    victims = plan_victims(base, "oobleck", oobleck_crashes(nodes))
     kills, join = crash_times_s(pace, len(victims))
     victim = victims[0]
     steps = math.ceil((join + STARTUP_ALLOWANCE_S) / pace) + 6  # the join, its start-up, 6 iterations

@@ -29,9 +29,10 @@ from pathlib import Path
 from designs import registry
 
 from .busy import as_percents
-from .calibrate import CORE_COST_KEY, Overheads, calibrate, first_plan_s, measured_steady_s, pace_ratios
+from .calibrate import calibrate, first_plan_s, measured_steady_s, pace_ratios
 from .compare import percent, summarize
 from .drift import pace_check
+from .overheads import CORE_COST_KEY, Overheads
 from .reprofile import REMEASURED, checked_profile
 from .runs import base_run_config, run_policy, simulated_iteration_s, twin_timing_for
 from .spec import PreparedModel, ValidationSpec, prepare_model, prepare_trace

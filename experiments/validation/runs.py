@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .busy import phase_busy_shares
-from .calibrate import Overheads
 from .compare import RunComparison, RunTimeline, compare_run
+from .overheads import Overheads
 from .spec import PreparedModel, ValidationSpec
 from .timelines import real_timeline, sim_timeline
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from experiments.validation.calibrate import CORE_COST_KEY, CORE_SWEEP_KEY, Overheads, with_core_sweep
+from experiments.validation.calibrate import with_core_sweep
 from experiments.validation.core_cost import MIN_ITERATIONS, core_line, measured_core_costs, sample_core_s
+from experiments.validation.overheads import CORE_COST_KEY, CORE_SWEEP_KEY, Overheads
 
 
 def summary(times, shares, recoveries=(), cores=2, startup_s=5.0):

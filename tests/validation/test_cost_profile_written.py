@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from experiments.validation.calibrate import Overheads
+from experiments.validation.overheads import Overheads
 from sim.config import SimConfig
 from sim.cost_profiles import load_file
 from sim.run import simulate

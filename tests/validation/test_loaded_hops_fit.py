@@ -86,7 +86,7 @@ def test_a_probe_solves_the_extra_that_makes_the_simulator_take_the_measured_tim
 
 
 def test_the_simulator_gets_the_constants_only_where_the_validation_asked_for_them():
-    from experiments.validation.calibrate import Overheads
+    from experiments.validation.overheads import Overheads
 
     o = Overheads(1.0, 20.0, 0.01, 5.0, {}, loaded_hop_fixed_s=-0.002, loaded_hop_per_process_s=1e-4)
     assert not any(k.startswith("loaded_hop") for k in o.sim_options())

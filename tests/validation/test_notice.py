@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from experiments.validation.calibrate import Overheads
 from experiments.validation.notice import measured_notices_s, pause_apart
+from experiments.validation.overheads import Overheads
 
 RECOVERIES = [
     {"t_fail_s": 22.0, "t_done_s": 23.3, "detection_s": 0.016},

@@ -135,7 +135,7 @@ def test_the_simulated_iteration_is_the_plans_where_nothing_else_is_charged(tmp_
     the synthetic profile (emulated compute: no core ceiling, no contention, checkpoints
     free; no per-hop overhead, which the simulator also charges each gradient-sync message)
     that is the plan's own predicted iteration."""
-    from experiments.validation.calibrate import Overheads
+    from experiments.validation.overheads import Overheads
     from experiments.validation.runs import base_run_config, simulated_iteration_s
     from experiments.validation.spec import ValidationSpec, prepare_model
     from planner.oobleck_format import CommSample, write_communication

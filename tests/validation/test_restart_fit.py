@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.validation.calibrate import Overheads, slope_counts
+from experiments.validation.calibrate import slope_counts
+from experiments.validation.overheads import Overheads
 from experiments.validation.restart_fit import fit_line, fit_quadratic_gain
 
 
@@ -121,7 +122,8 @@ def test_slope_counts():
 
 
 def test_pace_ratios_take_the_steady_iterations_before_the_crash():
-    from experiments.validation.calibrate import CRASH_STEP, pace_ratios
+    from experiments.validation.calibrate import pace_ratios
+    from experiments.validation.crash_plan import CRASH_STEP
 
     steady = [0.5] * (CRASH_STEP - 1)
     details = {

@@ -8,13 +8,8 @@ import json
 
 import pytest
 
-from experiments.validation.calibrate import (
-    Overheads,
-    checkpoint_extra_s,
-    median_startup_share,
-    redone_overheads,
-    startup_share,
-)
+from experiments.validation.calibrate import checkpoint_extra_s, redone_overheads
+from experiments.validation.overheads import Overheads, median_startup_share, startup_share
 from experiments.validation.runs import MIN_STEPS, lead_s, planned_end_s, planned_steps, sim_config
 from experiments.validation.spec import PreparedModel, ValidationSpec, synthetic_profile
 from experiments.validation.timelines import real_timeline, sim_iteration_ends, sim_recoveries, sim_timeline
@@ -268,7 +263,7 @@ def test_each_calibration_recovery_is_paced_by_the_iterations_after_it_up_to_the
 
 
 def test_the_oobleck_calibration_kills_three_nodes_apart_where_the_job_keeps_four():
-    from experiments.validation.calibrate import CRASH_STEP, MIN_CRASH_GAP_S, crash_times_s, oobleck_crashes
+    from experiments.validation.crash_plan import CRASH_STEP, MIN_CRASH_GAP_S, crash_times_s, oobleck_crashes
 
     assert [oobleck_crashes(n) for n in (4, 5, 6, 7, 8, 32)] == [1, 1, 2, 3, 3, 3]
     kills, join = crash_times_s(0.5, 3)
@@ -282,7 +277,7 @@ def test_the_oobleck_calibration_kills_three_nodes_apart_where_the_job_keeps_fou
 
 
 def test_the_calibration_victims_are_spread_over_the_plan_not_its_first_pipelines():
-    from experiments.validation.calibrate import spread_indices
+    from experiments.validation.crash_plan import spread_indices
 
     assert spread_indices(32, 3) == [8, 16, 24] and spread_indices(8, 3) == [2, 4, 6]
     for pipelines in range(1, 40):
@@ -308,12 +303,8 @@ def test_planned_steps_of_a_job_that_never_trains_again_say_so(model, tmp_path):
 
 
 def test_the_varuna_calibration_crashes_just_after_checkpoints_and_moves_restarts_to_one_size():
-    from experiments.validation.calibrate import (
-        CHECKPOINT_EVERY,
-        normalised_restarts_s,
-        varuna_crash_steps,
-        varuna_crashes,
-    )
+    from experiments.validation.calibrate import normalised_restarts_s
+    from experiments.validation.crash_plan import CHECKPOINT_EVERY, varuna_crash_steps, varuna_crashes
 
     assert [varuna_crashes(n) for n in (4, 8, 16, 32)] == [1, 3, 3, 3]  # the quick setting keeps one
     steps = varuna_crash_steps(3)
@@ -324,7 +315,7 @@ def test_the_varuna_calibration_crashes_just_after_checkpoints_and_moves_restart
 
 
 def test_each_varuna_victim_runs_in_the_plan_left_by_the_earlier_ones(model):
-    from experiments.validation.calibrate import _victims, varuna_victims
+    from experiments.validation.crash_plan import plan_victims, varuna_victims
     from experiments.validation.runs import base_run_config
 
     config = base_run_config(ValidationSpec(global_batch=8, nodes=8), model, 8)
@@ -332,7 +323,7 @@ def test_each_varuna_victim_runs_in_the_plan_left_by_the_earlier_ones(model):
     assert len(set(victims)) == 3
     for i, victim in enumerate(victims):
         left = tuple(n for n in config.node_names() if n not in victims[:i])
-        (last,) = _victims(config, "varuna", nodes=left)
+        (last,) = plan_victims(config, "varuna", nodes=left)
         assert victim == last and victim in left  # the plan on the survivors runs on it
 
 
