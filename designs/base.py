@@ -119,6 +119,10 @@ class ActionCosts(Protocol):
     def copy_s(self, action: CopyLayers) -> float: ...
     def memory_load_s(self, plan: Any) -> float: ...  # every node of `plan` receives its layers over the network
 
+    # any cost term of the run by its key (`sim.cost_terms`: its row's default where the run
+    # sets none), so that a design can charge a new term without a new field here
+    def term(self, key: str) -> Any: ...
+
 
 def standard_pause_s(
     costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Collection[str] | None = None

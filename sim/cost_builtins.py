@@ -28,6 +28,12 @@ _H100 = {
         "s",
         "MegaScale (arXiv 2402.15627) section 3.5: communicator initialisation under 30 s beyond 10,000 GPUs",
     ),
+    "quorum_rejoin_s": (
+        30.0,
+        "s",
+        "MegaScale (arXiv 2402.15627) section 3.5: communicator initialisation under 30 s beyond 10,000 GPUs; torchft's "
+        "Manager rebuilds its process group on a group's return as on its leave (as reconfigure_overhead_s)",
+    ),
     "restart_fixed_s": (
         441.3,
         "s",

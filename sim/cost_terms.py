@@ -97,6 +97,12 @@ TERMS_LIST = (
         "Oobleck artifact: its reconfiguration time for the small models",
     ),
     Term(
+        "quorum_rejoin_s", "s", None,
+        "a replica group's return: every group waits while the process groups are rebuilt for the larger quorum",
+        "torchft (torchft/manager.py): the Manager reconfigures its process group on every quorum change, a group "
+        "coming back included, as on a group leaving", default_is="reconfigure_overhead_s, the same rebuild",
+    ),
+    Term(
         "restart_overhead_s", "s", None, "a relaunch as one constant, whatever its processes (the older model)",
         "the relaunch line replaced it", group="older", default_is="the relaunch line (restart_fixed_s, ...)",
     ),

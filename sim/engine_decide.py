@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner.policies import (
+    Admit,
     Checkpoint,
     CopyLayers,
     Decision,
@@ -109,6 +110,13 @@ class DecidingPart(RunningPart):
                 self.then_wait = False
                 self._pause([(RECONFIGURING, wait, Detect("failure detection"))], periodic=False, resume=True)
                 return
+            admit = self._admit_s(decision) if self.mode == RUNNING else 0.0
+            if admit > 0:  # everyone waits at this step boundary while the quorum grows
+                self._lose_iteration(self.env.now)
+                self.then_wait = False
+                admitted = next(a for a in decision.actions if isinstance(a, Admit))
+                self._pause([(RECONFIGURING, admit, admitted)], periodic=False, resume=True)
+                return
             if self.mode == RUNNING:
                 if previous is None or decision.plan is not previous.plan:
                     self._retime(decision.plan)
@@ -167,6 +175,12 @@ class DecidingPart(RunningPart):
             self._wake_later()
         else:
             self._start_running()
+
+    def _admit_s(self, decision: Decision) -> float:
+        """What the decision's `Admit` costs every node (0: nodes join at no cost, the
+        iteration in flight re-timed on the new plan); a design prices it where the plan
+        changes for all (replica groups' quorum rejoin). Admission comes at a step boundary."""
+        return sum(self.timing.pause_s(a, decision.plan, self.ready) for a in decision.actions if isinstance(a, Admit))
 
     def _lose_iteration(self, now: float) -> None:
         """The iteration in flight is lost (its time billed as lost work)."""

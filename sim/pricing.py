@@ -32,7 +32,7 @@ from planner.profile import ModelProfile
 
 from .contention import ContendedCompute, check_coverage
 from .core_bound import CoreBound
-from .cost_terms import default
+from .cost_terms import TERMS, default
 from .detection import Detection
 from .loaded_hops import LoadedHops
 from .optimizer_cost import OptimizerStep
@@ -119,6 +119,7 @@ def planner_timing(
         layout=built.layout,
         options=built.options,
         iteration_s=built.iteration_s,
+        terms={key: term(costs, key) for key in TERMS},
     )
     if profile.contention is not None:  # a profile measured per number of busy neighbours
         check_coverage(profile.contention, peak_nodes * g)

@@ -41,7 +41,7 @@ removal abandons the restart at once).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,7 +64,7 @@ from planner.policies.holdings import holdings
 from planner.reconfigure import Reconfiguration
 
 from . import artifact_data as art
-from .cost_terms import default, relaunch_s
+from .cost_terms import TERMS, default, relaunch_s
 from .errors import SimError
 
 
@@ -215,6 +215,7 @@ class PlannerTiming:
         layout: Any = None,
         options: Any = None,
         iteration_s: Any = None,
+        terms: Mapping[str, Any] | None = None,
     ):
         self.design = _design(design)
         self.iteration_s = iteration_s  # the design's time of an iteration of a plan (`PolicyBuild`)
@@ -226,6 +227,7 @@ class PlannerTiming:
         self.costs = costs
         self.storage = storage
         self.layout = layout  # what the design built once per job to time its own plans (Bamboo's)
+        self.terms = dict(terms or {})  # the run's cost terms by key, for `term`
         self._own: dict[tuple, IterationCost] = {}  # plans the design times: by their cost_key
         self._last: dict[str, tuple[Any, float]] = {}  # kind -> (plan, seconds): periodic checkpoints repeat
         self._by_shape: dict[tuple, float] = {}
@@ -322,6 +324,12 @@ class PlannerTiming:
     @property
     def reconfigure_overhead_s(self) -> float:
         return self.costs.reconfigure_overhead_s
+
+    def term(self, key: str) -> Any:
+        """The run's cost term `key` (`sim.cost_terms`), its row's default where not given."""
+        if key not in TERMS:
+            raise SimError(f"internal: no cost term {key!r} (sim.cost_terms)")
+        return self.terms.get(key, TERMS[key].default)
 
     def copy_s(self, action: CopyLayers) -> float:
         """Layer copies: the busiest node's bytes in or out over the network."""

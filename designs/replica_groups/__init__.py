@@ -28,7 +28,10 @@ What a run does:
   reconfiguration overhead) and redo the interrupted step without that group.
 - The group comes back when its lost node is replaced (a spare, or an arriving node):
   its processes restart and receive the live state from a peer group while the others
-  train, then it joins at the next quorum (the first iteration end after the copy).
+  train, then it joins at the next quorum (the first iteration end after the copy), where
+  every group waits while the process groups are rebuilt for the larger quorum (the cost
+  term `quorum_rejoin_s`; by default the leave's `reconfigure_overhead_s`: torchft's
+  Manager reconfigures its process group on every quorum change, growing or shrinking).
 - Every step pays `quorum_s` (the Lighthouse round trip).
 
 Chosen where the sources leave it open:
@@ -60,7 +63,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.errors import InfeasibleError
-from planner.policies import Action, CheckpointSchedule, Detect
+from planner.policies import Action, Admit, CheckpointSchedule, Detect
 from planner.policies.decisions import DEFAULT_CHECKPOINT_EVERY_S
 
 from ..base import REAL_BACKEND, SIMULATOR, ActionCosts, BuildContext, Design, PolicyBuild, standard_pause_s
@@ -118,9 +121,14 @@ def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
 
 
 def pause_s(costs: ActionCosts, options: Any, action: Action, plan: Any, alive: Collection[str] | None) -> float:
-    """The standard prices; detecting a lost node costs the detection timeout."""
+    """The standard prices; detecting a lost node costs the detection timeout; a healed
+    group's return costs every group the rebuild of the process groups (`quorum_rejoin_s`,
+    by default the leave's `reconfigure_overhead_s`)."""
     if isinstance(action, Detect):
         return float(options.detection_timeout_s)
+    if isinstance(action, Admit):
+        rejoin = costs.term("quorum_rejoin_s")
+        return float(costs.reconfigure_overhead_s if rejoin is None else rejoin)
     return standard_pause_s(costs, options, action, plan, alive)
 
 

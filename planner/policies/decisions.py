@@ -143,10 +143,12 @@ class FailOver:
 
 @dataclass(frozen=True)
 class Admit:
-    """Nodes join the plan at no extra cost: nodes that became usable during a pause, or
-    nodes that got the live state in the background while the others trained (replica
-    groups). The iteration in flight goes on (re-timed on the new plan); the real backend
-    carries a plan change out at the next step boundary (a planned stop, no work lost)."""
+    """Nodes join the plan: nodes that became usable during a pause, or nodes that got the
+    live state in the background while the others trained (replica groups). Free unless
+    the design prices it: the iteration in flight goes on (re-timed on the new plan). A
+    price (replica groups' quorum rejoin) is a pause of every node at the step boundary
+    where it is admitted. The real backend carries a plan change out at the next step
+    boundary (a planned stop, no work lost)."""
 
     nodes: tuple[str, ...]
 

@@ -74,14 +74,15 @@ def test_a_lost_node_takes_its_group_out_and_the_replacement_brings_it_back():
     # lost at 500. Detection 60 s + the new quorum 5 s: from 565 groups 0 and 2, 6 samples
     # an iteration, still 25 s. n7 is ready at 1045 (45 s start-up) and fills n4's slot;
     # nothing to copy (the tiny model's state is all gradients), so group 1 joins at the
-    # next boundary, 1065 (20 iterations after 565), and 17 more by 1490.
+    # next boundary, 1065 (20 iterations after 565), where every group waits 5 s while the
+    # quorum grows (the rejoin costs the leave's reconfiguration), and 17 more by 1495.
     assert sim.iterations == 17 + 20 + 17
     assert sim.samples == 17 * 9 + 20 * 6 + 17 * 9
     assert sim.counts["reconfigurations"] == 1 and sim.counts["restarts"] == 0
     assert sim.counts["failures_survived"] == 1
-    assert sim.ledger.reconfiguration_s == pytest.approx(65.0)
-    assert sim.ledger.lost_work_s == pytest.approx(20 + 10, abs=1e-6)
-    assert sim.last_iteration_t == pytest.approx(1490.0, abs=1e-6)
+    assert sim.ledger.reconfiguration_s == pytest.approx(65.0 + 5.0)
+    assert sim.ledger.lost_work_s == pytest.approx(20 + 5, abs=1e-6)  # at 500, and the 5 s unfinished at the end
+    assert sim.last_iteration_t == pytest.approx(1495.0, abs=1e-6)
     plan = sim.decision.plan
     assert plan.groups == (0, 1, 2) and not plan.partial and plan.pipelines[1].nodes == ("n3", "n7")
     admitted = [e for e in sim.events if e.kind == "decision" and e.detail["actions"][0]["action"] == "Admit"]
@@ -95,10 +96,11 @@ def test_a_spare_replaces_the_lost_node_at_once():
     # 4 microbatches per group: (4 + 1) x 6 + 1 = 31 s. From 55: 14 iterations of 8 by 489.
     # n2 lost at 500: group 0 out, n5 takes its slot at once; detection 30 s + 5 s, from
     # 535 group 1 alone (4 samples). Group 0 (n1, n5) gets the live state (nothing to copy)
-    # and joins at the first boundary, 566; then 14 more by 1000 (566 + 14 x 31 = 1000: the
-    # one ending exactly at the trace's end does not count).
+    # and joins at the first boundary, 566, after a 5 s rebuild of the quorum; then 13 more
+    # by 974 (the 14th would end at 1005, past the trace's end).
     assert sim.iterations == 14 + 1 + 13
     assert sim.samples == 14 * 8 + 1 * 4 + 13 * 8
+    assert sim.ledger.reconfiguration_s == pytest.approx(30.0 + 5.0 + 5.0)
     assert sim.decision.plan.pipelines[0].nodes == ("n1", "n5")
 
 
@@ -361,3 +363,29 @@ def test_a_plan_over_some_groups_becomes_a_layout_on_their_slices():
     }
     with pytest.raises(LayoutError):
         Layout.from_dict(overlapping)
+
+
+def test_a_groups_return_costs_every_group_the_quorum_rejoin():
+    """The term `quorum_rejoin_s` prices a healed group's return (every group waits at that
+    step boundary); unset, it is the leave's reconfiguration; 0 makes the return free."""
+    from sim.config import SimConfig
+    from sim.run import simulate as run
+
+    rows = [(0, "add", nodes(6)), (3600, "remove", "n4"), (4000, "add", "n7"), (9000, "add", "end")]
+    common = dict(policy="replica_groups", calibration="planner", model="gpt3-350m", global_batch=64)
+    results = {
+        given: run(
+            SimConfig.of(**common, **({} if given is None else {"quorum_rejoin_s": given})), trace=make_trace(rows)
+        )
+        for given in (None, 0.0, 12.0)
+    }
+    admits = [
+        e
+        for e in results[12.0].events
+        if e.kind == "decision" and any(a["action"] == "Admit" for a in e.detail["actions"])
+    ]
+    assert len(admits) == 1
+    spent = {given: r.summary.breakdown.reconfiguration_s for given, r in results.items()}
+    assert spent[12.0] - spent[0.0] == pytest.approx(12.0)
+    assert spent[None] - spent[0.0] == pytest.approx(2.0)  # the paper's reconfigure_overhead_s
+    assert results[0.0].summary.committed_samples >= results[12.0].summary.committed_samples
