@@ -5,12 +5,17 @@
     datacenter[:gpus=16384][,days=54][,profile=llama3|llama3-hardware][,seed=S]
               [,spares=0][,spare_delay=10m][,gpus_per_host=8][,hosts_per_rack=2]
               [,repair_sigma=1.0][,COMPONENT_mtbf=DURATION|off][,COMPONENT_repair=DURATION]
+              [,rate=PER_DAY]
 
 COMPONENT is one of ``gpu`` (mtbf per GPU), ``host`` and ``cable`` (per host), ``switch``
 (per rack's ToR switch) and ``software`` (per host); ``_repair`` is the median repair time.
 Defaults are the profile's (`traces.datacenter_profiles`): Llama 3's 16,384 GPUs over its
 54-day snapshot. ``days`` is a number of days; mtbf and repair take a unit (``3301d``,
-``4h``); ``COMPONENT_mtbf=off`` removes that component.
+``4h``); ``COMPONENT_mtbf=off`` removes that component. ``rate`` sets the expected
+interruptions per day at the trace's size (``gpus``, every host up): every component's MTBF
+is scaled by one factor, so the mix of causes stays the profile's (after any
+``COMPONENT_mtbf`` given), e.g. FT-HSDP's "a failure every 18 minutes at 98,304 GPUs"
+(arXiv 2602.00277) is ``datacenter:gpus=98304,days=3,rate=80``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ KEYS = (
     "gpus_per_host",
     "hosts_per_rack",
     "repair_sigma",
+    "rate",
     *(f"{c}_{what}" for c in COMPONENTS for what in ("mtbf", "repair")),
 )
 
@@ -94,7 +100,21 @@ def profile_from_keys(keys: dict[str, str]) -> DatacenterProfile:
                 comps[name] = replace(comps[name], mtbf_d=value_s / 86400.0)
             else:
                 comps[name] = replace(comps[name], repair_median_h=value_s / 3600.0)
-    return replace(prof, components=tuple(comps.values()))
+    prof = replace(prof, components=tuple(comps.values()))
+    if "rate" in keys:
+        prof = _at_rate(prof, _number(keys, "gpus", int, LLAMA3_GPUS), _number(keys, "rate", float, 0.0))
+    return prof
+
+
+def _at_rate(prof: DatacenterProfile, gpus: int, per_day: float) -> DatacenterProfile:
+    """`prof` with every component's MTBF scaled by one factor, so that a job on `gpus`
+    GPUs expects `per_day` interruptions a day (the mix of causes kept)."""
+    if not per_day > 0:
+        raise TraceError(f"rate must be > 0 interruptions per day, got {per_day!r}")
+    if not prof.components:
+        raise TraceError("rate: every component is off, so no rate can be set")
+    factor = expected_interruptions_per_day(gpus, prof) / per_day
+    return replace(prof, components=tuple(replace(c, mtbf_d=c.mtbf_d * factor) for c in prof.components))
 
 
 def from_keys(keys: dict[str, str], rng: np.random.Generator | None, name: str) -> Trace:
@@ -117,7 +137,21 @@ def info_rows(keys: dict[str, str]) -> list[tuple[str, str, float]]:
     gpus = _number(keys, "gpus", int, LLAMA3_GPUS)
     expected = expected_interruptions_per_day(gpus, prof)
     published = LLAMA3_UNEXPECTED / LLAMA3_DAYS
+    scaled = []
+    if "rate" in keys:
+        unscaled = profile_from_keys({k: v for k, v in keys.items() if k != "rate"})
+        factor = expected_interruptions_per_day(gpus, unscaled) / expected
+        mtbf = ", ".join(f"{c.name} {c.mtbf_d:,.0f} d" for c in prof.components)
+        scaled = [
+            (
+                "rate",
+                f"{expected:.2f} per day as asked (one failure every {1440.0 / expected:.1f} min): every MTBF "
+                f"x {factor:.4g} ({mtbf}), the profile's mix of causes kept",
+                expected,
+            )
+        ]
     return [
+        *scaled,
         (
             "expected/day",
             (f"{expected:.2f} interruptions per day with every host up (profile {prof.name}, {gpus} GPUs)"),

@@ -348,6 +348,13 @@ def test_spec_keys_reach_the_generator():
         ("datacenter:repair_sigma=-1", "repair_sigma must be >= 0"),
         ("datacenter:spare_delay=soon", "duration 'soon' must be a number and a unit"),
         ("datacenter:gpu_mtbf=0d", "gpu_mtbf must be > 0"),
+        ("datacenter:rate=0", "rate must be > 0 interruptions per day"),
+        ("datacenter:rate=fast", "rate='fast' is not a number"),
+        ("datacenter:rate=nan", "rate='nan' must be finite"),
+        (
+            "datacenter:rate=5," + ",".join(f"{c}_mtbf=off" for c in ("gpu", "host", "cable", "switch", "software")),
+            "rate: every component is off",
+        ),
     ],
 )
 def test_spec_errors(spec, message):
@@ -414,3 +421,36 @@ def test_removals_carry_their_cause_through_the_events_csv(tmp_path):
         path.write_text(bad)
         with pytest.raises(TraceError, match=words):
             load(path)
+
+
+def test_a_rate_scales_every_component_and_keeps_the_mix():
+    """`rate=` is the expected interruptions a day at the trace's size: FT-HSDP's failure
+    every 18 minutes at 98,304 GPUs is 80 a day; each cause keeps its share."""
+    from traces.datacenter_spec import profile_from_keys
+
+    keys = {"gpus": "98304", "rate": "80"}
+    scaled = profile_from_keys(keys)
+    plain = profile_from_keys({"gpus": "98304"})
+    assert expected_interruptions_per_day(98304, scaled) == pytest.approx(80.0)
+    assert expected_interruptions_per_day(98304, plain) == pytest.approx(PUBLISHED_PER_DAY * 6, rel=0.01)
+    ratios = {c.name: c.mtbf_d / p.mtbf_d for c, p in zip(scaled.components, plain.components)}
+    assert len(set(round(r, 12) for r in ratios.values())) == 1  # one factor: the mix of causes kept
+    overridden = profile_from_keys({"gpus": "1024", "gpu_mtbf": "100d", "rate": "3"})
+    assert expected_interruptions_per_day(1024, overridden) == pytest.approx(3.0)
+
+
+def test_a_rate_is_what_the_generated_trace_shows():
+    counts = [
+        len(burst_table(tuples(from_spec(f"datacenter:gpus=98304,days=2,rate=80,seed={seed}")))) / 2
+        for seed in range(3)
+    ]
+    pooled = sum(counts) / len(counts)
+    # hosts already down thin the failures a little; 480 pooled interruptions: sd 4.6 %
+    assert pooled == pytest.approx(80.0, rel=4 / math.sqrt(480))
+
+
+def test_cli_info_says_the_rate_it_was_scaled_to(capsys):
+    assert run_cli(["info", "datacenter:gpus=98304,days=1,rate=80,seed=1"]) == 0
+    text = capsys.readouterr().out
+    assert "rate          80.00 per day as asked (one failure every 18.0 min)" in text
+    assert "expected/day  80.00 interruptions per day" in text
