@@ -215,6 +215,8 @@ def render(result, where) -> str:
     ]
     if c.get("costs"):
         lines.append(f"  costs from profile {c['costs']} (`ooblab costs {c['costs']}` says where each comes from)")
+    for line in s.extra.get("extrapolated_terms") or ():
+        lines.append(f"  note: {line}")
     last = c.get("trace_last_instant_events", 0)
     if last:
         lines.append(f"  its last instant ends the run: the {last} event(s) there are not processed")

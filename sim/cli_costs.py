@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{profile.name}: {profile.description}")
         for key, cost in profile.costs.items():
             value = str(cost.value).lower() if isinstance(cost.value, bool) else f"{cost.value:g}"
-            print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}")
+            m = cost.measured
+            measured = "" if m is None else f" [measured at {m.low:,.0f}-{m.high:,.0f} {m.over}]"
+            print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}{measured}")
         unset = [key for key in PRICED if key not in profile.costs]
         if unset:
             print(f"  (the calibration's defaults for {', '.join(unset)})")

@@ -22,25 +22,34 @@ _H100 = {
         65.0,
         "s",
         "ByteRobust (arXiv 2509.16293) Table 7: an in-place restart on standby machines takes 46-65 s at 2k-16k GPUs; the largest",
+        ("gpus", 2048, 16384),
     ),
     "reconfigure_overhead_s": (
         30.0,
         "s",
         "MegaScale (arXiv 2402.15627) section 3.5: communicator initialisation under 30 s beyond 10,000 GPUs",
+        ("gpus", 2048, 12288),
     ),
     "quorum_rejoin_s": (
         30.0,
         "s",
         "MegaScale (arXiv 2402.15627) section 3.5: communicator initialisation under 30 s beyond 10,000 GPUs; torchft's "
         "Manager rebuilds its process group on a group's return as on its leave (as reconfigure_overhead_s)",
+        ("gpus", 2048, 12288),
     ),
     "restart_fixed_s": (
         441.3,
         "s",
         "ByteRobust (arXiv 2509.16293) Table 7: least-squares line through requeued restarts of 454/545/635/768 s "
         "at 2,048/4,096/8,192/16,384 GPUs (each within 30 s); they include the checkpoint load, which ooblab adds again",
+        ("gpus", 2048, 16384),
     ),
-    "restart_per_process_s": (0.0207, "s", "ByteRobust (arXiv 2509.16293) Table 7: the slope of that line"),
+    "restart_per_process_s": (
+        0.0207,
+        "s",
+        "ByteRobust (arXiv 2509.16293) Table 7: the slope of that line",
+        ("gpus", 2048, 16384),
+    ),
     "checkpoint_fixed_s": (
         10.0,
         "s",
@@ -74,9 +83,9 @@ _H100 = {
 }
 
 
-# name -> (description, {key: (value, unit, source)}); `sim.cost_profiles.BUILTIN` checks
-# and holds them as profiles
-DATA: dict[str, tuple[str, dict[str, tuple[float | bool, str, str]]]] = {
+# name -> (description, {key: (value, unit, source[, (over, low, high): the sizes the source
+# measured it at])}); `sim.cost_profiles.BUILTIN` checks and holds them as profiles
+DATA: dict[str, tuple[str, dict[str, tuple]]] = {
     "paper": ("the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
     "h100-datacenter": (
         "a large H100 cluster as published: failures noticed in a minute, requeued restarts growing with "

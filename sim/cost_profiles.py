@@ -10,13 +10,17 @@ own (`--set` wins), and the calibration's defaults for the rest. Built-ins are i
      "costs": {"restart_fixed_s": {"value": 441.3, "unit": "s", "source": "..."}, ...}}
 
 Every value needs its unit (the key's, checked) and a non-empty `source`: a paper and its
-table, "fitted by ooblab validate on HOST", or "assumed: why". A bad file is a
-`CostProfileError` naming the file and the key.
+table, "fitted by ooblab validate on HOST", or "assumed: why". A value may also say the range
+its source measured it over (`"range": {"over": "gpus", "low": 2048, "high": 16384}`, or
+`nodes`): a run whose job lies outside it uses the value all the same and says so
+(`extrapolated`: the run's output and summary name the term, the range and the size). A bad
+file is a `CostProfileError` naming the file and the key.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +44,27 @@ class Cost:
     value: float | bool
     unit: str
     source: str
+    measured: MeasuredRange | None = None  # the range its source measured it over
+
+
+RANGE_OVER = ("gpus", "nodes")
+
+
+@dataclass(frozen=True)
+class MeasuredRange:
+    """The job sizes (`over`: GPUs or nodes) a value's source measured it at, inclusive."""
+
+    over: str
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"over": self.over, "low": self.low, "high": self.high}
+
+    def outside(self, gpus: int, nodes: int) -> int | None:
+        """The job's size when it lies outside the range, else None."""
+        size = gpus if self.over == "gpus" else nodes
+        return size if not self.low <= size <= self.high else None
 
 
 @dataclass(frozen=True)
@@ -55,11 +80,18 @@ class CostProfile:
             "version": VERSION,
             "name": self.name,
             "description": self.description,
-            "costs": {k: {"value": c.value, "unit": c.unit, "source": c.source} for k, c in self.costs.items()},
+            "costs": {k: _entry(c) for k, c in self.costs.items()},
         }
 
     def values(self) -> dict[str, float | bool]:
         return {key: cost.value for key, cost in self.costs.items()}
+
+
+def _entry(cost: Cost) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": cost.value, "unit": cost.unit, "source": cost.source}
+    if cost.measured is not None:
+        out["range"] = cost.measured.to_dict()
+    return out
 
 
 def parse(data: Any, *, where: str) -> CostProfile:
@@ -91,7 +123,7 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
     unit = PRICED[key].unit
     if not isinstance(entry, dict):
         raise CostProfileError(f"{where}: {key}: expected {{value, unit, source}}, got {entry!r}")
-    stray = sorted(set(entry) - {"value", "unit", "source"})
+    stray = sorted(set(entry) - {"value", "unit", "source", "range"})
     if stray:
         raise CostProfileError(f"{where}: {key}: unknown field(s) {', '.join(stray)}")
     if "unit" not in entry:
@@ -104,7 +136,45 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CostProfileError(f"{where}: {key}: no source (a paper and its table, a fit, or 'assumed: why')")
-    return Cost(value if unit == "bool" else float(value), unit, source.strip())
+    measured = _range(key, entry["range"], where=where) if "range" in entry else None
+    return Cost(value if unit == "bool" else float(value), unit, source.strip(), measured)
+
+
+def _range(key: str, data: Any, *, where: str) -> MeasuredRange:
+    """An entry's `range`, checked: over gpus or nodes, 1 <= low <= high, finite."""
+    form = f"{{over: {' or '.join(RANGE_OVER)}, low, high}}"
+    if not isinstance(data, dict) or set(data) != {"over", "low", "high"}:
+        raise CostProfileError(f"{where}: {key}: range must be {form}, got {data!r}")
+    if data["over"] not in RANGE_OVER:
+        raise CostProfileError(f"{where}: {key}: range over {data['over']!r}: choose {' or '.join(RANGE_OVER)}")
+    low, high = data["low"], data["high"]
+    for bound in (low, high):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound) or bound < 1:
+            raise CostProfileError(f"{where}: {key}: range bounds must be finite numbers >= 1, got {bound!r}")
+    if low > high:
+        raise CostProfileError(f"{where}: {key}: range low {low!r} is above high {high!r}")
+    return MeasuredRange(str(data["over"]), float(low), float(high))
+
+
+def extrapolated(config: Any, gpus: int, nodes: int) -> list[str]:
+    """One line per term a run takes from its profile outside the range the value's source
+    measured (`config`: a `SimConfig` as given, before `apply`: a value set by hand is the
+    user's, with no range)."""
+    if config.costs.profile is None:
+        return []
+    profile = get(config.costs.profile)
+    lines = []
+    for key, cost in profile.costs.items():
+        if cost.measured is None or getattr(config.costs, key) is not None:
+            continue
+        size = cost.measured.outside(gpus, nodes)
+        if size is not None:
+            m = cost.measured
+            lines.append(
+                f"{key} = {cost.value:g} {cost.unit} from {profile.name} was measured at {m.low:,.0f}-{m.high:,.0f} "
+                f"{m.over}; this job has {size:,} {m.over}: extrapolated"
+            )
+    return lines
 
 
 def _checked(name: str, description: str, costs: Mapping[str, Mapping[str, Any]], *, where: str) -> CostProfile:
@@ -139,12 +209,21 @@ def load_file(path: str | Path) -> CostProfile:
     return parse(data, where=str(path))
 
 
+def _builtin_entry(entry: tuple) -> dict[str, Any]:
+    """A built-in's (value, unit, source[, (over, low, high)]) in the file form."""
+    out: dict[str, Any] = {"value": entry[0], "unit": entry[1], "source": entry[2]}
+    if len(entry) > 3:
+        over, low, high = entry[3]
+        out["range"] = {"over": over, "low": low, "high": high}
+    return out
+
+
 # the built-ins' units are given, not taken from the terms, so a wrong one is caught here too
 BUILTIN: dict[str, CostProfile] = {
     name: _checked(
         name,
         text,
-        {key: {"value": v, "unit": u, "source": s} for key, (v, u, s) in values.items()},
+        {key: _builtin_entry(entry) for key, entry in values.items()},
         where=f"built-in {name}",
     )
     for name, (text, values) in DATA.items()

@@ -114,6 +114,8 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         "samples_per_iteration": batch,
         "on_demand_cost_usd": node_hours * 3.06 if config.run.calibration in ARTIFACT_CALIBRATIONS else None,
     }
+    if setup.resolved.get("extrapolated_terms"):  # the profile's values used outside their measured range
+        extra["extrapolated_terms"] = list(setup.resolved["extrapolated_terms"])
     return RunSummary(
         policy=config.design.name,
         model=config.job.model,

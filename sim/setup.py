@@ -101,7 +101,7 @@ def load_trace(config: SimConfig) -> Trace:
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     """The trace (loaded unless given), policy and pricing for `config`."""
-    config = cost_profiles.apply(config)
+    given, config = config, cost_profiles.apply(config)
     design, options = resolve_design(config)
     if trace is None:
         trace = load_trace(config)
@@ -127,6 +127,11 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _planner(config, trace, design, options, derived)
     adaptive = _adaptive(config, design, policy, derived)
     pricing = price(config.costs, timing, derived)
+    if "peak_nodes" in derived:  # the planner calibration: a profile's values outside their sources' range
+        nodes = int(derived["peak_nodes"])
+        outside = cost_profiles.extrapolated(given, nodes * int(derived["gpus_per_node"]), nodes)
+        if outside:
+            derived["extrapolated_terms"] = outside
     return Setup(config, trace, policy, pricing, Setup.record(config, derived), quirks, adaptive)
 
 

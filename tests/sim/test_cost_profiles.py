@@ -4,6 +4,7 @@ the costs a run does not set, and a bad profile file is one line naming the key.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,59 @@ def test_a_loss_without_notice_sends_varuna_back_to_its_checkpoint():
     taken = [e for e in sudden.events if e.kind == "decision" and e.time_s == 7200.0][0]
     assert [a["action"] for a in taken.detail["actions"]] == ["RestartFromCheckpoint"]
     assert sudden.summary.breakdown.lost_work_s > warned.summary.breakdown.lost_work_s
+
+
+# -- the range a value's source measured -----------------------------------------------------
+def _at(gpus: int, **extra):
+    """A Varuna run on `gpus` H100s (8 a node) under h100-datacenter, one crash."""
+    nodes = gpus // 8
+    events = [TraceEvent(0.0, "add", f"n{i}") for i in range(nodes)]
+    events += [TraceEvent(3600.0, "remove", "n1", "gpu"), TraceEvent(7200.0, "add", "late")]
+    config = SimConfig.of(
+        policy="varuna", calibration="planner", model="gpt3-1.3b", gpu="h100-80gb", gpus_per_node=8,
+        global_batch=4096, costs="h100-datacenter", **extra,
+    )  # fmt: skip
+    return simulate(config, trace=Trace(tuple(events), "sized"))
+
+
+def test_a_value_used_outside_its_measured_range_says_so():
+    """ByteRobust measured its relaunch line at 2,048-16,384 GPUs: at 32,768 GPUs the run
+    names each such term, its range and the job's size; inside the range, nothing."""
+    inside, outside = _at(4096), _at(32768)
+    assert "extrapolated_terms" not in inside.summary.extra
+    lines = outside.summary.extra["extrapolated_terms"]
+    restart = [line for line in lines if line.startswith("restart_fixed_s")]
+    assert restart == [
+        "restart_fixed_s = 441.3 s from h100-datacenter was measured at 2,048-16,384 gpus; "
+        "this job has 32,768 gpus: extrapolated"
+    ]
+    # a value set by hand is the user's own: no range to be outside of
+    mine = _at(32768, restart_fixed_s=441.3).summary.extra["extrapolated_terms"]
+    assert not any(line.startswith("restart_fixed_s") for line in mine)
+
+
+def test_a_profiles_range_is_read_checked_and_written_back(tmp_path: Path):
+    data = json.loads(json.dumps(GOOD))
+    data["costs"]["restart_fixed_s"]["range"] = {"over": "nodes", "low": 16, "high": 64}
+    path = tmp_path / "ranged.json"
+    path.write_text(json.dumps(data))
+    profile = load_file(path)
+    assert profile.costs["restart_fixed_s"].measured is not None
+    assert profile.to_dict()["costs"]["restart_fixed_s"]["range"] == {"over": "nodes", "low": 16.0, "high": 64.0}
+    for bad, words in (
+        ({"over": "racks", "low": 1, "high": 2}, "range over 'racks'"),
+        ({"over": "gpus", "low": 64, "high": 16}, "range low 64 is above high 16"),
+        ({"over": "gpus", "low": 0, "high": 16}, "range bounds must be finite numbers >= 1"),
+        ({"over": "gpus", "low": 1}, "range must be {over: gpus or nodes, low, high}"),
+    ):
+        data["costs"]["restart_fixed_s"]["range"] = bad
+        path.write_text(json.dumps(data))
+        with pytest.raises(CostProfileError, match=re.escape(words)):
+            load_file(path)
+
+
+def test_the_cli_prints_the_extrapolated_terms(capsys):
+    from sim.cli import render
+
+    text = render(_at(32768), None)
+    assert "note: restart_fixed_s = 441.3 s from h100-datacenter was measured at 2,048-16,384 gpus" in text
