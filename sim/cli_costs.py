@@ -48,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for profile in profiles:
         print(f"{profile.name}: {profile.description}")
+        if profile.base is not None:
+            print(f"  (on base {profile.base}: what it leaves out comes from there, marked <- {profile.base})")
         for key, cost in profile.costs.items():
             value = str(cost.value).lower() if isinstance(cost.value, bool) else f"{cost.value:g}"
             m = cost.measured
             measured = "" if m is None else f" [measured at {m.low:,.0f}-{m.high:,.0f} {m.over}]"
-            print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}{measured}")
+            came = f" <- {profile.base}" if key in profile.inherited else ""
+            print(f"  {key:24s} {value:>10} {cost.unit:9s} {cost.source}{measured}{came}")
         unset = [key for key in PRICED if key not in profile.costs]
         if unset:
             print(f"  (the calibration's defaults for {', '.join(unset)})")

@@ -84,12 +84,14 @@ _H100 = {
 
 
 # name -> (description, {key: (value, unit, source[, (over, low, high): the sizes the source
-# measured it at])}); `sim.cost_profiles.BUILTIN` checks and holds them as profiles
-DATA: dict[str, tuple[str, dict[str, tuple]]] = {
-    "paper": ("the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER),
+# measured it at])}, base: the built-in it inherits what it leaves out from, or None);
+# `sim.cost_profiles.BUILTIN` checks and holds them as profiles, in this order
+DATA: dict[str, tuple[str, dict[str, tuple], str | None]] = {
+    "paper": ("the planner calibration's defaults: the Oobleck artifact's cluster and fits", _PAPER, None),
     "h100-datacenter": (
         "a large H100 cluster as published: failures noticed in a minute, requeued restarts growing with "
         "the job, blocking checkpoint copies, an aggregate storage bandwidth, warm spares",
         _H100,
+        "paper",  # the share of a relaunch a removal does not cut short: the paper's 0
     ),
 }

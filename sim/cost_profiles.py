@@ -15,6 +15,11 @@ its source measured it over (`"range": {"over": "gpus", "low": 2048, "high": 163
 `nodes`): a run whose job lies outside it uses the value all the same and says so
 (`extrapolated`: the run's output and summary name the term, the range and the size). A bad
 file is a `CostProfileError` naming the file and the key.
+
+A profile is complete: it names a `base` (a built-in: `"base": "paper"` or
+`"h100-datacenter"`) and inherits every value it leaves out, or it prices every term a run
+needs (`REQUIRED`: the cluster terms that have a default) and a missing one is an error
+naming it. Nothing a profile leaves out falls back silently to another default.
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from .cost_builtins import DATA
-from .cost_terms import PRICED, must_be, within
+from .cost_terms import PRICED, must_be, paper_values, within
 from .errors import SimError
 
 FORMAT, VERSION = "ooblab-costs", 1
+
+
+# the terms a profile without a base must price: every cluster term that has a default
+REQUIRED = tuple(paper_values())
+_BUILT: dict[str, CostProfile] = {}  # the built-ins as they are built (`BUILTIN`): the bases
 
 
 class CostProfileError(SimError):
@@ -71,7 +81,9 @@ class MeasuredRange:
 class CostProfile:
     name: str
     description: str
-    costs: Mapping[str, Cost]
+    costs: Mapping[str, Cost]  # resolved: its own values and those inherited from `base`
+    base: str | None = None
+    inherited: tuple[str, ...] = ()  # the keys of `costs` taken from `base`
 
     def to_dict(self) -> dict[str, Any]:
         """The file form (`load_file` reads it back)."""
@@ -80,7 +92,8 @@ class CostProfile:
             "version": VERSION,
             "name": self.name,
             "description": self.description,
-            "costs": {k: _entry(c) for k, c in self.costs.items()},
+            **({"base": self.base} if self.base is not None else {}),
+            "costs": {k: _entry(c) for k, c in self.costs.items() if k not in self.inherited},
         }
 
     def values(self) -> dict[str, float | bool]:
@@ -102,7 +115,7 @@ def parse(data: Any, *, where: str) -> CostProfile:
         raise CostProfileError(f"{where}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
     if data.get("version") != VERSION:
         raise CostProfileError(f"{where}: version {data.get('version')!r} is not one this ooblab reads ({VERSION})")
-    stray = sorted(set(data) - {"format", "version", "name", "description", "costs"})
+    stray = sorted(set(data) - {"format", "version", "name", "description", "base", "costs"})
     if stray:
         raise CostProfileError(f"{where}: unknown field(s) {', '.join(stray)}")
     name = data.get("name")
@@ -114,7 +127,21 @@ def parse(data: Any, *, where: str) -> CostProfile:
     out = {}
     for key, entry in costs.items():
         out[key] = _cost(key, entry, where=where)
-    return CostProfile(name, str(data.get("description", "")), out)
+    description = str(data.get("description", ""))
+    base = data.get("base")
+    if base is None:
+        missing = [key for key in REQUIRED if key not in out]
+        if missing:
+            raise CostProfileError(
+                f"{where}: prices no {', '.join(missing)}, which a run needs: give them, or name a base to "
+                f'inherit them from ("base": one of {", ".join(_BUILT) or "paper"})'
+            )
+        return CostProfile(name, description, out)
+    if not isinstance(base, str) or base not in _BUILT:
+        raise CostProfileError(f"{where}: base {base!r} is not a built-in profile ({', '.join(_BUILT)})")
+    inherited = tuple(key for key in _BUILT[base].costs if key not in out)
+    resolved = {**{key: _BUILT[base].costs[key] for key in inherited}, **out}
+    return CostProfile(name, description, resolved, base, inherited)
 
 
 def _cost(key: str, entry: Any, *, where: str) -> Cost:
@@ -177,21 +204,28 @@ def extrapolated(config: Any, gpus: int, nodes: int) -> list[str]:
     return lines
 
 
-def _checked(name: str, description: str, costs: Mapping[str, Mapping[str, Any]], *, where: str) -> CostProfile:
+def _checked(
+    name: str, description: str, costs: Mapping[str, Mapping[str, Any]], *, where: str, base: str | None = None
+) -> CostProfile:
     """A profile built in code, put in the file form and checked as a file would be."""
-    data = {"format": FORMAT, "version": VERSION, "name": name, "description": description, "costs": dict(costs)}
+    data: dict[str, Any] = {"format": FORMAT, "version": VERSION, "name": name, "description": description}
+    if base is not None:
+        data["base"] = base
+    data["costs"] = dict(costs)
     return parse(data, where=where)
 
 
-def from_values(name: str, description: str, values: Mapping[str, Any], sources: Mapping[str, str]) -> CostProfile:
+def from_values(
+    name: str, description: str, values: Mapping[str, Any], sources: Mapping[str, str], *, base: str = "paper"
+) -> CostProfile:
     """A profile of `values` (cost keys; others are left out), each with its source
-    (`sources[key]`, else `sources["*"]`), checked as a file's would be."""
+    (`sources[key]`, else `sources["*"]`), on `base`, checked as a file's would be."""
     costs = {
         key: {"value": value, "unit": PRICED[key].unit, "source": sources.get(key, sources.get("*", ""))}
         for key, value in values.items()
         if key in PRICED
     }
-    return _checked(name, description, costs, where=f"profile {name}")
+    return _checked(name, description, costs, where=f"profile {name}", base=base)
 
 
 def load_file(path: str | Path) -> CostProfile:
@@ -218,16 +252,17 @@ def _builtin_entry(entry: tuple) -> dict[str, Any]:
     return out
 
 
-# the built-ins' units are given, not taken from the terms, so a wrong one is caught here too
-BUILTIN: dict[str, CostProfile] = {
-    name: _checked(
-        name,
-        text,
-        {key: _builtin_entry(entry) for key, entry in values.items()},
-        where=f"built-in {name}",
+# the built-ins' units are given, not taken from the terms, so a wrong one is caught here too;
+# built in order, so that a later one can name an earlier one as its base
+for _name, (_text, _values, _base) in DATA.items():
+    _BUILT[_name] = _checked(
+        _name,
+        _text,
+        {key: _builtin_entry(entry) for key, entry in _values.items()},
+        where=f"built-in {_name}",
+        base=_base,
     )
-    for name, (text, values) in DATA.items()
-}
+BUILTIN: dict[str, CostProfile] = dict(_BUILT)
 
 
 def get(name_or_path: str) -> CostProfile:

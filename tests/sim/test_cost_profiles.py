@@ -70,6 +70,7 @@ GOOD = {
     "format": "ooblab-costs",
     "version": 1,
     "name": "mine",
+    "base": "paper",
     "costs": {"restart_fixed_s": {"value": 60, "unit": "s", "source": "assumed: a guess"}},
 }
 
@@ -253,3 +254,53 @@ def test_the_cli_prints_the_extrapolated_terms(capsys):
 
     text = render(_at(32768), None)
     assert "note: restart_fixed_s = 441.3 s from h100-datacenter was measured at 2,048-16,384 gpus" in text
+
+
+# -- complete profiles: a base, or every term a run needs ---------------------------------
+def test_a_profile_without_a_base_must_price_what_a_run_needs(tmp_path: Path):
+    """Pricing only the crash detection, with no base: one line naming what is missing,
+    instead of the calibration's 0 s for the rest (losses without a cause noticed at once)."""
+    data = {"format": "ooblab-costs", "version": 1, "name": "crash-only",
+            "costs": {"detect_crash_s": {"value": 60, "unit": "s", "source": "assumed: a watchdog"}}}  # fmt: skip
+    path = tmp_path / "crash-only.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CostProfileError) as caught:
+        load_file(path)
+    message = str(caught.value)
+    assert "\n" not in message and "prices no node_startup_s" in message and "detect_s" in message
+    assert 'name a base to inherit them from ("base": one of paper, h100-datacenter)' in message
+    data["base"] = "h100-datacenter"
+    path.write_text(json.dumps(data))
+    profile = load_file(path)
+    assert profile.costs["detect_crash_s"].value == 60.0 and profile.costs["detect_hang_s"].value == 600.0
+    assert "detect_crash_s" not in profile.inherited and "detect_hang_s" in profile.inherited
+    assert profile.to_dict()["costs"].keys() == {"detect_crash_s"}  # written back as given
+    assert load_file(path) == profile
+    data["base"] = "llama"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CostProfileError, match="base 'llama' is not a built-in profile"):
+        load_file(path)
+
+
+def test_a_based_profile_prices_the_run_as_its_base_where_it_says_nothing(tmp_path: Path):
+    data = {"format": "ooblab-costs", "version": 1, "name": "slower-restarts", "base": "h100-datacenter",
+            "costs": {"restart_fixed_s": {"value": 600, "unit": "s", "source": "assumed: a slow queue"}}}  # fmt: skip
+    path = tmp_path / "slower.json"
+    path.write_text(json.dumps(data))
+    common = dict(policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, trace="hand")
+    mine = simulate(SimConfig.of(**common, costs=str(path)), trace=caused_trace("gpu"))
+    by_hand = simulate(
+        SimConfig.of(**common, costs="h100-datacenter", restart_fixed_s=600.0), trace=caused_trace("gpu")
+    )
+    plain = [{k: v for k, v in r.summary.to_dict().items() if k != "extrapolated_terms"} for r in (mine, by_hand)]
+    assert plain[0] == plain[1]  # (the extrapolation notes name the profile the values came from)
+
+
+def test_ooblab_costs_marks_what_a_profile_inherits(tmp_path: Path, capsys):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(GOOD))
+    assert main(["costs", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "(on base paper: what it leaves out comes from there, marked <- paper)" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and len(line.split()) > 1}
+    assert lines["detect_hang_s"].endswith("<- paper") and not lines["restart_fixed_s"].endswith("<- paper")

@@ -63,6 +63,7 @@ def _profile_verdict(key: str, value: object) -> bool:
         "format": "ooblab-costs",
         "version": 1,
         "name": "probe",
+        "base": "paper",
         "costs": {key: {"value": value, "unit": PRICED[key].unit, "source": "assumed: a probe"}},
     }
     try:
