@@ -159,8 +159,10 @@ class DecidingPart(RunningPart):
                 self.counts["reconfigurations"] += 1
             elif isinstance(action, (Restart, RestartFromCheckpoint, RestartFromSnapshot)):
                 self.counts["restarts"] += 1
+                self.launch_s = seconds
             elif isinstance(action, Start):
                 self.counts["starts"] += 1
+                self.launch_s = seconds
         if wait > 0:  # nothing that follows begins before every loss so far is declared; its time
             # is the recovery's (a restart's, a reconfiguration's), not that of a checkpoint before it
             state = next((s for s, _, a in segments if not isinstance(a, Checkpoint)), RECONFIGURING)

@@ -119,6 +119,7 @@ class EngineState:
         self.detection = pricing.detection
         # every loss of a working node so far is declared by then (`sim.engine_decide`)
         self.declared_t = -math.inf
+        self.launch_s = 0.0  # the last start's or restart's pause (why a run that never trained did not)
         self._causes: dict[str, str | None] = {}  # node -> cause of its removal being decided on
         self._removing: tuple[str, ...] = ()  # the nodes whose removal is being decided on
         self.iteration_rows = iteration_rows

@@ -71,11 +71,25 @@ def simulate(config: SimConfig, *, trace: Trace | None = None) -> SimResult:
     return SimResult(setup.resolved, summarize(sim, setup), tuple(sim.timeline), tuple(sim.events))
 
 
-def outcome(infeasible: str | None, first_start: float | None, events: Sequence[EventRecord]) -> dict[str, Any]:
-    """`outcome` and `infeasible_reason`: why a run trained nothing, when it did not (the
-    reason of the last wait for nodes, from the run's decisions)."""
+def outcome(
+    infeasible: str | None,
+    first_start: float | None,
+    events: Sequence[EventRecord],
+    launches: tuple[int, float, float] | None = None,
+) -> dict[str, Any]:
+    """`outcome` and `infeasible_reason`: why a run trained nothing, when it did not. Where
+    launches began and failures cut every one short (`launches`: how many, the last one's
+    seconds, and the mean seconds between losses of working nodes), that is the cause;
+    else the reason of the last wait for nodes, from the run's decisions."""
     if infeasible is not None:
         return {"outcome": INFEASIBLE, "infeasible_reason": infeasible}
+    if first_start is None and launches is not None and launches[0] > 0 and launches[2] > 0:
+        count, launch_s, every_s = launches
+        why = (
+            f"never trained: failures cut every launch short ({count} launch(es) of {launch_s:,.0f} s; a working "
+            f"node was lost every {every_s:,.0f} s on average)"
+        )
+        return {"outcome": NEVER_TRAINED, "infeasible_reason": why}
     if first_start is None:
         waits = (
             a.get("reason")
@@ -89,6 +103,16 @@ def outcome(infeasible: str | None, first_start: float | None, events: Sequence[
     return {"outcome": OK, "infeasible_reason": None}
 
 
+def _launches(sim: Simulation) -> tuple[int, float, float] | None:
+    """(launches begun, the last one's seconds, mean seconds between losses of working
+    nodes) of a run that never trained, None where it did or lost none while launching."""
+    launched = sim.counts["starts"] + sim.counts["restarts"]
+    lost = sim.counts["working_removed"]
+    if sim.first_start_t is not None or not launched or not lost or sim.launch_s <= 0:
+        return None
+    return launched, sim.launch_s, (sim.end_s - sim.start_s) / lost
+
+
 def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     config = setup.config
     led = sim.ledger
@@ -100,7 +124,7 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     node_hours = led.node_s / 3600.0
     counts = sim.counts
     extra = {
-        **outcome(sim.infeasible, sim.first_start_t, sim.events),
+        **outcome(sim.infeasible, sim.first_start_t, sim.events, _launches(sim)),
         "first_start_s": sim.first_start_t,
         "last_iteration_s": sim.last_iteration_t,
         "removals": counts["removals"],

@@ -382,3 +382,26 @@ def test_a_generated_trace_runs_for_the_hours_it_was_asked_for(spec):
     result = simulate(planner_config("oobleck", trace=spec))
     assert result.summary.duration_s == hours * 3600
     assert result.summary.committed_samples > 0
+
+
+def test_a_run_whose_launches_failures_always_cut_says_so():
+    """A relaunch of 441 s and a working node lost every 200 s: the job never trains, and
+    says that failures cut every launch short, with both figures, not the last wait's
+    bookkeeping."""
+    from traces.model import TraceEvent
+
+    events = [TraceEvent(0.0, "add", f"n{i}") for i in range(32)]
+    events += [TraceEvent(200.0 * k, "remove", f"n{k}", "gpu") for k in range(1, 20)]
+    events.append(TraceEvent(4000.0, "add", "late"))
+    config = SimConfig.of(
+        policy="varuna", calibration="planner", model="gpt3-350m", global_batch=64, costs="h100-datacenter"
+    )
+    result = simulate(config, trace=Trace(tuple(events), "every-200s"))
+    extra = result.summary.extra
+    assert extra["outcome"] == "never-trained" and result.summary.num_iterations == 0
+    reason = extra["infeasible_reason"]
+    assert reason.startswith("never trained: failures cut every launch short (")
+    launches = int(reason.split("(")[1].split(" launch")[0])
+    assert launches == result.summary.extra["starts"] + result.summary.num_restarts and launches >= 2
+    assert "of 44" in reason or "of 45" in reason  # 441.3 s + 0.0207 s a process: about 442 s
+    assert "a working node was lost every 2" in reason
