@@ -216,6 +216,12 @@ class RealHooks:
     memory_copies: Callable[[Any], MemoryCopies | None] | None = None
 
 
+DETECTION_RULE = (
+    "a loss of a working node is declared after the cost profile's detection for its kind (crash, network, "
+    "hang, no cause); nothing follows before that"
+)
+
+
 @dataclass(frozen=True)
 class Design:
     """A fault-tolerance design, as registered (see the module docstring)."""
@@ -232,6 +238,9 @@ class Design:
     # the one name figures, tables and human-readable output show ("" shows `name`);
     # `name` stays what options, configs and results tables hold
     display: str = ""
+    # a failure detector of its own (its `Detect` action): the option that sets its seconds,
+    # "" for none; a loss is declared by it or the cost profile's for its kind, the sooner
+    detector_option: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("-", "_").isidentifier():
@@ -263,4 +272,6 @@ class Design:
             "runs_on": where,
             "calibrations": ["planner"] + (["artifact"] if self.artifact is not None else []),
             "options": [s.to_dict() for s in self.option_specs],
+            "detection": DETECTION_RULE
+            + (f"; its own detector ({self.detector_option}) where sooner" if self.detector_option else ""),
         }

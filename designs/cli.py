@@ -123,6 +123,7 @@ def render(found: list[dict[str, Any]]) -> str:
         lines += [
             f"{d['display']} (--design {d['name']}): {d['summary']}",
             f"  runs on: {where}; calibrations: {', '.join(d['calibrations'])}",
+            f"  detection: {d['detection']}",
         ]
         if not d["options"]:
             lines.append("  no options")

@@ -215,6 +215,12 @@ def render(result, where) -> str:
     ]
     if c.get("costs"):
         lines.append(f"  costs from profile {c['costs']} (`ooblab costs {c['costs']}` says where each comes from)")
+    detection = s.extra.get("detection")
+    if detection:
+        said = ", ".join(
+            f"{kind.replace('_', ' ')} {entry['s']:g} s ({entry['by']})" for kind, entry in detection.items()
+        )
+        lines.append(f"  a loss is declared after: {said}")
     for line in s.extra.get("extrapolated_terms") or ():
         lines.append(f"  note: {line}")
     last = c.get("trace_last_instant_events", 0)

@@ -30,6 +30,7 @@ from planner.checkpoint_cost import storage_from_config
 from planner.hardware import ClusterSpec
 from planner.profile import ModelProfile
 
+from . import cost_profiles
 from .contention import ContendedCompute, check_coverage
 from .core_bound import CoreBound
 from .cost_terms import TERMS, default
@@ -64,6 +65,36 @@ def _or(value: Any, fallback: Any) -> Any:
 def term(costs: Any, key: str) -> Any:
     """The term `key` of a run's costs (`CostConfig`), its row's default where unset."""
     return _or(getattr(costs, key), default(key))
+
+
+DETECTED_KINDS = (("crash", "detect_crash_s"), ("network", "detect_network_s"), ("hang", "detect_hang_s"),
+                  ("no_cause", "detect_s"))  # fmt: skip
+
+
+def detection_charged(given: Any, costs: Any, own: tuple[str, float] | None) -> dict[str, dict[str, Any]]:
+    """Per failure kind, the seconds a loss waits to be declared and by what (`by`): the
+    term set by hand, the cost profile's (and its base's), the calibration's default, or the
+    design's own detector (`own`: its option and seconds) where that declares sooner or the
+    costs price no detection at all (`sim.engine_decide`'s rule). `given`: the costs as the
+    run set them, before its profile filled them; `costs`: after."""
+    profile = cost_profiles.get(costs.profile) if costs.profile is not None else None
+    cluster = {key: float(term(costs, key)) for _, key in DETECTED_KINDS}
+    free = not any(cluster.values())
+    out = {}
+    for kind, key in DETECTED_KINDS:
+        if getattr(given, key) is not None:
+            by = f"{key} set for the run"
+        elif profile is not None and key in profile.costs:
+            came = f" (from its base {profile.base})" if key in profile.inherited else ""
+            by = f"profile {profile.name}{came}"
+        else:
+            by = "the calibration's default"
+        seconds = cluster[key]
+        if own is not None and (free or own[1] < seconds):
+            why = "the costs price no detection" if free else f"sooner than {by}'s {seconds:g} s"
+            seconds, by = own[1], f"the design's {own[0]}: {why}"
+        out[kind] = {"s": seconds, "by": by}
+    return out
 
 
 def reconfigure_pause_s(costs: Any) -> float:

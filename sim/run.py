@@ -138,6 +138,8 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
         "samples_per_iteration": batch,
         "on_demand_cost_usd": node_hours * 3.06 if config.run.calibration in ARTIFACT_CALIBRATIONS else None,
     }
+    if setup.resolved.get("detection"):  # per failure kind: the seconds to declare a loss, and by what
+        extra["detection"] = {kind: dict(entry) for kind, entry in setup.resolved["detection"].items()}
     if setup.resolved.get("extrapolated_terms"):  # the profile's values used outside their measured range
         extra["extrapolated_terms"] = list(setup.resolved["extrapolated_terms"])
     return RunSummary(

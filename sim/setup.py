@@ -49,7 +49,7 @@ from . import cost_profiles
 from .artifact_quirks import ArtifactQuirks, resolve
 from .config import ARTIFACT_CALIBRATIONS, SimConfig
 from .errors import SimError
-from .pricing import Pricing, planner_timing, price, reconfigure_pause_s
+from .pricing import Pricing, detection_charged, planner_timing, price, reconfigure_pause_s
 from .timing import ArtifactTiming, Timing
 
 ARTIFACT_TO_PLANNER = {
@@ -127,6 +127,13 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
         policy, timing = _planner(config, trace, design, options, derived)
     adaptive = _adaptive(config, design, policy, derived)
     pricing = price(config.costs, timing, derived)
+    if config.run.calibration not in ARTIFACT_CALIBRATIONS:  # per failure kind: how long, and by what
+        option = design.detector_option
+        options = derived.get("design_options") or {}
+        own = (option, float(options[option])) if option and options.get(option) is not None else None
+        charged = detection_charged(given.costs, config.costs, own)
+        if any(entry["s"] for entry in charged.values()):
+            derived["detection"] = charged
     if "peak_nodes" in derived:  # the planner calibration: a profile's values outside their sources' range
         nodes = int(derived["peak_nodes"])
         outside = cost_profiles.extrapolated(given, nodes * int(derived["gpus_per_node"]), nodes)

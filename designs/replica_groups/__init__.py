@@ -141,4 +141,5 @@ REPLICA_GROUPS = Design(
     runs_on=(SIMULATOR, REAL_BACKEND),
     pause_s=pause_s,
     default_checkpoints=CheckpointSchedule(every_s=DEFAULT_CHECKPOINT_EVERY_S),
+    detector_option="detection_timeout_s",
 )

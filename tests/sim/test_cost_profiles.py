@@ -292,8 +292,10 @@ def test_a_based_profile_prices_the_run_as_its_base_where_it_says_nothing(tmp_pa
     by_hand = simulate(
         SimConfig.of(**common, costs="h100-datacenter", restart_fixed_s=600.0), trace=caused_trace("gpu")
     )
-    plain = [{k: v for k, v in r.summary.to_dict().items() if k != "extrapolated_terms"} for r in (mine, by_hand)]
-    assert plain[0] == plain[1]  # (the extrapolation notes name the profile the values came from)
+    said = ("extrapolated_terms", "detection")  # they name the profile the values came from
+    plain = [{k: v for k, v in r.summary.to_dict().items() if k not in said} for r in (mine, by_hand)]
+    assert plain[0] == plain[1]
+    assert mine.summary.extra["detection"]["crash"]["by"] == "profile slower-restarts (from its base h100-datacenter)"
 
 
 def test_ooblab_costs_marks_what_a_profile_inherits(tmp_path: Path, capsys):

@@ -210,3 +210,47 @@ def test_parcae_resumes_when_every_node_leaves_and_comes_back_within_a_minute():
     assert again is not None and again < 5401.0 + 45.0 + 600.0
     waits = [e for e in result.events if e.kind == "decision" and e.time_s > 5400.0]
     assert any(a["action"] == "WaitForNodes" for e in waits for a in e.detail["actions"])
+
+
+# -- which detection a run charged, per failure kind, and where it came from -----------------
+def test_the_run_says_per_kind_which_detection_it_charged_and_from_where():
+    """Replica groups with a 180 s timeout under h100-datacenter: a crash is declared by the
+    profile's 60 s, a hang by the design's 180 s (the profile's 600 s is later)."""
+    config = SimConfig.of(policy="replica_groups", design_options={"detection_timeout_s": 180.0}, **COMMON)
+    result = simulate(config, trace=trace(8, [(1800.0, "n3", "gpu")]))
+    charged = result.summary.extra["detection"]
+    assert charged["crash"] == {"s": 60.0, "by": "profile h100-datacenter"}
+    assert charged["hang"] == {
+        "s": 180.0,
+        "by": "the design's detection_timeout_s: sooner than profile h100-datacenter's 600 s",
+    }
+    assert charged["no_cause"] == {"s": 0.0, "by": "profile h100-datacenter"}
+    by_hand = simulate(SimConfig.of(**{**COMMON, "detect_crash_s": 20.0}, policy="varuna"), trace=trace(8, []))
+    assert by_hand.summary.extra["detection"]["crash"] == {"s": 20.0, "by": "detect_crash_s set for the run"}
+    assert by_hand.summary.extra["detection"]["hang"]["by"] == "profile h100-datacenter"
+    from sim.cli import render
+
+    assert "a loss is declared after: crash 60 s (profile h100-datacenter)" in render(result, None)
+
+
+def test_costs_that_price_no_detection_leave_the_designs_own():
+    paper = dict(COMMON, costs="paper")
+    groups = simulate(SimConfig.of(policy="replica_groups", **paper), trace=trace(8, [(1800.0, "n3", "gpu")]))
+    charged = groups.summary.extra["detection"]
+    assert {entry["s"] for entry in charged.values()} == {60.0}
+    assert all(
+        entry["by"].startswith("the design's detection_timeout_s: the costs price no") for entry in charged.values()
+    )
+    plain = simulate(SimConfig.of(policy="oobleck", **paper), trace=trace(8, [(1800.0, "n3", "gpu")]))
+    assert "detection" not in plain.summary.extra  # nothing charged: nothing to say
+
+
+def test_ooblab_designs_states_the_rule_for_every_design(capsys):
+    from ooblab.cli import main
+
+    assert main(["designs"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  detection: a loss of a working node is declared after the cost profile's") == len(
+        registry.names()
+    )
+    assert "its own detector (detection_timeout_s) where sooner" in out
