@@ -28,7 +28,7 @@ def _or(value: Any, fallback: Any) -> Any:
 
 @dataclass(frozen=True)
 class Detection:
-    default_s: float = 0.0  # a removal with no cause, or a cause of no known kind
+    default_s: float = 0.0  # a removal with no cause (traces refuse a cause of no known kind)
     crash_s: float = 0.0
     network_s: float = 0.0
     hang_s: float = 0.0

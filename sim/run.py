@@ -76,13 +76,26 @@ def outcome(
     first_start: float | None,
     events: Sequence[EventRecord],
     launches: tuple[int, float, float] | None = None,
+    committed: tuple[int, float, float] | None = None,
 ) -> dict[str, Any]:
     """`outcome` and `infeasible_reason`: why a run trained nothing, when it did not. Where
     launches began and failures cut every one short (`launches`: how many, the last one's
     seconds, and the mean seconds between losses of working nodes), that is the cause;
-    else the reason of the last wait for nodes, from the run's decisions."""
+    else the reason of the last wait for nodes, from the run's decisions. A run that started
+    but committed no iteration (`committed`: iterations, the last plan's iteration seconds,
+    the mean seconds between losses of working nodes, 0 for none) trained nothing either."""
     if infeasible is not None:
         return {"outcome": INFEASIBLE, "infeasible_reason": infeasible}
+    if first_start is not None and committed is not None and committed[0] == 0:
+        _, iteration_s, every_s = committed
+        if every_s > 0:
+            why = (
+                f"never trained: no iteration was committed (one takes {iteration_s:,.0f} s; a working node was "
+                f"lost every {every_s:,.0f} s on average)"
+            )
+        else:
+            why = f"never trained: the run ended before its first iteration ({iteration_s:,.0f} s) was committed"
+        return {"outcome": NEVER_TRAINED, "infeasible_reason": why}
     if first_start is None and launches is not None and launches[0] > 0 and launches[2] > 0:
         count, launch_s, every_s = launches
         why = (
@@ -103,6 +116,12 @@ def outcome(
     return {"outcome": OK, "infeasible_reason": None}
 
 
+def _every_loss_s(sim: Simulation) -> float:
+    """Mean seconds between losses of working nodes over the run (0: none lost)."""
+    lost = sim.counts["working_removed"]
+    return (sim.end_s - sim.start_s) / lost if lost else 0.0
+
+
 def _launches(sim: Simulation) -> tuple[int, float, float] | None:
     """(launches begun, the last one's seconds, mean seconds between losses of working
     nodes) of a run that never trained, None where it did or lost none while launching."""
@@ -110,7 +129,7 @@ def _launches(sim: Simulation) -> tuple[int, float, float] | None:
     lost = sim.counts["working_removed"]
     if sim.first_start_t is not None or not launched or not lost or sim.launch_s <= 0:
         return None
-    return launched, sim.launch_s, (sim.end_s - sim.start_s) / lost
+    return launched, sim.launch_s, _every_loss_s(sim)
 
 
 def summarize(sim: Simulation, setup: Setup) -> RunSummary:
@@ -124,7 +143,13 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
     node_hours = led.node_s / 3600.0
     counts = sim.counts
     extra = {
-        **outcome(sim.infeasible, sim.first_start_t, sim.events, _launches(sim)),
+        **outcome(
+            sim.infeasible,
+            sim.first_start_t,
+            sim.events,
+            _launches(sim),
+            (sim.iterations, sim.stretch.tau, _every_loss_s(sim)),
+        ),
         "first_start_s": sim.first_start_t,
         "last_iteration_s": sim.last_iteration_t,
         "removals": counts["removals"],

@@ -60,6 +60,9 @@ ROWS = [
     (["simulate", "--duration-s", "100000", "--no-write"], 0, "last membership held for the last 12.78 h"),
     (["simulate", "--no-write"], 0, "its last instant ends the run: the 1 event(s) there are not processed"),
     (["simulate", "--trace", "{tmp}/unsorted.csv", "--no-write"], 2, "ooblab traces convert FILE --repair"),
+    # a misspelt failure cause would be priced as none (detection 0 s instead of 60 s)
+    (["simulate", "--trace", "{tmp}/caused.csv", "--no-write"], 2, "unknown cause 'GPU' of the removal of 'n1'"),
+    (["traces", "info", "{tmp}/cosmic.csv"], 2, "unknown cause 'cosmic_ray'"),
     (["simulate", "--design-module", "{tmp}/nosuch.py", "--no-write"], 2, "nosuch.py: no such file"),
     (["simulate", "--design-module", "{tmp}/a-file", "--no-write"], 2, "a-file is not a .py file"),
     (["simulate", "--design-module", "{tmp}", "--no-write"], 2, "is a directory without an __init__.py"),
@@ -79,6 +82,8 @@ def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
     (tmp_path / "a-file").write_text("")
     (tmp_path / "counts.csv").write_text("x,count\n0,5\n10,1000000000\n")
     (tmp_path / "unsorted.csv").write_text("time_ms,event,node\n10,add,n0\n5,add,n1\n")
+    (tmp_path / "caused.csv").write_text("time_ms,event,node\n0,add,n0\n0,add,n1\n5000,remove,n1,GPU\n9000,add,n2\n")
+    (tmp_path / "cosmic.csv").write_text("0,add,n0\n0,add,n1\n5000,remove,n1,cosmic_ray\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     try:
         got = main(argv)

@@ -64,6 +64,11 @@ class TraceEvent:
                 or self.cause != self.cause.strip()
             ):
                 raise TraceError(f"a cause must be a non-empty word without commas, got {self.cause!r}")
+            if self.cause not in CAUSE_KIND:  # a misspelt one would be priced as no cause at all
+                raise TraceError(
+                    f"unknown cause {self.cause!r} of the removal of {self.node!r} at {self.time_s:g} s; "
+                    f"known: {', '.join(CAUSE_KIND)} (or none, for a preemption)"
+                )
 
 
 def check_membership(events: Sequence[TraceEvent], *, source: str, lines: Sequence[int] | None = None) -> None:

@@ -160,7 +160,8 @@ def summary_holds(result, trace: Trace, config: SimConfig | None = None) -> None
         or s.extra.get("samples_per_iteration") is None
     )
     assert s.extra["outcome"] in ("ok", "never-trained", "infeasible")
-    assert (s.extra["outcome"] == "ok") == (s.extra["first_start_s"] is not None)
+    # ok: it started and committed something; a start with nothing committed trained nothing
+    assert (s.extra["outcome"] == "ok") == (s.extra["first_start_s"] is not None and s.num_iterations > 0)
 
 
 @pytest.mark.parametrize("design", simulated())
@@ -405,3 +406,21 @@ def test_a_run_whose_launches_failures_always_cut_says_so():
     assert launches == result.summary.extra["starts"] + result.summary.num_restarts and launches >= 2
     assert "of 44" in reason or "of 45" in reason  # 441.3 s + 0.0207 s a process: about 442 s
     assert "a working node was lost every 2" in reason
+
+
+def test_a_run_that_started_but_committed_nothing_is_not_ok():
+    """An iteration longer than the time between failures: the job starts, every iteration
+    is lost, and the run says it never trained (and why), not "ok" with 0 samples."""
+    from traces.model import TraceEvent
+
+    events = [TraceEvent(0.0, "add", f"n{i}") for i in range(16)]
+    events += [TraceEvent(100.0 + 60.0 * k, "remove", f"n{k}") for k in range(1, 9)]
+    events.append(TraceEvent(700.0, "add", "late"))
+    config = SimConfig.of(policy="oobleck", calibration="planner", model="gpt3-1.3b", global_batch=8192)
+    result = simulate(config, trace=Trace(tuple(events), "every-minute"))
+    summary = result.summary
+    assert summary.num_iterations == 0 and summary.extra["first_start_s"] is not None
+    assert summary.extra["outcome"] == "never-trained"
+    reason = summary.extra["infeasible_reason"]
+    assert reason.startswith("never trained: no iteration was committed (one takes ")
+    assert "a working node was lost every 8" in reason  # 700 s over 8 losses: 87.5 s
