@@ -65,8 +65,9 @@ def split_settings(
     design: str, settings: Mapping[str, Any], config_fields: Collection[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """`settings` split into (config fields, design options): an option of `design` goes
-    to the config field that carries it where the config has one (Bamboo's `depth` ->
-    `bamboo_depth`), else to the design options; any other key that is a config field goes
+    to the config field that carries it where the config has one (the real backend's
+    `fault_tolerance`), else to the design options under its own name (the simulator's, for
+    every option: Bamboo's `depth`, also when given as `bamboo_depth`); any other key that is a config field goes
     there; the rest are design options, checked when the design is resolved (unknown
     option, option of another design)."""
     mine = registry.get(design).option_specs

@@ -28,7 +28,7 @@ def by_calibration(table: pd.DataFrame):
 
 
 # what the paper's spot figures change per system, for the models whose artifact record says so
-SPOT_NO_ROLLBACK_OPTIONS = {"varuna": {"varuna_rollback": False}}
+SPOT_NO_ROLLBACK_OPTIONS = {"varuna": {"rollback": False}}
 
 
 def spot_options(calibration: str, model: str, system: str) -> dict:

@@ -77,8 +77,12 @@ def specs(setting: Setting) -> list[RunSpec]:
     return out
 
 
+OPTION_F = "design_options_fault_tolerance"  # the results table's column of Oobleck's f
+
+
 def figures(table: pd.DataFrame, out_dir: Path) -> dict[str, Figure]:
-    table = table.assign(run_samples_per_s=run_throughput(table))
+    # f is Oobleck's option: the table holds it with the design's options
+    table = table.assign(run_samples_per_s=run_throughput(table), fault_tolerance=table[OPTION_F])
     generated = table[(table["burst"] > 0) & (table["outcome"].isin(RAN_OUTCOMES))]
     if generated.empty:
         return {"fault-tolerance": plots.text_figure("no run could be planned")}

@@ -138,13 +138,14 @@ AS_RUN = ArtifactQuirks.all_on()
 # the spot traces of the paper's Figures 10, 14, 15 (eval_gcp_ec2.py), by the artifact's file names
 PAPER_SPOT_TRACES = ("scale_gcp-trace", "scale_p3-trace")
 REPLAY_UNSUPPORTED = (
-    "min_nodes",
     "checkpoint_every_iterations",
-    "bamboo_depth",
     "reconfigure_cost_factor",
     "restart_cost_factor",
     "checkpoint_cost_factor",
 )
+
+
+REPLAY_UNSUPPORTED_OPTIONS = ("min_nodes", "depth")  # design options the replay cannot vary
 
 
 def is_paper_spot_trace(trace_name: str) -> bool:
@@ -160,6 +161,11 @@ def resolve(config: Any, trace_name: str) -> tuple[ArtifactQuirks, bool, str]:
     if quirks.needs_replay():
         given = config.to_dict()
         stray = [name for name in REPLAY_UNSUPPORTED if given[name] is not None]
+        stray += [
+            f"{config.design.name}'s {name}"
+            for name in REPLAY_UNSUPPORTED_OPTIONS
+            if config.design.option(name) is not None
+        ]
         if stray:
             raise SimError(f"{', '.join(stray)} cannot be set when the artifact's code is replayed (artifact_quirks)")
     small = art.ARTIFACT_MODELS[config.job.model].spot_no_rollback if config.job.model in art.ARTIFACT_MODELS else False

@@ -163,7 +163,7 @@ def _registered() -> dict:
 def _option_names() -> set[str]:
     from designs import registry
 
-    return {s.name for d in registry.all_designs() for s in d.option_specs}
+    return {n for d in registry.all_designs() for s in d.option_specs for n in (s.name, s.legacy) if n}
 
 
 def check_output_dir(path: Path) -> None:

@@ -12,9 +12,11 @@
 
 Fields left at None take the profile's or the calibration's default when the run is set up
 (`sim.setup`). Sweeps, `--set`, result tables and `config.json` name each input by one flat
-key (`global_batch`, `restart_fixed_s`, `bamboo_depth`): `KEYS` maps each to its group and
-field, the designs' options declare their own flat names (`legacy=`), and `--set` also takes
-the dotted form (`job.global_batch`, `design.depth`). `config.json` records the flat keys as
+key (`global_batch`, `restart_fixed_s`): `KEYS` maps each to its group and field, and `--set`
+also takes the dotted form (`job.global_batch`). A design's option keeps its own name from
+`--set depth=3` (or `design.depth`) to the policy, in `design_options`; an older flat name of
+it (`bamboo_depth`, declared with `legacy=`) is upgraded to that name where a command line or
+a record is read, and goes no further. `config.json` records the flat keys as
 given plus `effective_<key>` for each default filled in, so `SimConfig.from_record(json)`
 reruns a run from its directory, whichever version wrote it. An option that the calibration
 does not use must stay unset: setting one is an error rather than a silent no-op.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import TYPE_CHECKING, Any
 
 from designs import registry
-from designs.options import DesignError
+from designs.options import ARTIFACT, DesignError
 
 from .config_keys import (
     ARTIFACT_CALIBRATIONS,
@@ -36,10 +38,8 @@ from .config_keys import (
     FLAT_KEYS,
     GROUPS,
     KEYS,
-    OPTION,
     TIMELINES,
     check,
-    check_older,
 )
 from .cost_terms import TERMS
 from .errors import SimError
@@ -153,6 +153,12 @@ class SimConfig:
         except DesignError as exc:
             raise SimError(str(exc)) from None
         check(self.to_dict())
+        if self.design.options:  # each option by its design's rules (value, calibration), at once
+            where = ARTIFACT if self.run.calibration in ARTIFACT_CALIBRATIONS else self.run.calibration
+            try:
+                registry.resolve(self.design.name, dict(self.design.options), where)
+            except DesignError as exc:
+                raise SimError(str(exc)) from None
 
     # -- from and to the flat keys -----------------------------------------------------------
     @classmethod
@@ -164,12 +170,20 @@ class SimConfig:
     def from_mapping(cls, data: Mapping[str, Any]) -> SimConfig:
         """Build from a mapping of flat keys (a config.json, a sweep's parameters), dotted
         keys (`job.global_batch`, `design.depth` for an option) or groups (`{"job": {...}}`),
-        rejecting unknown keys by name; `design` naming a design is another name for `policy`."""
+        rejecting unknown keys by name; `design` naming a design is another name for `policy`.
+        An option given by its older flat name (`bamboo_depth`) is upgraded here to its own
+        name in the design's options."""
         flat: dict[str, Any] = {}
         options: dict[str, Any] = {}
+        older: dict[str, Any] = {}
+        legacy = registry.legacy_fields()
         for key, value in _expanded(data).items():
             if key in KEYS:
                 flat[key] = value
+                continue
+            if key in legacy:
+                if value is not None:
+                    older[key] = value
                 continue
             group, _, name = key.partition(".")
             if (group, name) in BY_FIELD:
@@ -181,26 +195,23 @@ class SimConfig:
                 raise SimError(f"unknown config key(s) {key}; known: {known} (or group.field, design.OPTION)")
         if options:
             flat["design_options"] = {**options, **(flat.get("design_options") or {})}
-        return cls._from_flat(flat)
+        return cls._from_flat(flat, older)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> SimConfig:
-        """The config of a run's `config.json` (its input keys; derived keys ignored)."""
-        return cls._from_flat({k: v for k, v in record.items() if k in KEYS})
+        """The config of a run's `config.json` (its input keys; derived keys ignored), a
+        record written before designs had options included (its older option keys upgraded)."""
+        legacy = registry.legacy_fields()
+        older = {k: v for k, v in record.items() if k in legacy and v is not None}
+        return cls._from_flat({k: v for k, v in record.items() if k in KEYS}, older)
 
     @classmethod
-    def _from_flat(cls, flat: Mapping[str, Any]) -> SimConfig:
+    def _from_flat(cls, flat: Mapping[str, Any], older: Mapping[str, Any] | None = None) -> SimConfig:
         parts: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
-        older: dict[str, Any] = {}
         for key, value in flat.items():
             group, name = KEYS[key]
-            if name == OPTION:
-                if value is not None:
-                    older[key] = value
-            else:
-                parts[group][name] = value
+            parts[group][name] = value
         if older:
-            check_older(parts["run"].get("calibration", RunControl.calibration), older)
             parts["design"]["options"] = _with_older_options(
                 parts["design"].get("name", DesignConfig.name), parts["design"].get("options"), older
             )
@@ -208,22 +219,19 @@ class SimConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The flat record (`KEYS`' order): config.json's inputs, a sweep's parameters."""
-        older = _older_names(self.design.name)
-        options = dict(self.design.options or {})
-        carried = {older[name]: options.pop(name) for name in list(options) if name in older}
-        out: dict[str, Any] = {}
-        for key, (group, name) in KEYS.items():
-            if name == OPTION:
-                out[key] = carried.get(key)
-            elif key == "design_options":
-                out[key] = options if options or (self.design.options is not None and not carried) else None
-            else:
-                out[key] = getattr(getattr(self, group), name)
-        return out
+        return {key: getattr(getattr(self, group), name) for key, (group, name) in KEYS.items()}
 
     def with_(self, **changes: Any) -> SimConfig:
-        """This config with some flat keys changed."""
-        return SimConfig._from_flat({**self.to_dict(), **changes})
+        """This config with some flat keys changed (an option's older flat name changes that
+        option)."""
+        legacy = registry.legacy_fields()
+        older = {k: v for k, v in changes.items() if k in legacy}
+        flat = {**self.to_dict(), **{k: v for k, v in changes.items() if k not in legacy}}
+        if older:
+            flat["design_options"] = _with_older_options(
+                flat["policy"], flat.get("design_options"), {k: v for k, v in older.items() if v is not None}, True
+            )
+        return SimConfig._from_flat(flat)
 
 
 def _expanded(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -242,18 +250,10 @@ def _expanded(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _older_names(design: str) -> dict[str, str]:
-    """Option name -> the flat key that carries it, for `design` (none when unknown)."""
-    try:
-        specs = registry.get(design).option_specs
-    except DesignError:
-        return {}
-    return {spec.name: spec.legacy for spec in specs if spec.legacy}
-
-
-def _with_older_options(design: str, options: Any, older: Mapping[str, Any]) -> Any:
-    """`options` with the options `older` gives by their flat keys (Bamboo's `bamboo_depth`);
-    an option also in `options` keeps that value. A key of another design is an error."""
+def _with_older_options(design: str, options: Any, older: Mapping[str, Any], override: bool = False) -> Any:
+    """`options` with the options `older` gives by their older flat keys (Bamboo's
+    `bamboo_depth`), under their own names; an option also in `options` keeps that value
+    (unless `override`). A key of another design is an error."""
     try:
         specs = registry.get(design).option_specs
     except DesignError as exc:
@@ -266,5 +266,8 @@ def _with_older_options(design: str, options: Any, older: Mapping[str, Any]) -> 
         if key not in by_key:
             owners = registry.legacy_fields().get(key, ())
             raise SimError(f"{key} applies to {' and '.join(owners)}, not {design}")
-        merged.setdefault(by_key[key], value)
+        if override:
+            merged[by_key[key]] = value
+        else:
+            merged.setdefault(by_key[key], value)
     return merged

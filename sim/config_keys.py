@@ -1,9 +1,10 @@
 """The flat keys of a simulation's configuration: one table, and each key's checks.
 
 Sweeps, `--set`, result tables and `config.json` name every input of a run by one flat key;
-`KEYS` maps each to its group of `SimConfig` and the field there. Six keys carry a design's
-option under the name it had before designs had options (`bamboo_depth` is Bamboo's
-`depth`); they map to `OPTION`, and the option that declares the key (`legacy=`) says which.
+`KEYS` maps each to its group of `SimConfig` and the field there. A design's options are not
+flat keys: they live in `design_options` under their own names. The names some of them had
+before designs had options (`bamboo_depth` for Bamboo's `depth`, declared with `legacy=`) are
+upgraded where a record or a command line is read (`sim.config`), and go no further.
 The cost keys, their bounds and the calibrations that use them are `sim.cost_terms`' rows.
 `check` holds every rule on a single value and those between values of the flat record, each
 failure one line naming the key.
@@ -26,26 +27,16 @@ CALIBRATIONS = ("artifact", "planner", "artifact-as-run")
 ARTIFACT_CALIBRATIONS = ("artifact", "artifact-as-run")  # the artifact's tables and constants
 TIMELINES = ("changes", "iterations")
 GROUPS = ("job", "design", "costs", "run")
-OPTION = "<option>"  # the key names a design's option (the option that declares it, `legacy=`)
 
 _JOB = ("model", "trace", "global_batch", "microbatch_size", "gpu", "gpus_per_node", "inter_node_gbps")
 _CHECKPOINTS = ("checkpoint_every_iterations", "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s")
 _COSTS = tuple(TERMS)  # every cost term, in the table's order
 _RUN = ("calibration", "artifact_quirks", "seed", "duration_s", "timeline")
-_OPTIONS = (
-    "fault_tolerance",
-    "varuna_rollback",
-    "min_nodes",
-    "bamboo_depth",
-    "join_horizon_s",
-    "varuna_max_microbatch",
-)
 # the record's order: the order of the flat record these keys have always been written in
 _ORDER = (
-    "policy", "model", "trace", "calibration", "seed", "costs", "global_batch", "microbatch_size", "fault_tolerance",
+    "policy", "model", "trace", "calibration", "seed", "costs", "global_batch", "microbatch_size",
     "gpu", "gpus_per_node", "inter_node_gbps", "node_startup_s", "price_per_node_hour", *_CHECKPOINTS,
-    "varuna_rollback", "artifact_quirks", "min_nodes", "bamboo_depth", "join_horizon_s", "varuna_max_microbatch",
-    "design_options", *_COSTS[2:], "duration_s", "timeline",
+    "artifact_quirks", "design_options", *_COSTS[2:], "duration_s", "timeline",
 )  # fmt: skip
 
 
@@ -53,7 +44,7 @@ def _table() -> dict[str, tuple[str, str]]:
     where: dict[str, tuple[str, str]] = {"policy": ("design", "name"), "design_options": ("design", "options")}
     where |= {k: ("job", k) for k in _JOB} | {k: ("design", k) for k in _CHECKPOINTS}
     where |= {k: ("costs", k) for k in _COSTS} | {"costs": ("costs", "profile")}
-    where |= {k: ("run", k) for k in _RUN} | {k: ("design", OPTION) for k in _OPTIONS}
+    where |= {k: ("run", k) for k in _RUN}
     assert sorted(where) == sorted(_ORDER), "internal: the key table and the record's order disagree"
     return {key: where[key] for key in _ORDER}
 
@@ -61,26 +52,24 @@ def _table() -> dict[str, tuple[str, str]]:
 # flat key -> (group, field); `OPTION`: a design option under its older name
 KEYS: dict[str, tuple[str, str]] = _table()
 FLAT_KEYS = tuple(KEYS)
-BY_FIELD = {(group, name): key for key, (group, name) in KEYS.items() if name != OPTION}
+BY_FIELD = {(group, name): key for key, (group, name) in KEYS.items()}
 
 # keys each calibration ignores: setting them is an error
 PLANNER_ONLY = (
-    "global_batch", "microbatch_size", "fault_tolerance", "gpu", "gpus_per_node", "inter_node_gbps",
-    "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s", "join_horizon_s", "varuna_max_microbatch",
-    *_PLANNER_ONLY_COSTS,
+    "global_batch", "microbatch_size", "gpu", "gpus_per_node", "inter_node_gbps",
+    "checkpoint_every_s", "checkpoint_adaptive", "checkpoint_prior_mtbf_s", *_PLANNER_ONLY_COSTS,
 )  # fmt: skip
-ARTIFACT_ONLY = ("varuna_rollback", "min_nodes", "artifact_quirks")
+ARTIFACT_ONLY = ("artifact_quirks",)
 
 # the longest run `duration_s` may ask for: beyond the trace it holds the last membership
 MAX_DURATION_S = MAX_HOURS * 3600.0  # a year: the traces' own bound on generated hours
 
 _NOT_NUMBERS = (
-    "policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "costs", "varuna_rollback",
+    "policy", "model", "trace", "calibration", "gpu", "timeline", "seed", "costs",
     "design_options", "artifact_quirks", "checkpoint_adaptive",
 )  # fmt: skip
 _WHOLE = (
-    "global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations", "min_nodes", "bamboo_depth",
-    "varuna_max_microbatch",
+    "global_batch", "microbatch_size", "gpus_per_node", "checkpoint_every_iterations",
 )  # fmt: skip
 _POSITIVE = ("inter_node_gbps", "checkpoint_every_s", "checkpoint_prior_mtbf_s", "duration_s")
 
@@ -117,9 +106,6 @@ def _check_number(key: str, value: Any) -> None:
     elif key in _WHOLE:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SimError(f"{key} must be a whole number >= 1, got {value!r}")
-    elif key == "fault_tolerance":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SimError(f"fault_tolerance must be a whole number >= 0, got {value!r}")
     else:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise SimError(f"{key} must be a finite number >= 0, got {value!r}")
@@ -151,24 +137,10 @@ def _check_between(flat: Mapping[str, Any]) -> None:
             "restart_overhead_s (a constant relaunch) and restart_fixed_s / restart_per_process_s "
             "(a relaunch growing with its processes) are alternatives: set one"
         )
-    if flat["varuna_rollback"] is not None and not isinstance(flat["varuna_rollback"], bool):
-        raise SimError(f"varuna_rollback must be true or false, got {flat['varuna_rollback']!r}")
     if flat["artifact_quirks"] is not None and not isinstance(flat["artifact_quirks"], str):
         raise SimError(f"artifact_quirks must be a comma-separated list of names, got {flat['artifact_quirks']!r}")
     _check_adaptive(flat)
     check_reach(flat["calibration"], flat)
-
-
-def check_older(calibration: str, given: Mapping[str, Any]) -> None:
-    """The design options `given` by their older flat keys: values, then reach, in the order
-    `check` takes them, so that a message does not depend on how an option was given."""
-    for key, value in given.items():
-        if key == "varuna_rollback":
-            if not isinstance(value, bool):
-                raise SimError(f"varuna_rollback must be true or false, got {value!r}")
-        elif value is not None:
-            _check_number(key, value)
-    check_reach(calibration, given)
 
 
 def check_reach(calibration: str, given: Mapping[str, Any]) -> None:

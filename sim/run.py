@@ -191,7 +191,8 @@ def summarize(sim: Simulation, setup: Setup) -> RunSummary:
 def _replayed(setup: Setup) -> SimResult:
     """The artifact's code replayed (`sim.artifact_replay`), packaged like an engine run."""
     config = setup.config
-    rollback = setup.resolved.get("effective_varuna_rollback", setup.resolved.get("varuna_rollback", True))
+    used = setup.resolved.get("effective_design_options") or setup.resolved.get("design_options") or {}
+    rollback = used.get("rollback", True)
     system = getattr(setup.timing, "system", None)
     if not isinstance(system, str):
         raise SimError(f"internal: the artifact replay needs an artifact timing, got {type(setup.timing).__name__}")

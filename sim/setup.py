@@ -176,13 +176,8 @@ def resolve_design(config: SimConfig) -> tuple[Design, object]:
 
 
 def _record_options(design: Design, options: object, where: str, resolved: dict[str, object]) -> None:
-    """config.json: the design's options as used, each legacy one also under its old
-    field (`effective_bamboo_depth`, as before designs had options)."""
-    values = as_dict(options)
-    for spec in design.option_specs:
-        if spec.legacy and where in spec.where:
-            resolved[spec.legacy] = values[spec.name]
-    resolved.update(design=design.name, design_options=values)
+    """config.json: the design's options as used, by their names (`effective_design_options`)."""
+    resolved.update(design=design.name, design_options=as_dict(options))
 
 
 # -- artifact calibration ------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_the_replay_with_every_switch_off_is_the_stated_model(artifact_traces):
     for r in (r for r in reference() if r["trace"] in ("1h", "10m", "gcp", "p3")):
         path, trace = artifact_traces[r["trace"]]
         stated = simulate(SimConfig.of(policy=r["system"], model=r["model"], trace=path), trace=trace)
-        rollback = stated.config.get("effective_varuna_rollback", stated.config.get("varuna_rollback", True))
+        rollback = (stated.config.get("effective_design_options") or {}).get("rollback", True)
         replay = Replay(
             trace, r["system"], r["model"], STATED, rollback=rollback, node_startup_s=45, price_per_node_hour=0.91
         )
@@ -108,20 +108,20 @@ def test_the_run_records_its_quirks_and_rollback(artifact_traces):
     path, trace = artifact_traces["gcp"]
     result = simulate(SimConfig.of(policy="varuna", model="BERT-large", trace=path), trace=trace)
     assert result.config["effective_artifact_quirks"] == "eval_spot_no_rollback"
-    assert result.config["effective_varuna_rollback"] is False
+    assert result.config["effective_design_options"]["rollback"] is False
     assert "spot" in result.config["varuna_rollback_why"]
     big = simulate(SimConfig.of(policy="varuna", model="GPT-3-6_7b", trace=path), trace=trace)
-    assert big.config["effective_varuna_rollback"] is True
+    assert big.config["effective_design_options"]["rollback"] is True
     path, trace = artifact_traces["10m"]
     freq = simulate(SimConfig.of(policy="varuna", model="BERT-large", trace=path), trace=trace)
-    assert freq.config["effective_varuna_rollback"] is True
+    assert freq.config["effective_design_options"]["rollback"] is True
     given = simulate(
         SimConfig.of(
             policy="varuna", model="BERT-large", trace=path, calibration="artifact-as-run", varuna_rollback=False
         ),
         trace=trace,
     )
-    assert given.config["effective_varuna_rollback"] is False
+    assert given.config["effective_design_options"]["rollback"] is False
     assert len(given.config["effective_artifact_quirks"].split(",")) == 10
 
 

@@ -134,8 +134,10 @@ def test_config_rejects_unknown_keys_and_bad_values():
         SimConfig.from_mapping({"policy": "oobleck", "speed": 3})
     with pytest.raises(SimError, match="unknown design .no-such-design.; known designs: oobleck"):
         SimConfig.of(policy="no-such-design")
-    with pytest.raises(SimError, match="varuna_rollback has no effect in the planner calibration"):
+    with pytest.raises(SimError, match="varuna_rollback applies to varuna, not oobleck"):
         SimConfig.of(calibration="planner", varuna_rollback=False)
+    with pytest.raises(SimError, match="varuna option rollback has no effect in the planner calibration"):
+        SimConfig.of(policy="varuna", calibration="planner", varuna_rollback=False)
 
 
 def test_varuna_checkpoint_count_default_only_without_an_interval():

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.config import CostConfig, DesignConfig, JobConfig, RunControl, SimConfig
-from sim.config_keys import BY_FIELD, KEYS, OPTION
+from sim.config_keys import BY_FIELD, KEYS
 from sim.cost_terms import PRICED
 from sim.errors import SimError
 
@@ -21,17 +21,20 @@ def test_every_field_has_one_flat_key_and_every_key_one_place():
     places = {(g, f.name) for g, kind in groups.items() for f in dataclasses.fields(kind)}
     assert set(BY_FIELD) == places  # each field named by exactly one flat key
     assert len(set(BY_FIELD.values())) == len(BY_FIELD)
-    older = [key for key, (_, name) in KEYS.items() if name == OPTION]
     from designs import registry
 
-    assert sorted(older) == sorted(registry.legacy_fields())  # each older key carried by a design option
+    # a design's option is no flat key: it keeps its own name in design_options
+    assert not set(KEYS) & set(registry.legacy_fields())
     assert all(KEYS[key][0] == "costs" for key in PRICED)  # what a profile prices is a cost
 
 
 def test_the_record_of_an_old_run_reads_as_it_was_written():
-    """A config.json as written before the groups (flat, every key, `effective_*` beside)
-    reads back into the same run, and writes the same flat record again."""
-    old = {key: None for key in KEYS} | {
+    """A config.json as written before the groups (flat, every key, `effective_*` beside,
+    the options under their older flat names) reads back into the same run; it is written
+    again with the option under its own name."""
+    from designs import registry
+
+    old = {key: None for key in (*KEYS, *registry.legacy_fields())} | {
         "policy": "bamboo", "model": "gpt3-1.3b", "trace": "fixed:interval=1h", "calibration": "planner", "seed": 3,
         "costs": "h100-datacenter", "global_batch": 512, "bamboo_depth": 4, "checkpoint_every_s": 600.0,
         "design_options": None, "timeline": "changes", "effective_bamboo_depth": 4, "trace_name": "x",
@@ -39,7 +42,8 @@ def test_the_record_of_an_old_run_reads_as_it_was_written():
     config = SimConfig.from_record(old)
     assert config.design == DesignConfig("bamboo", {"depth": 4}, checkpoint_every_s=600.0)
     assert config.costs.profile == "h100-datacenter" and config.job.global_batch == 512 and config.run.seed == 3
-    assert config.to_dict() == {k: v for k, v in old.items() if k in KEYS}
+    assert config.to_dict() == {k: v for k, v in old.items() if k in KEYS} | {"design_options": {"depth": 4}}
+    assert SimConfig.from_record(config.to_dict()) == config
 
 
 def test_flat_dotted_and_grouped_keys_build_the_same_config():
@@ -57,7 +61,7 @@ def test_flat_dotted_and_grouped_keys_build_the_same_config():
         RunControl(calibration="planner"),
     )  # fmt: skip
     assert flat == dotted == grouped == direct
-    assert flat.to_dict()["bamboo_depth"] == 3 and flat.to_dict()["design_options"] is None
+    assert flat.to_dict()["design_options"] == {"depth": 3} and "bamboo_depth" not in flat.to_dict()
 
 
 def test_bad_keys_and_values_are_named_whichever_way_they_come():
