@@ -183,16 +183,15 @@ def _range(key: str, data: Any, *, where: str) -> MeasuredRange:
     return MeasuredRange(str(data["over"]), float(low), float(high))
 
 
-def extrapolated(config: Any, gpus: int, nodes: int) -> list[str]:
+def extrapolated(profile: CostProfile | None, given: Any, gpus: int, nodes: int) -> list[str]:
     """One line per term a run takes from its profile outside the range the value's source
-    measured (`config`: a `SimConfig` as given, before `apply`: a value set by hand is the
-    user's, with no range)."""
-    if config.costs.profile is None:
+    measured (`given`: the run's costs before `apply`: a value set by hand is the user's,
+    with no range)."""
+    if profile is None:
         return []
-    profile = get(config.costs.profile)
     lines = []
     for key, cost in profile.costs.items():
-        if cost.measured is None or getattr(config.costs, key) is not None:
+        if cost.measured is None or getattr(given, key) is not None:
             continue
         size = cost.measured.outside(gpus, nodes)
         if size is not None:
@@ -276,11 +275,13 @@ def get(name_or_path: str) -> CostProfile:
     )
 
 
-def apply(config: Any) -> Any:
-    """`config` (a `SimConfig`) with its profile's values where it sets none."""
+def apply(config: Any, profile: CostProfile | None = None) -> Any:
+    """`config` (a `SimConfig`) with its profile's values where it sets none (`profile`: the
+    one it names, when the caller has read it already)."""
     if config.costs.profile is None:
         return config
-    profile = get(config.costs.profile)
+    if profile is None:
+        profile = get(config.costs.profile)
     if config.run.calibration != "planner":
         priced = sorted(key for key in profile.costs if config.run.calibration not in PRICED[key].calibrations)
         if priced:

@@ -208,6 +208,12 @@ def default(key: str) -> Any:
     return TERMS[key].default
 
 
+def term(costs: Any, key: str) -> Any:
+    """The term `key` of a run's costs (`CostConfig`), its row's default where unset."""
+    value = getattr(costs, key)
+    return TERMS[key].default if value is None else value
+
+
 def within(key: str, value: Any) -> bool:
     """Whether `value` (not None) is one the term `key` may take (its `bound`)."""
     bound = TERMS[key].bound

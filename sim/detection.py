@@ -19,11 +19,11 @@ from typing import Any
 
 from traces.model import CAUSE_KIND
 
-from .cost_terms import default
+from .cost_terms import term
 
-
-def _or(value: Any, fallback: Any) -> Any:
-    return fallback if value is None else value
+# a failure's kind (`traces.model.CAUSE_KIND`; "no_cause" for none) -> the cost term pricing it
+KIND_TERMS = (("crash", "detect_crash_s"), ("network", "detect_network_s"), ("hang", "detect_hang_s"),
+              ("no_cause", "detect_s"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ class Detection:
     @classmethod
     def of(cls, costs: Any) -> Detection:
         """The detection a run's costs price (`CostConfig`'s `detect_*` fields, unset ones 0)."""
-        keys = ("detect_s", "detect_crash_s", "detect_network_s", "detect_hang_s")
-        return cls(*(_or(getattr(costs, key), default(key)) for key in keys))
+        priced = {kind: term(costs, key) for kind, key in KIND_TERMS}
+        return cls(priced["no_cause"], priced["crash"], priced["network"], priced["hang"])
 
     def seconds(self, cause: str | None) -> float:
         kind = CAUSE_KIND.get(cause or "")

@@ -183,7 +183,7 @@ class Simulation(DecidingPart):
         if self.mode == RUNNING:
             self._settle()
         if kind == "wake":  # the wait a decision asked for is over: ask again, if it still stands
-            if self.mode == WAITING and self.decision is not None and id(self.decision) == nodes[0]:
+            if self.mode == WAITING and self.decision is nodes[0]:
                 self._decide(PauseEnded(WAITING))
         elif kind == "ready":
             if self.mode == WAITING and not self.segments:

@@ -59,12 +59,12 @@ class DecidingPart(RunningPart):
         ask the policy then (a `PauseEnded` of the wait), unless another decision came."""
         decision = self.decision
         if self.mode == WAITING and decision is not None and decision.wake_at_s is not None:
-            self.env.process(self._wake(id(decision), max(0.0, decision.wake_at_s - self.env.now)))
+            self.env.process(self._wake(decision, max(0.0, decision.wake_at_s - self.env.now)))
 
-    def _wake(self, decision_id: int, delay_s: float):
+    def _wake(self, decision: Decision, delay_s: float):
         yield self.env.timeout(delay_s)
-        if self.mode == WAITING and self.decision is not None and id(self.decision) == decision_id:
-            self.job.interrupt(("wake", (decision_id,)))
+        if self.mode == WAITING and self.decision is decision:
+            self.job.interrupt(("wake", (decision,)))
 
     def _decide(self, event, job_state: str | None = None) -> None:
         decision = self.policy.decide(self._view(job_state), event, self.decision)

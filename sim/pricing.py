@@ -33,8 +33,8 @@ from planner.profile import ModelProfile
 from . import cost_profiles
 from .contention import ContendedCompute, check_coverage
 from .core_bound import CoreBound
-from .cost_terms import TERMS, default
-from .detection import Detection
+from .cost_terms import TERMS, default, term
+from .detection import KIND_TERMS, Detection
 from .loaded_hops import LoadedHops
 from .optimizer_cost import OptimizerStep
 from .sync_cost import SyncMessages
@@ -58,30 +58,18 @@ class Pricing:
     sync_notice: bool = default("sync_notice")  # a loss noticed at the survivors' next communication
 
 
-def _or(value: Any, fallback: Any) -> Any:
-    return fallback if value is None else value
-
-
-def term(costs: Any, key: str) -> Any:
-    """The term `key` of a run's costs (`CostConfig`), its row's default where unset."""
-    return _or(getattr(costs, key), default(key))
-
-
-DETECTED_KINDS = (("crash", "detect_crash_s"), ("network", "detect_network_s"), ("hang", "detect_hang_s"),
-                  ("no_cause", "detect_s"))  # fmt: skip
-
-
-def detection_charged(given: Any, costs: Any, own: tuple[str, float] | None) -> dict[str, dict[str, Any]]:
+def detection_charged(
+    given: Any, costs: Any, profile: cost_profiles.CostProfile | None, own: tuple[str, float] | None
+) -> dict[str, dict[str, Any]]:
     """Per failure kind, the seconds a loss waits to be declared and by what (`by`): the
     term set by hand, the cost profile's (and its base's), the calibration's default, or the
     design's own detector (`own`: its option and seconds) where that declares sooner or the
     costs price no detection at all (`sim.engine_decide`'s rule). `given`: the costs as the
-    run set them, before its profile filled them; `costs`: after."""
-    profile = cost_profiles.get(costs.profile) if costs.profile is not None else None
-    cluster = {key: float(term(costs, key)) for _, key in DETECTED_KINDS}
+    run set them, before its profile (`profile`) filled them; `costs`: after."""
+    cluster = {key: float(term(costs, key)) for _, key in KIND_TERMS}
     free = not any(cluster.values())
     out = {}
-    for kind, key in DETECTED_KINDS:
+    for kind, key in KIND_TERMS:
         if getattr(given, key) is not None:
             by = f"{key} set for the run"
         elif profile is not None and key in profile.costs:

@@ -32,7 +32,7 @@ import numpy as np
 import traces
 from designs import BuildContext, Design, DesignError, PolicyBuild
 from designs import registry as designs
-from designs.options import ARTIFACT, PLANNER, as_dict
+from designs.options import ARTIFACT, as_dict
 from planner.analytic import MODEL_SHAPES
 from planner.catalog import resolve_profile
 from planner.checkpoint_interval import DEFAULT_PRIOR_MTBF_S, AdaptiveCheckpoints
@@ -101,7 +101,8 @@ def load_trace(config: SimConfig) -> Trace:
 
 def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     """The trace (loaded unless given), policy and pricing for `config`."""
-    given, config = config, cost_profiles.apply(config)
+    profile = cost_profiles.get(config.costs.profile) if config.costs.profile is not None else None
+    given, config = config, cost_profiles.apply(config, profile)
     design, options = resolve_design(config)
     if trace is None:
         trace = load_trace(config)
@@ -129,14 +130,14 @@ def build(config: SimConfig, trace: Trace | None = None) -> Setup:
     pricing = price(config.costs, timing, derived)
     if config.run.calibration not in ARTIFACT_CALIBRATIONS:  # per failure kind: how long, and by what
         option = design.detector_option
-        options = derived.get("design_options") or {}
-        own = (option, float(options[option])) if option and options.get(option) is not None else None
-        charged = detection_charged(given.costs, config.costs, own)
+        used = derived.get("design_options") or {}
+        own = (option, float(used[option])) if option and used.get(option) is not None else None
+        charged = detection_charged(given.costs, config.costs, profile, own)
         if any(entry["s"] for entry in charged.values()):
             derived["detection"] = charged
     if "peak_nodes" in derived:  # the planner calibration: a profile's values outside their sources' range
         nodes = int(derived["peak_nodes"])
-        outside = cost_profiles.extrapolated(given, nodes * int(derived["gpus_per_node"]), nodes)
+        outside = cost_profiles.extrapolated(profile, given.costs, nodes * int(derived["gpus_per_node"]), nodes)
         if outside:
             derived["extrapolated_terms"] = outside
     return Setup(config, trace, policy, pricing, Setup.record(config, derived), quirks, adaptive)
@@ -175,7 +176,7 @@ def resolve_design(config: SimConfig) -> tuple[Design, object]:
         raise SimError(str(exc)) from None
 
 
-def _record_options(design: Design, options: object, where: str, resolved: dict[str, object]) -> None:
+def _record_options(design: Design, options: object, resolved: dict[str, object]) -> None:
     """config.json: the design's options as used, by their names (`effective_design_options`)."""
     resolved.update(design=design.name, design_options=as_dict(options))
 
@@ -205,7 +206,7 @@ def _artifact(
     except DesignError as exc:
         raise SimError(str(exc)) from None
     timing.options = built.options
-    _record_options(design, built.options, ARTIFACT, resolved)
+    _record_options(design, built.options, resolved)
     if built.checkpoints is not None:
         resolved.update(checkpoint_every_iterations=built.checkpoints.every_iterations)
     resolved.update(built.notes)
@@ -309,7 +310,7 @@ def _planner(config: SimConfig, trace: Trace, design: Design, options: object, r
     except (DesignError, PlannerError) as exc:
         raise SimError(str(exc)) from None
     schedule = built.checkpoints or schedule
-    _record_options(design, built.options, PLANNER, resolved)
+    _record_options(design, built.options, resolved)
     timing = planner_timing(
         config.costs, design, built, profile, cluster, global_batch=batch, peak_nodes=peak, resolved=resolved
     )
