@@ -24,7 +24,7 @@ QUICK = dict(trace="fixed:interval=1h,nodes=4,removals=2", nodes=4, global_batch
 
 
 def register(subparsers) -> None:
-    from .spec import POLICIES, ValidationSpec
+    from .spec import DESIGNS, POLICIES, ValidationSpec
 
     d = ValidationSpec()
     p = subparsers.add_parser(
@@ -61,7 +61,11 @@ def register(subparsers) -> None:
         default=None,
         help=f"samples per iteration (default {d.global_batch}; --quick: {QUICK['global_batch']})",
     )
-    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated: oobleck, varuna")
+    p.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help=f"comma-separated, among {', '.join(DESIGNS)} (default: %(default)s)",
+    )
     p.add_argument(
         "--duration-s",
         type=float,
@@ -184,4 +188,8 @@ def run(args) -> int:
         print(
             f"  recovery duration error (median |rel|):       {fmt(e['recovery_error'])} over {e['recoveries_compared']} recoveries"
         )
+        if e.get("joins_compared"):
+            print(
+                f"  join pause error (median |rel|):              {fmt(e['join_error'])} over {e['joins_compared']} joins"
+            )
     return 0

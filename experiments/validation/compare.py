@@ -9,6 +9,11 @@ makes both sides see each trace event at the same instant.
   time it was committed again).
 - Recoveries: from the failure to the completion of the iteration it interrupted (both
   sides, the same definition as `real.control.recovery`).
+- Joins: the pause of a plan change with nobody lost (replica groups' quorum growing as a
+  group returns, Oobleck's morph onto new nodes): from the last iteration committed
+  before it to the moment training goes on (the real backend's planned stop to its new
+  generation's readiness; the simulator's pause that no removal began). Paired by time as
+  recoveries are.
 - Phases: the stretches between trace events. A phase's steady-state throughput is the
   global batch over the median duration of its iterations that overlap no recovery (the
   first iteration of a run, with its one-off set-up, never counts); a phase with fewer
@@ -36,6 +41,10 @@ class RunTimeline:
     iteration_end_s: tuple[float, ...]
     recoveries: tuple[tuple[float, float], ...]  # (failure, next completed iteration)
     end_s: float  # the end of the comparison window on this side
+    joins: tuple[tuple[float, float], ...] = ()  # (pause begins, training goes on) of each join
+    # the samples of each committed iteration where they vary (replica groups train on the
+    # live groups' share while a group is out); empty: `samples_per_iteration` each
+    iteration_samples: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         ends = self.iteration_end_s
@@ -43,10 +52,19 @@ class RunTimeline:
             raise ValueError(f"{self.side} iteration end times are not in order")
         if self.samples_per_iteration < 1:
             raise ValueError("samples_per_iteration must be >= 1")
+        if self.iteration_samples and len(self.iteration_samples) != len(ends):
+            raise ValueError(
+                f"{self.side}: {len(self.iteration_samples)} iteration sample counts for {len(ends)} iterations"
+            )
 
     def samples_at(self, t_s: float) -> int:
         """Samples committed by `t_s`."""
-        return bisect.bisect_right(self.iteration_end_s, t_s) * self.samples_per_iteration
+        done = bisect.bisect_right(self.iteration_end_s, t_s)
+        return sum(self.iteration_samples[:done]) if self.iteration_samples else done * self.samples_per_iteration
+
+    def samples_of(self, k: int) -> int:
+        """Samples of `iterations()[k]` (the iteration that ends at `iteration_end_s[k + 1]`)."""
+        return self.iteration_samples[k + 1] if self.iteration_samples else self.samples_per_iteration
 
     def iterations(self) -> list[tuple[float, float]]:
         """(start, end) of every committed iteration but the first."""
@@ -55,7 +73,7 @@ class RunTimeline:
 
     def throughput_points(self) -> list[tuple[float, float]]:
         """(end time, samples/s) of each iteration after the first: the plotted timeline."""
-        return [(b, self.samples_per_iteration / (b - a)) for a, b in self.iterations() if b > a]
+        return [(b, self.samples_of(k) / (b - a)) for k, (a, b) in enumerate(self.iterations()) if b > a]
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,8 @@ class RunComparison:
     phases: tuple[PhaseComparison, ...]
     recoveries: tuple[RecoveryComparison, ...]
     unmatched_sim_recoveries: tuple[float, ...] = field(default_factory=tuple)
+    # joins as recoveries are paired (`real_fail_s`, `sim_fail_s`: the pause's start)
+    joins: tuple[RecoveryComparison, ...] = field(default_factory=tuple)
 
     @property
     def samples_error(self) -> float | None:
@@ -107,6 +127,9 @@ class RunComparison:
 
     def recovery_errors(self) -> list[float]:
         return [r.error for r in self.recoveries if r.error is not None]
+
+    def join_errors(self) -> list[float]:
+        return [j.error for j in self.joins if j.error is not None]
 
     def to_dict(self) -> dict:
         return {
@@ -138,6 +161,16 @@ class RunComparison:
                 for r in self.recoveries
             ],
             "unmatched_sim_recoveries": list(self.unmatched_sim_recoveries),
+            "joins": [
+                {
+                    "real_start_s": j.real_fail_s,
+                    "real_s": j.real_s,
+                    "sim_start_s": j.sim_fail_s,
+                    "sim_s": j.sim_s,
+                    "error": j.error,
+                }
+                for j in self.joins
+            ],
         }
 
 
@@ -158,6 +191,17 @@ def steady_durations(side: RunTimeline, start_s: float, end_s: float) -> list[fl
     """Durations of the iterations inside [start_s, end_s] that overlap no recovery."""
     spans = side.iterations()
     return [spans[k][1] - spans[k][0] for k in steady_indices(side, start_s, end_s)]
+
+
+def phase_rate(side: RunTimeline, start_s: float, end_s: float) -> float:
+    """A phase's steady samples/s: the batch over the median steady iteration; where the
+    batch varies (`iteration_samples`), the median of the steady iterations' own rates."""
+    if not side.iteration_samples:
+        return side.samples_per_iteration / statistics.median(steady_durations(side, start_s, end_s))
+    spans = side.iterations()
+    return statistics.median(
+        side.samples_of(k) / (spans[k][1] - spans[k][0]) for k in steady_indices(side, start_s, end_s)
+    )
 
 
 def phase_bounds(event_times_s: Sequence[float], end_s: float) -> list[tuple[float, float]]:
@@ -199,14 +243,15 @@ def compare_run(
             durations = steady_durations(side, a, min(b, side.end_s))
             counts[side.side] = len(durations)
             rates[side.side] = (
-                side.samples_per_iteration / statistics.median(durations)
-                if len(durations) >= MIN_PHASE_ITERATIONS
-                else None
+                phase_rate(side, a, min(b, side.end_s)) if len(durations) >= MIN_PHASE_ITERATIONS else None
             )
         if rates["real"] is not None and rates["sim"] is not None:
             phases.append(PhaseComparison(a, b, rates["real"], rates["sim"], counts["real"], counts["sim"]))
     recoveries, unmatched = match_recoveries(
         [r for r in real.recoveries if r[0] <= window], [r for r in sim.recoveries if r[0] <= window], tolerance_s
+    )
+    joins, _ = match_recoveries(
+        [j for j in real.joins if j[0] <= window], [j for j in sim.joins if j[0] <= window], tolerance_s
     )
     return RunComparison(
         real.policy,
@@ -216,6 +261,7 @@ def compare_run(
         tuple(phases),
         tuple(recoveries),
         tuple(unmatched),
+        tuple(joins),
     )
 
 
@@ -229,16 +275,19 @@ def median_abs(values: Sequence[float]) -> float | None:
 
 
 def summarize(comparisons: Sequence[RunComparison]) -> dict:
-    """The three headline figures: median absolute relative errors over every compared
-    phase, run and recovery."""
+    """The headline figures: median absolute relative errors over every compared phase,
+    run, recovery and join."""
     throughput = [e for c in comparisons for e in c.throughput_errors()]
     samples = [c.samples_error for c in comparisons if c.samples_error is not None]
     recovery = [e for c in comparisons for e in c.recovery_errors()]
+    joins = [e for c in comparisons for e in c.join_errors()]
     return {
         "throughput_error": median_abs(throughput),
         "samples_error": median_abs(samples),
         "recovery_error": median_abs(recovery),
+        "join_error": median_abs(joins),
         "phases_compared": len(throughput),
         "runs_compared": len(samples),
         "recoveries_compared": len(recovery),
+        "joins_compared": len(joins),
     }

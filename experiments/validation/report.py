@@ -181,6 +181,12 @@ def validate(
         progress(
             f"{shown(policy)}: samples real {c.real_samples} sim {c.sim_samples} ({percent(c.samples_error)}); "
             f"throughput errors {[percent(e) for e in c.throughput_errors()]}; recovery errors {[percent(e) for e in c.recovery_errors()]}"
+            + (
+                "; joins (real/sim s) "
+                + ", ".join(f"{j.real_s:.2f}/{'n/a' if j.sim_s is None else f'{j.sim_s:.2f}'}" for j in c.joins)
+                if c.joins
+                else ""
+            )
             + (f"; cores busy per phase {as_percents(busy)}" if any(busy) else "")
             + (f", of which stolen by the host {as_percents(steal)}" if any(steal) else "")
         )

@@ -212,12 +212,19 @@ def write_timelines(result: PolicyResult, directory: Path) -> None:
     """`timeline_real.csv` and `timeline_sim.csv`: per iteration end, samples/s and samples."""
     for side in (result.real, result.sim):
         lines = ["time_s,samples_per_s,samples_done"]
-        for i, (t, rate) in enumerate(side.throughput_points(), start=2):
+        for t, rate in side.throughput_points():
             if t <= result.comparison.window_s + 1e-9:
-                lines.append(f"{t:.6f},{rate:.6f},{i * side.samples_per_iteration}")
+                lines.append(f"{t:.6f},{rate:.6f},{side.samples_at(t)}")
         (directory / f"timeline_{side.side}.csv").write_text("\n".join(lines) + "\n")
     (directory / "recoveries.json").write_text(
-        json.dumps({"real": list(result.real.recoveries), "sim": list(result.sim.recoveries)}, indent=1)
+        json.dumps(
+            {
+                "real": list(result.real.recoveries),
+                "sim": list(result.sim.recoveries),
+                "joins": {"real": list(result.real.joins), "sim": list(result.sim.joins)},
+            },
+            indent=1,
+        )
     )
 
 
@@ -309,7 +316,7 @@ def run_policy(
     summary = run.summary.to_dict()
     if summary["status"] != "finished":
         raise RuntimeError(f"the real {policy} run failed: {summary['reason']} (see {run.directory})")
-    real = real_timeline(summary, policy)
+    real = real_timeline(summary, policy, spec.global_batch)
     # Compared over [0, real.end_s] only, but simulated twice as long: a recovery that
     # begins near the window's end must be able to finish in the simulation (a slower
     # simulated restart cut off by the horizon would leave its measured twin unmatched).

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 SYNTHETIC = "synthetic"
 TINY_GPT = "tiny-gpt"
 COMPUTE = ("emulated", "real")
-POLICIES = ("oobleck", "varuna")
+POLICIES = ("oobleck", "varuna")  # the default pair
+DESIGNS = (*POLICIES, "replica_groups")  # what a validation can run
 # tiny-gpt as validated: big enough that compute, not the per-message runtime, sets the
 # pace (about 30-60 ms per block and microbatch on one core)
 TINY_SHAPE = dict(vocab=256, seq_len=128, hidden=256, heads=4, blocks=4)
@@ -106,9 +107,9 @@ class ValidationSpec:
             raise ValidationError(
                 "loaded_sends calibrates emulated compute; real compute's contention profile holds its loaded hop"
             )
-        bad = [p for p in self.policies if p not in POLICIES]
+        bad = [p for p in self.policies if p not in DESIGNS]
         if bad or not self.policies:
-            raise ValidationError(f"policies must be among {', '.join(POLICIES)}, got {list(self.policies)}")
+            raise ValidationError(f"policies must be among {', '.join(DESIGNS)}, got {list(self.policies)}")
         for name in ("target_duration_s", "time_scale", "tail_s", "heartbeat_timeout_s"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):

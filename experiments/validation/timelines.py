@@ -22,7 +22,9 @@ from .compare import RunTimeline
 PAUSED_STATES = ("reconfiguring", "restarting", "checkpointing")
 
 
-def real_timeline(summary: Mapping[str, Any], policy: str) -> RunTimeline:
+def real_timeline(summary: Mapping[str, Any], policy: str, global_batch: int | None = None) -> RunTimeline:
+    """The measured side. A run with steps over part of the batch (`partial_steps`: replica
+    groups with groups out) needs `global_batch` to count each step's samples."""
     start = summary.get("startup_s")
     if start is None:
         raise ValueError(
@@ -37,7 +39,24 @@ def real_timeline(summary: Mapping[str, Any], policy: str) -> RunTimeline:
         ]
     )
     batch = summary["committed_samples"] // summary["num_iterations"] if summary["num_iterations"] else 1
-    return RunTimeline("real", policy, int(batch), tuple(ends), recoveries, ends[-1] if ends else 0.0)
+    per_step: tuple[int, ...] = ()
+    partial = summary.get("partial_steps") or {}
+    if partial:
+        if global_batch is None:
+            raise ValueError(f"the real {policy} run trained steps on part of the batch: give global_batch")
+        counts = {int(step): sum(count for _, count in ranges) for step, ranges in partial.items()}
+        full = summary["num_iterations"] - len(counts)
+        microbatch = (summary["committed_samples"] - global_batch * full) / sum(counts.values())
+        per_step = tuple(
+            round(counts[k] * microbatch) if k in counts else global_batch for k in range(summary["num_iterations"])
+        )
+        batch = global_batch
+    joins = tuple(
+        (stop["t_stop_s"] - start, stop["t_ready_s"] - start)
+        for stop in summary.get("planned_stops", [])
+        if stop.get("t_ready_s") is not None
+    )
+    return RunTimeline("real", policy, int(batch), tuple(ends), recoveries, ends[-1] if ends else 0.0, joins, per_step)
 
 
 def merge_overlapping(spans: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
@@ -63,6 +82,17 @@ def sim_iteration_ends(rows: Sequence[TimelineRow]) -> list[float]:
     return ends
 
 
+def sim_iteration_samples(rows: Sequence[TimelineRow]) -> list[int]:
+    """The samples of each committed iteration, as `sim_iteration_ends` orders them."""
+    done: list[int] = []  # committed samples when each count was last reached
+    for row in rows:
+        n = row.iterations_done
+        del done[n:]
+        while len(done) < n:
+            done.append(row.samples_done)
+    return [b - a for a, b in zip([0, *done], done)]
+
+
 def sim_recoveries(rows: Sequence[TimelineRow], removal_times_s: Sequence[float]) -> list[tuple[float, float]]:
     """(failure, recovered) for every removal that paused the running job."""
     out: list[tuple[float, float]] = []
@@ -80,6 +110,21 @@ def sim_recoveries(rows: Sequence[TimelineRow], removal_times_s: Sequence[float]
     return out
 
 
+def sim_joins(rows: Sequence[TimelineRow], removal_times_s: Sequence[float]) -> list[tuple[float, float]]:
+    """(pause begins, training goes on) for every pause of the running job that no removal
+    began and that is no checkpoint: a plan change with nobody lost (a join)."""
+    removed = set(removal_times_s)
+    out: list[tuple[float, float]] = []
+    for i in range(1, len(rows)):
+        row, before = rows[i], rows[i - 1]
+        if row.state not in ("reconfiguring", "restarting") or before.state != "running" or row.time_s in removed:
+            continue
+        end = next((r.time_s for r in rows[i + 1 :] if r.state == "running"), None)
+        if end is not None:
+            out.append((row.time_s, end))
+    return out
+
+
 def sim_timeline(result: Any, policy: str, lead_s: float, end_s: float) -> RunTimeline:
     """`result`: a `sim.run.SimResult` run with iteration rows on a trace shifted by
     `lead_s` (its training starts then); times are returned relative to that start."""
@@ -94,4 +139,8 @@ def sim_timeline(result: Any, policy: str, lead_s: float, end_s: float) -> RunTi
     removals = [e.time_s for e in result.events if e.kind == "remove"]
     ends = [t - lead_s for t in sim_iteration_ends(rows)]
     recoveries = tuple((a - lead_s, b - lead_s) for a, b in sim_recoveries(rows, removals))
-    return RunTimeline("sim", policy, result.summary.extra["samples_per_iteration"], tuple(ends), recoveries, end_s)
+    joins = tuple((a - lead_s, b - lead_s) for a, b in sim_joins(rows, removals))
+    batch = result.summary.extra["samples_per_iteration"]
+    samples = sim_iteration_samples(rows)
+    varies = tuple(samples) if any(s != batch for s in samples) else ()
+    return RunTimeline("sim", policy, batch, tuple(ends), recoveries, end_s, joins, varies)

@@ -495,6 +495,9 @@ class Coordinator:
             self.schedule.start(t_ready_wall)
         else:
             out.event("generation_ready", generation=g, schedules=dict(out.schedules))
+            stop = out.planned_stops[-1] if out.planned_stops else None
+            if stop is not None and stop["t_ready_s"] is None and self.job.recovery is None:
+                stop["t_ready_s"] = t_ready_wall - out.t0_wall
         if decision.disruptive:
             self.job.pending_decision = decision
             self.store.set(keys.go_key(g), "stop")

@@ -63,6 +63,10 @@ class RunOutcome:
     events: list[EventRecord] = field(default_factory=list)
     rows: list[TimelineRow] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
+    # planned stops that changed the plan with nobody lost (a join: replica groups' quorum
+    # growing, Oobleck's morph): step, the last commit before it (`t_stop_s`), the new
+    # generation's readiness (`t_ready_s`) and the decision's actions
+    planned_stops: list[dict[str, Any]] = field(default_factory=list)
     generations: int = 0
     reconfigurations: int = 0
     restarts: int = 0

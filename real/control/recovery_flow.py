@@ -404,6 +404,15 @@ class RecoveryFlow:
             self.decide_and_execute(resume)
             return
         self.c.outcome.event("planned_stop", generation=g, step=resume)
+        out = self.c.outcome
+        out.planned_stops.append(
+            {
+                "step": resume,
+                "t_stop_s": out.step_end_s[-1] if out.step_end_s else out.now_s(),
+                "t_ready_s": None,  # set when the new generation is ready (`Coordinator.on_generation_ready`)
+                "actions": [type(a).__name__ for a in decision.actions],
+            }
+        )
         try:
             self.execute(decision, resume)
         except NodesLost as exc:  # a node the new plan needs died meanwhile: a failure after all

@@ -120,6 +120,11 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "recovery_s": [r.total_s for r in recoveries],
         "recoveries": [r.to_dict() for r in recoveries],
         "lost_iterations": outcome.lost_iterations,
+        # planned stops with nobody lost (joins): their pause, the last commit to the new generation's readiness
+        "planned_stops": [
+            {**stop, "pause_s": stop["t_ready_s"] - stop["t_stop_s"] if stop["t_ready_s"] is not None else None}
+            for stop in outcome.planned_stops
+        ],
         "failed_checkpoint_steps": list(outcome.failed_checkpoints),
         "checkpoint_accounts": checkpoint_accounts(outcome),
         "injections_fired": sorted(outcome.injections_fired),

@@ -331,6 +331,11 @@ def test_on_the_real_backend_every_step_equals_a_step_over_the_live_groups_sampl
     assert ready and published[-1]["resume_step"] == joined and published[-1]["world_size"] == 4
     assert summary["committed_samples"] == 16 * (steps - len(partial)) + 8 * len(partial)
     assert summary["num_reconfigurations"] == 2 and summary["num_restarts"] == 0
+    # the return is measured: one planned stop (the quorum grows), from the last commit
+    # before it to the new generation's readiness
+    stops = summary["planned_stops"]
+    assert [(s["step"], s["actions"]) for s in stops] == [(joined, ["Admit"])]
+    assert stops[0]["pause_s"] > 0 and stops[0]["t_ready_s"] == stops[0]["t_stop_s"] + stops[0]["pause_s"]
     config = RunConfig(nodes=4, fault_tolerance=0, steps=steps, global_batch=16, dtype="float64")
     expected = {step: [(0, 8)] for step in range(3, joined)}  # the test's own idea of who was live
     reference = train_reference(config, expected)

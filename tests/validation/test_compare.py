@@ -98,3 +98,28 @@ def test_a_run_compared_with_itself_has_no_error(durations, events, failures):
     assert c.samples_error == 0
     assert all(e == 0 for e in c.throughput_errors())
     assert all(r.error == 0 for r in c.recoveries) and not c.unmatched_sim_recoveries
+
+
+def test_joins_pair_by_time_and_their_error_is_relative_to_the_measured_pause():
+    real = RunTimeline("real", "replica_groups", 8, (1.0, 2.0, 5.0, 6.0), (), 6.0, ((2.0, 4.0), (9.0, 9.5)))
+    sim = RunTimeline("sim", "replica_groups", 8, (1.0, 2.0, 4.0, 5.0), (), 6.0, ((2.5, 5.0),))
+    c = compare_run(real, sim, [])
+    assert [(j.real_fail_s, j.real_s, j.sim_fail_s, j.sim_s) for j in c.joins] == [(2.0, 2.0, 2.5, 2.5)]
+    assert c.join_errors() == pytest.approx([0.25])  # the join after the window is not compared
+    assert summarize([c])["join_error"] == pytest.approx(0.25) and summarize([c])["joins_compared"] == 1
+    assert c.to_dict()["joins"][0]["sim_s"] == 2.5
+
+
+def test_steps_over_part_of_the_batch_count_their_own_samples():
+    """Replica groups with a group out train on the live groups' share: samples and phase
+    rates count each iteration's own samples, not the full batch."""
+    ends = tuple(float(t) for t in range(1, 11))
+    half = (8, 8, 8, 8, 8, 4, 4, 4, 4, 4)  # a group out from the sixth iteration on
+    real = RunTimeline("real", "replica_groups", 8, ends, (), 10.0, (), half)
+    sim = RunTimeline("sim", "replica_groups", 8, ends, (), 10.0)
+    assert real.samples_at(10.0) == 60 and real.samples_at(5.5) == 40 and sim.samples_at(10.0) == 80
+    c = compare_run(real, sim, [5.0])
+    assert [p.real_samples_per_s for p in c.phases] == pytest.approx([8.0, 4.0])
+    assert [p.error for p in c.phases] == pytest.approx([0.0, 1.0])
+    with pytest.raises(ValueError, match="3 iteration sample counts for 10 iterations"):
+        RunTimeline("real", "replica_groups", 8, ends, (), 10.0, (), (8, 8, 8))

@@ -87,6 +87,65 @@ def test_a_simulated_recovery_is_the_pause_plus_one_iteration_at_the_new_plan(mo
         assert side.iteration_end_s[0] == pytest.approx(first)
 
 
+def test_a_simulated_join_is_the_quorum_rejoin_pause_at_a_step_boundary(model):
+    """Replica groups of one node: n3's group leaves at 10 s, n4 heals it at 20 s and
+    joins at the next boundary after its copy; every group waits `quorum_rejoin_s`, by
+    default the calibrated reconfiguration (`reconfigure_overhead_s`)."""
+    from sim.run import simulate
+
+    spec = ValidationSpec(global_batch=8, nodes=4, policies=("replica_groups",))
+    lead = lead_s(OVERHEADS, 4)
+    nodes = [f"n{i}" for i in range(4)]
+    trace = Trace.from_tuples(
+        [(0.0, "add", n) for n in nodes] + [(lead + 10.0, "remove", "n3"), (lead + 20.0, "add", "n4")]
+    )
+    result = simulate(sim_config(spec, model, OVERHEADS, "replica_groups", lead + 40.0), trace=trace)
+    side = sim_timeline(result, "replica_groups", lead, 40.0)
+    assert len(side.recoveries) == 1 and len(side.joins) == 1
+    start, end = side.joins[0]
+    assert end - start == pytest.approx(OVERHEADS.reconfigure_overhead_s)
+    assert 20.0 + OVERHEADS.node_startup_s < start < 40.0  # after the node started and copied
+    assert start == pytest.approx(min(t for t in side.iteration_end_s if t >= start), abs=1e-9)  # a boundary
+    priced = simulate(
+        sim_config(spec, model, OVERHEADS, "replica_groups", lead + 40.0).with_(quorum_rejoin_s=3.0), trace=trace
+    )
+    priced_side = sim_timeline(priced, "replica_groups", lead, 40.0)
+    ((start, end),) = priced_side.joins
+    assert end - start == pytest.approx(3.0)
+    # while n3's group is out the three live groups train 6 of the 8 samples
+    assert set(priced_side.iteration_samples) == {6, 8}
+
+
+def test_a_real_join_counts_from_training_start():
+    summary = {
+        "startup_s": 5.0,
+        "iteration_times_s": [1.0, 1.0, 1.0, 2.0],
+        "committed_samples": 32,
+        "num_iterations": 4,
+        "planned_stops": [
+            {"step": 3, "t_stop_s": 8.0, "t_ready_s": 9.5, "actions": ["Admit"]},
+            {"step": 4, "t_stop_s": 10.0, "t_ready_s": None, "actions": ["Admit"]},  # a loss made it a recovery
+        ],
+    }
+    assert real_timeline(summary, "replica_groups").joins == ((3.0, 4.5),)
+
+
+def test_a_real_run_over_part_of_the_batch_counts_each_steps_samples():
+    """Steps 1 and 2 trained on microbatches 0-3 of 8 (microbatch 2: 8 of 16 samples)."""
+    summary = {
+        "startup_s": 0.0,
+        "iteration_times_s": [1.0, 1.0, 1.0, 1.0],
+        "committed_samples": 16 + 8 + 8 + 16,
+        "num_iterations": 4,
+        "partial_steps": {"1": [[0, 2], [2, 2]], "2": [[0, 4]]},
+    }
+    side = real_timeline(summary, "replica_groups", 16)
+    assert side.iteration_samples == (16, 8, 8, 16) and side.samples_per_iteration == 16
+    assert side.samples_at(4.0) == 48
+    with pytest.raises(ValueError, match="give global_batch"):
+        real_timeline(summary, "replica_groups")
+
+
 def test_the_simulated_restarts_follow_the_calibrated_line(model):
     from sim.run import simulate
 
