@@ -90,13 +90,13 @@ def run(args) -> int:
         )
         return 2
     if args.out:
+        from planner.output_dirs import OutputError, check_output_dir
+
         out = Path(args.out)
         try:
-            if out.exists() and not out.is_dir():
-                raise NotADirectoryError(f"{out} exists and is not a directory")
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            print(f"ooblab reproduce: error: --out {out}: cannot create it ({exc.strerror or exc})", file=sys.stderr)
+            check_output_dir(out, "--out")
+        except OutputError as exc:
+            print(f"ooblab reproduce: error: {exc}", file=sys.stderr)
             return 2
     from .sweep_ray import SweepBackendError
 

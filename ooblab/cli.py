@@ -10,8 +10,12 @@ torch); `ooblab --help` and unknown commands import every part.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
+import signal
 import sys
+import threading
 
 # Parts that contribute sub-commands, in the order `ooblab --help` lists them.
 _PARTS = (
@@ -70,17 +74,71 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Writes that fail for reasons of the place written to, not of ooblab: one line, exit 2.
+_WRITE_ERRORS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "over the disk quota",
+    errno.EROFS: "a read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "not permitted",
+    errno.ENAMETOOLONG: "a name too long for the file system",
+    errno.EISDIR: "a directory where a file was to be written",
+    errno.ENOTDIR: "a path through something that is not a directory",
+}
+
+
+class Terminated(Exception):
+    """SIGTERM, turned into an exception so that `main` ends the command in one line."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command. Ctrl-C (exit 130) and SIGTERM (exit 143) end any command with
+    one line from its first instant, the sub-command's imports included; a write that the
+    file system refuses (a full disk, a read-only directory) is one line and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    command = argv[0] if argv and not argv[0].startswith("-") else "command"
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        command = args.command
         return int(args.handler(args) or 0)
     except BrokenPipeError:  # e.g. `ooblab plan --json | head`
+        _quiet_stdout()
         return 0
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's convention for SIGINT
-        print(f"ooblab {args.command}: interrupted", file=sys.stderr)
+        print(f"ooblab {command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"ooblab {command}: terminated", file=sys.stderr)
+        return 143
+    except OSError as exc:
+        why = _WRITE_ERRORS.get(exc.errno or 0)
+        if why is None:
+            raise
+        _quiet_stdout()
+        where = f": {exc.filename}" if exc.filename else " (standard output)"
+        print(f"ooblab {command}: error: cannot write{where}: {why}", file=sys.stderr)
+        return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what
+    could not be written adds no second message."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

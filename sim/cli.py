@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -168,14 +167,13 @@ def _option_names() -> set[str]:
 
 def check_output_dir(path: Path) -> None:
     """Refuse, before the run, a directory its files cannot be written into."""
-    if path.exists() and not path.is_dir():
-        raise SimError(f"--out {path}: exists and is not a directory")
+    from planner.output_dirs import OutputError
+    from planner.output_dirs import check_output_dir as check
+
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SimError(f"--out {path}: cannot create it ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise SimError(f"--out {path}: cannot write into it")
+        check(path, "--out")
+    except OutputError as exc:
+        raise SimError(str(exc)) from None
     if (path / "summary.json").exists():
         print(f"ooblab simulate: note: {path} holds an earlier run; its files are replaced", file=sys.stderr)
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planner.checkpoint_interval import RULES
+from planner.input_files import shown
 from traces.errors import MAX_HOURS
 
 from .cost_terms import PLANNER_ONLY as _PLANNER_ONLY_COSTS
@@ -102,7 +103,7 @@ def check(flat: Mapping[str, Any]) -> None:
 def _check_number(key: str, value: Any) -> None:
     if key in TERMS:
         if not within(key, value):
-            raise SimError(f"{key} must be {must_be(key)}, got {value!r}")
+            raise SimError(f"{key} must be {must_be(key, value)}, got {shown(value)}")
     elif key in _WHOLE:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SimError(f"{key} must be a whole number >= 1, got {value!r}")

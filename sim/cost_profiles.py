@@ -24,12 +24,13 @@ naming it. Nothing a profile leaves out falls back silently to another default.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from planner.input_files import MIB, InputFileError, read_json, shown
 
 from .cost_builtins import DATA
 from .cost_terms import PRICED, must_be, paper_values, within
@@ -40,6 +41,7 @@ FORMAT, VERSION = "ooblab-costs", 1
 
 # the terms a profile without a base must price: every cluster term that has a default
 REQUIRED = tuple(paper_values())
+MAX_FILE_BYTES = MIB  # a profile is a few kilobytes
 _BUILT: dict[str, CostProfile] = {}  # the built-ins as they are built (`BUILTIN`): the bases
 
 
@@ -159,7 +161,7 @@ def _cost(key: str, entry: Any, *, where: str) -> Cost:
         raise CostProfileError(f"{where}: {key}: unit {entry['unit']!r}, but {key} is in {unit}")
     value: Any = entry.get("value")
     if value is None or not within(key, value):
-        raise CostProfileError(f"{where}: {key}: value must be {must_be(key)}, got {value!r}")
+        raise CostProfileError(f"{where}: {key}: value must be {must_be(key, value)}, got {shown(value)}")
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CostProfileError(f"{where}: {key}: no source (a paper and its table, a fit, or 'assumed: why')")
@@ -228,17 +230,11 @@ def from_values(
 
 
 def load_file(path: str | Path) -> CostProfile:
-    path = Path(path)
+    """A profile file (JSON, at most `MAX_FILE_BYTES`; a byte order mark is fine)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CostProfileError(f"{path}: no such file") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise CostProfileError(f"{path}: not a cost profile (JSON text)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CostProfileError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+        data = read_json(path, what="a cost profile (JSON text)", cap_bytes=MAX_FILE_BYTES)
+    except InputFileError as exc:
+        raise CostProfileError(str(exc)) from None
     return parse(data, where=str(path))
 
 

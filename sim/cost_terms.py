@@ -60,6 +60,9 @@ AT_LEAST_0 = ">= 0"
 ABOVE_0 = "> 0"
 SHARE = "in [0, 1]"
 FLAG = "true or false"
+# no term is larger in magnitude: 1e9 s is 31 years, $1e9 a node-hour beyond any price; a
+# larger value is a typo, and products of such values would overflow to inf in the summary
+MAX_MAGNITUDE = 1e9
 
 
 @dataclass(frozen=True)
@@ -219,15 +222,28 @@ def within(key: str, value: Any) -> bool:
     bound = TERMS[key].bound
     if bound == FLAG:
         return isinstance(value, bool)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        if not (math.isfinite(value) and abs(value) <= MAX_MAGNITUDE):
+            return False
+    except OverflowError:  # an integer too large for a float
         return False
     return bound == FINITE or not (value < 0 or (bound == ABOVE_0 and value == 0) or (bound == SHARE and value > 1))
 
 
-def must_be(key: str) -> str:
+def must_be(key: str, value: Any = None) -> str:
     """What a value of the term `key` must be, in words ("a finite number >= 0")."""
     bound = TERMS[key].bound
-    return bound if bound in (FINITE, FLAG) else f"{FINITE} {bound}"
+    text = bound if bound in (FINITE, FLAG) else f"{FINITE} {bound}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            huge = not abs(value) <= MAX_MAGNITUDE and not math.isnan(value)
+        except OverflowError:
+            huge = True
+        if huge:
+            return f"{text} of at most {MAX_MAGNITUDE:g} in size"
+    return text
 
 
 def paper_values() -> dict[str, tuple[float | bool, str, str]]:

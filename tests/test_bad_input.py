@@ -4,6 +4,11 @@ right, a visible note. Each row is (argv, exit code, words the output must hold)
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,7 +39,7 @@ ROWS = [
     (["traces", "plot", "fixed:interval=1h", "-o", "{tmp}/nope/x.png"], 2, "nope does not exist"),
     (["traces", "generate", "fixed:interval=1h", "-o", "{tmp}/nope/x.csv"], 2, "nope does not exist"),
     (["traces", "convert", "fixed:interval=1h", "-o", "{tmp}"], 2, "is a directory; name a file"),
-    (["reproduce", "cost", "--quick", "--out", "{tmp}/a-file", "--no-progress"], 2, "cannot create it"),
+    (["reproduce", "cost", "--quick", "--out", "{tmp}/a-file", "--no-progress"], 2, "exists and is not a directory"),
     # plan
     (["plan", "--add", "1", "--join-horizon-s", "-5"], 2, "--join-horizon-s must be a number of seconds > 0"),
     (["plan", "--join-horizon-s", "100"], 2, "--join-horizon-s applies to --add only"),
@@ -73,6 +78,40 @@ ROWS = [
     (["run", "--nodes", "2", "--steps", "2", "--model", "hf:gpt2:gpt2-medium"], 2, "nothing is downloaded"),
     (["run", "--nodes", "2", "--steps", "2", "--data", "{tmp}/nosuch.bin"], 2, "nosuch.bin: no such file"),
     (["coordinator", "--nodes", "2", "--global-batch", "1", "--port", "0"], 2, "cannot feed f + 1 = 2"),
+    # sizes each within bound that multiply past what fits: refused before any event is drawn
+    (["traces", "info", "spot:nodes=1000000,hours=8784"], 2, "events expected, past the bound of 5,000,000"),
+    (["traces", "info", "datacenter:gpu_mtbf=1s"], 2, "events expected, past the bound of 5,000,000"),
+    (["simulate", "--calibration", "planner", "--trace", "datacenter:gpu_mtbf=1s", "--no-write"], 2, "events expected"),
+    (["traces", "info", "datacenter:spares=999999999"], 2, "hosts with spares 1e+09 is past the bound"),
+    (
+        ["simulate", "--design", "replica_groups", "--calibration", "planner", "--set", "groups=1000000", "--no-write"],
+        2,
+        "at most 30 groups can ever train",
+    ),
+    # a trace's horizon line: within the year, and one of them
+    (["traces", "info", "{tmp}/horizon.csv"], 2, "horizon 1e+17 s is past the bound of 8784 hours"),
+    (["traces", "info", "{tmp}/horizons.csv"], 2, "horizons.csv:5: a second horizon line (the first is line 4)"),
+    # files read no further than their cap; JSON that the reader cannot take; values beyond any term
+    (["traces", "info", "/dev/zero"], 2, "/dev/zero: larger than the 256 MiB that a trace file may be"),
+    (["simulate", "--calibration", "planner", "--costs", "/dev/zero", "--no-write"], 2, "larger than the 1 MiB"),
+    (["simulate", "--calibration", "planner", "--costs", "{tmp}/nested.json", "--no-write"], 2, "nested too deeply"),
+    (["simulate", "--calibration", "planner", "--costs", "{tmp}/digits.json", "--no-write"], 2, "(400 characters)"),
+    (["simulate", "--set", "price_per_node_hour=1e308", "--no-write"], 2, "of at most 1e+09 in size, got 1e+308"),
+    (
+        ["simulate", "--calibration", "planner", "--costs", "{tmp}/bom.json", "--no-write"],
+        0,
+        "no cause 5 s (profile bom)",
+    ),
+    # where a command writes, checked before its work: nothing made, one line
+    (["simulate", "--out", "{tmp}/" + "x" * 300], 2, "is 300 bytes, past the file system's 255"),
+    (["run", "--nodes", "2", "--steps", "2", "--out", "{tmp}/a-file/run"], 2, "a-file is a file, not a directory"),
+    (["run", "--nodes", "2", "--steps", "2", "--checkpoint-dir", "{tmp}/a-file"], 2, "--checkpoint-dir"),
+    (["validate", "--quick", "--out", "{tmp}/a-file"], 2, "--out {tmp}/a-file: exists and is not a directory"),
+    (["profile", "--out", "{tmp}/a-file/p"], 2, "a-file is a file, not a directory"),
+    # validate: settings that cannot work, refused before the calibration's minutes
+    (["validate", "--duration-s", "10", "--time-scale", "5"], 2, "--duration-s and --time-scale both set"),
+    (["validate", "--f", "10"], 2, "f = 10 needs 11 pipelines of at least one node and one sample each; 8 nodes"),
+    (["validate", "--global-batch", "1"], 2, "a global batch of 1 cannot feed them"),
 ]
 
 
@@ -84,15 +123,26 @@ def test_bad_input_is_named(argv, code, words, tmp_path: Path, capsys):
     (tmp_path / "unsorted.csv").write_text("time_ms,event,node\n10,add,n0\n5,add,n1\n")
     (tmp_path / "caused.csv").write_text("time_ms,event,node\n0,add,n0\n0,add,n1\n5000,remove,n1,GPU\n9000,add,n2\n")
     (tmp_path / "cosmic.csv").write_text("0,add,n0\n0,add,n1\n5000,remove,n1,cosmic_ray\n")
+    (tmp_path / "horizon.csv").write_text("0,add,n0\n0,add,n1\n5000,remove,n1\n# horizon_ms=1e20\n")
+    (tmp_path / "horizons.csv").write_text("0,add,n0\n0,add,n1\n5000,remove,n1\n# horizon_ms=9000\n# horizon_ms=8000\n")
+    (tmp_path / "nested.json").write_text("[" * 100_000 + "]" * 100_000)
+    profile = {"format": "ooblab-costs", "version": 1, "name": "bom", "base": "paper"}
+    value = {"value": "VALUE", "unit": "s", "source": "a test"}
+    text = json.dumps({**profile, "costs": {"detect_s": value}})
+    (tmp_path / "digits.json").write_text(text.replace('"VALUE"', "9" * 400))
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + text.replace('"VALUE"', "5").encode())
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     try:
         got = main(argv)
     except SystemExit as exc:  # argparse exits itself
         got = int(exc.code or 0)
     out = capsys.readouterr()
     assert got == code, (got, out.err[-500:])
+    if code == 2:  # a refusal leaves nothing behind
+        assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     text = out.err if code else out.out
-    assert words in text, text[-500:]
+    assert words.replace("{tmp}", str(tmp_path)) in text, text[-500:]
     if code:
         lines = [line for line in out.err.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in out.err, out.err
@@ -114,3 +164,46 @@ def test_a_plan_past_the_search_limit_is_refused_in_one_line(monkeypatch, capsys
     assert main(["plan", "--nodes", "5000", "--global-batch", "10000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "passed its limit of 2 s" in err and "a larger global batch" in err
+
+
+def test_a_full_disk_under_stdout_is_one_line_and_exit_2():
+    """`--json` into a device that takes no bytes: the write fails at the end, in one line."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ooblab.cli", "simulate", "--no-write", "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == "ooblab simulate: error: cannot write (standard output): no space left on the device\n"
+
+
+def test_ctrl_c_while_the_subcommand_is_imported_is_one_line(monkeypatch, capsys):
+    """The sub-command's imports (pandas, simpy, torch) take the first second: Ctrl-C then
+    ends the command as it would later, one line and 130."""
+    import ooblab.cli as cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["simulate", "--no-write"]) == 130
+    assert capsys.readouterr().err == "ooblab simulate: interrupted\n"
+
+
+def test_sigterm_ends_a_command_in_one_line_and_the_handler_is_put_back(monkeypatch, capsys):
+    import ooblab.cli as cli
+
+    def terminated(argv):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread before this returns
+        raise AssertionError("SIGTERM did not end the command")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "build_parser", terminated)
+    assert cli.main(["traces", "info", "spot:hours=1"]) == 143
+    assert capsys.readouterr().err == "ooblab traces: terminated\n"
+    assert signal.getsignal(signal.SIGTERM) == before

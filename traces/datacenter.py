@@ -41,7 +41,7 @@ from .datacenter_profiles import (
     SCOPES,
     DatacenterProfile,
 )
-from .errors import MAX_HOURS, MAX_NODES, TraceError, check_size
+from .errors import MAX_HOURS, MAX_NODES, TraceError, check_events, check_size
 from .model import Trace, TraceEvent
 
 DAY_S = 86_400.0
@@ -169,7 +169,12 @@ def datacenter_failures(
     if not isinstance(rng, np.random.Generator):
         raise TraceError("datacenter_failures needs a seeded numpy.random.Generator as rng")
     total = hosts + int(spares)
+    check_size("hosts with spares", total, MAX_NODES)
     horizon_s = float(days) * DAY_S
+    candidates = sum(_units(comp.scope, total, prof) * horizon_s / (comp.mtbf_d * DAY_S) for comp in prof.components)
+    check_events(
+        f"{gpus} GPUs for {days:g} days", total + 2 * candidates, "give fewer GPUs or days, or longer MTBFs (or rate=)"
+    )
     delay_s = float(math.ceil(spare_delay_s))
     cand_t, cand_comp, cand_first, cand_width, cand_repair = _candidates(prof, total, horizon_s, rng)
 

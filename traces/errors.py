@@ -29,6 +29,10 @@ class TraceError(ValueError):
 # million GPUs at eight a node, beyond any cluster built) and a year of generated trace.
 MAX_NODES = 1_000_000
 MAX_HOURS = 366 * 24
+# and at most this many events, expected before a generator draws any (sizes each within its
+# bound can still multiply past it: a million nodes for a year of spot bursts); a month of
+# 100,000 GPUs is about 15,000
+MAX_EVENTS = 5_000_000
 
 
 def check_size(what: str, value: float, bound: float) -> None:
@@ -36,4 +40,13 @@ def check_size(what: str, value: float, bound: float) -> None:
     if value > bound:
         raise TraceError(
             f"{what} {value:g} is past the bound of {bound:g}, which keeps traces within memory and minutes"
+        )
+
+
+def check_events(what: str, expected: float, way_out: str) -> None:
+    """Refuse a trace expected to hold more than `MAX_EVENTS` events, before it is made."""
+    if not expected <= MAX_EVENTS:
+        raise TraceError(
+            f"{what}: about {expected:,.0f} events expected, past the bound of {MAX_EVENTS:,} that keeps a trace "
+            f"within memory and minutes; {way_out}"
         )

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TextIO
 
-from .errors import TraceError
+from .errors import MAX_HOURS, TraceError
 from .model import Trace, TraceEvent, check_membership
 from .rows import Row, is_number, order_rows, parse_time, split_fields, unit_from_header
 
@@ -111,11 +111,22 @@ def write_events_csv(trace: Trace, out: TextIO) -> None:
 
 
 def parse_horizon(comments: list[tuple[int, str]], *, source: str) -> float | None:
-    """The horizon a ``# horizon_ms=N`` comment gives (the last one wins), or None."""
+    """The horizon a ``# horizon_ms=N`` comment gives, or None; at most one such line, and
+    within the year that bounds every trace."""
     horizon_s = None
+    given_on = None
     for line, text in comments:
         if text.startswith(HORIZON_PREFIX):
-            horizon_s = parse_time(text[len(HORIZON_PREFIX) :].strip(), "ms", source=source, line=line)
+            if given_on is not None:
+                raise TraceError(f"a second horizon line (the first is line {given_on})", source=source, line=line)
+            horizon_s = parse_time(text[len(HORIZON_PREFIX) :].strip(), "ms", source=source, line=line, what="horizon")
+            if horizon_s > MAX_HOURS * 3600.0:
+                raise TraceError(
+                    f"horizon {horizon_s:g} s is past the bound of {MAX_HOURS:g} hours (a year)",
+                    source=source,
+                    line=line,
+                )
+            given_on = line
     return horizon_s
 
 

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from planner.input_files import MIB, InputFileError, read_text
+
 from .errors import MAX_NODES, TraceError
 
 # Seconds per unit of the time columns that trace files use.
+MAX_TRACE_BYTES = 256 * MIB  # a month of 100,000 GPUs is under a megabyte; millions of events fit
 UNIT_S = {"ms": Decimal("0.001"), "s": Decimal(1), "h": Decimal(3600)}
 _HEADER_UNITS = {
     "ms": {"ms", "msec", "millis", "milliseconds"},
@@ -87,16 +90,9 @@ def read_data_lines(path: Path, comments: list[tuple[int, str]] | None = None) -
     """
     source = str(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TraceError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", source=source) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        bad_line = raw[: exc.start].count(b"\n") + 1
-        raise TraceError("not UTF-8 text (is this a trace file?)", source=source, line=bad_line) from None
+        text = read_text(path, what="a trace file", cap_bytes=MAX_TRACE_BYTES)
+    except InputFileError as exc:
+        raise TraceError(exc.reason, source=source, line=exc.line) from None
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r").strip()

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .errors import MAX_HOURS, MAX_NODES, TraceError, check_size
+from .errors import MAX_HOURS, MAX_NODES, TraceError, check_events, check_size
 from .model import Trace, TraceEvent
 from .spot_profiles import SPOT_PROFILES, SpotProfile
 
@@ -70,6 +70,12 @@ def spot_market(
     horizon_s = hours * 3600.0
     rate_per_s = prof.burst_rate_per_h * nodes / prof.capacity_nodes / 3600.0
     gap_scale_s = 1.0 / (rate_per_s * math.gamma(1.0 + 1.0 / prof.burst_gap_shape))
+    burst_nodes = 1 + prof.burst_size_n * (1 - prof.burst_size_p) / prof.burst_size_p  # the mean burst
+    check_events(
+        f"{nodes} nodes for {hours:g} hours",
+        nodes + 2 * rate_per_s * horizon_s * burst_nodes,
+        "give fewer nodes or hours",
+    )
 
     def on_grid(t: float) -> float:
         return math.ceil(t / res - 1e-9) * res

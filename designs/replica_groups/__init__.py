@@ -103,6 +103,13 @@ def build(ctx: BuildContext, options: ReplicaGroupsOptions) -> PolicyBuild:
         except InfeasibleError:
             used = replace(options, group_nodes=1)  # the policy reports out of memory
     groups = used.groups or ctx.launch_nodes // used.group_nodes
+    if used.groups and used.groups * used.group_nodes > ctx.max_nodes:
+        # a group whose nodes never all exist at once never trains: refused before any work
+        raise DesignError(
+            f"replica_groups: groups {used.groups} of {used.group_nodes} node(s) need {used.groups * used.group_nodes:,} "
+            f"nodes, and the job has at most {ctx.max_nodes:,} at once: at most {ctx.max_nodes // used.group_nodes:,} "
+            "groups can ever train"
+        )
     if groups and used.min_groups > groups:
         raise DesignError(
             f"replica_groups: min_groups {used.min_groups} is more than the {groups} group(s) of "

@@ -114,6 +114,10 @@ def register(subparsers) -> None:
 def spec_from_args(args):
     from .spec import ValidationSpec
 
+    if args.duration_s is not None and args.time_scale is not None:
+        from .spec import ValidationError
+
+        raise ValidationError("--duration-s and --time-scale both set how fast the trace is replayed: give one")
     values = dict(QUICK) if args.quick else {}
     for key, arg in (
         ("trace", args.trace),
@@ -160,6 +164,13 @@ def run(args) -> int:
         print(f"ooblab validate: error: {exc}", file=sys.stderr)
         return 2
     out = args.out or default_out(spec)
+    from planner.output_dirs import OutputError, check_output_dir
+
+    try:
+        check_output_dir(out, "--out")  # before the calibration's minutes
+    except OutputError as exc:
+        print(f"ooblab validate: error: {exc}", file=sys.stderr)
+        return 2
     from .report import validate
 
     def log(text: str) -> None:

@@ -107,6 +107,15 @@ class ValidationSpec:
             raise ValidationError(
                 "loaded_sends calibrates emulated compute; real compute's contention profile holds its loaded hop"
             )
+        # the calibration's Oobleck jobs run f + 1 pipelines of at least a node and a microbatch
+        # each: refused here, not after the first minute of measuring
+        pipelines = self.fault_tolerance + 1
+        if pipelines > self.nodes or pipelines > self.global_batch:
+            what = f"{self.nodes} nodes" if pipelines > self.nodes else f"a global batch of {self.global_batch}"
+            raise ValidationError(
+                f"f = {self.fault_tolerance} needs {pipelines} pipelines of at least one node and one sample each; "
+                f"{what} cannot feed them (the calibration runs Oobleck at this f)"
+            )
         bad = [p for p in self.policies if p not in DESIGNS]
         if bad or not self.policies:
             raise ValidationError(f"policies must be among {', '.join(DESIGNS)}, got {list(self.policies)}")

@@ -230,6 +230,9 @@ class Coordinator:
             self.flow.note_fired()  # one that fired after its failure was handled (a slow teardown's stall)
             out.status = "finished"
             out.event("finished", iterations=self.job.committed, generations=self.job.gen + 1)
+            out.injections_not_fired = self.schedule.left_injections()
+            if out.injections_not_fired:
+                out.event("injections_not_fired", entries=out.injections_not_fired)
         except JobFailed as exc:
             self.flow.note_fired()
             out.status, out.reason = "failed", str(exc)

@@ -76,6 +76,8 @@ class RunOutcome:
     failures_survived: int = 0
     lost_iterations: int = 0
     injections_fired: list[int] = field(default_factory=list)
+    # --inject entries the coordinator was to carry out that the run ended before
+    injections_not_fired: list[str] = field(default_factory=list)
     design_options: dict[str, Any] = field(default_factory=dict)  # the design's options as built
     # the machine's CPU counters at the start of training and at each commit, by the time
     # (s) they stand for (`ready_s`, a `step_end_s`); `cpu_meter`

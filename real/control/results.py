@@ -128,6 +128,7 @@ def summarize(outcome: RunOutcome) -> RunSummary:
         "failed_checkpoint_steps": list(outcome.failed_checkpoints),
         "checkpoint_accounts": checkpoint_accounts(outcome),
         "injections_fired": sorted(outcome.injections_fired),
+        "injections_not_fired": list(outcome.injections_not_fired),
         # steps that trained on part of the batch: step -> [[first microbatch, count], ...]
         **({"partial_steps": partial} if partial else {}),
     }

@@ -93,6 +93,15 @@ class EventSchedule:
         while self.recovery_links and self.recovery_links[0][0] <= committed:
             self._apply(self.recovery_links.pop(0)[2])
 
+    def left_injections(self) -> list[str]:
+        """The `--inject` entries the coordinator was to carry out that never came (the run
+        ended first: a time past its end, a step it never reached, a recovery that never
+        began); trace events past the end are the trace's business and are not listed."""
+        pending = [t.label for t in self.timed if t.label.startswith("--inject")]
+        pending += [label for _, _, label in self.step_joins]
+        pending += [t.label for _, _, t in (*self.step_links, *self.recovery_links)]
+        return [label.removeprefix("--inject ") for label in pending]
+
     def take_failure_times(self) -> list[float]:
         times, self.failure_times = self.failure_times, []
         return times

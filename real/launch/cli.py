@@ -183,6 +183,11 @@ def _report(summary: dict, directory, as_json: bool) -> None:
         print(
             f"{summary['num_reconfigurations']} reconfiguration(s), {summary['num_restarts']} restart(s); recoveries: {recoveries or 'none'}"
         )
+    left = summary.get("injections_not_fired") or []
+    if left:
+        print(
+            f"note: {len(left)} --inject entr{'y' if len(left) == 1 else 'ies'} never happened: the run ended first ({'; '.join(left)})"
+        )
     print(f"results in {directory}")
 
 
@@ -192,6 +197,16 @@ def _log_event(event) -> None:
     print(f"[{event.time_s:8.2f} s] {event.kind} {json.dumps(detail, default=str)}", file=sys.stderr, flush=True)
 
 
+def check_outputs(run_dir: Path, checkpoint_dir: str | None) -> None:
+    """Where the run writes (its directory, its checkpoints), checked before any worker
+    starts: a run must not train for minutes and then lose its record."""
+    from planner.output_dirs import check_output_dir
+
+    check_output_dir(run_dir, "--out")
+    if checkpoint_dir is not None:
+        check_output_dir(checkpoint_dir, "--checkpoint-dir")
+
+
 def handle_run(args) -> int:
     run_dir = None
     try:
@@ -199,6 +214,7 @@ def handle_run(args) -> int:
         from .local import default_run_dir, run_local
 
         run_dir = Path(args.out) if args.out else default_run_dir()
+        check_outputs(run_dir, config.checkpoint_dir)
         _exit_on_sigterm()
         result = run_local(config, run_dir, on_event=_log_event)
     except KeyboardInterrupt:
@@ -219,6 +235,7 @@ def handle_coordinator(args) -> int:
         from .local import default_run_dir
 
         run_dir = Path(args.out) if args.out else default_run_dir()
+        check_outputs(run_dir, config.checkpoint_dir)
         return _coordinate(args, config, run_dir)
     except KeyboardInterrupt:
         print(f"ooblab coordinator: interrupted; the run so far is in {run_dir}", file=sys.stderr)

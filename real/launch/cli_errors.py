@@ -23,6 +23,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     """Exceptions that mean the request cannot work (exit 2); every other is a bug."""
     from designs.options import DesignError
     from planner.errors import PlannerError
+    from planner.output_dirs import OutputError
     from traces.errors import TraceError
 
     from ..control.trace_replay import TraceScheduleError
@@ -39,6 +40,7 @@ def user_errors() -> tuple[type[Exception], ...]:
         ListenError,
         ConnectError,
         SecretError,
+        OutputError,
     )
 
 

@@ -37,6 +37,9 @@ def handle_profile(args) -> int:
             threads=args.threads,
         )
         neighbours = _neighbour_counts(args.busy_neighbours, args.reference_neighbours)
+        from planner.output_dirs import check_output_dir
+
+        check_output_dir(args.out, "--out")  # before minutes of measuring (an OutputError is a ValueError)
     except (ConfigError, ValueError) as exc:  # the model's shape and the profiler's settings: the user's
         return request_error("profile", exc)
     try:  # past here any error, a ValueError included, is the profiler's or the format writer's own

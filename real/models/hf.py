@@ -40,7 +40,6 @@ embedding are one tensor (`TIE` names the pair; `real.models.reference` ties the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +47,8 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+
+from planner.input_files import MIB, InputFileError, read_json, shown
 
 from ..config import ConfigError
 from . import hf_weights
@@ -59,6 +60,10 @@ FAMILIES = ("gpt2", *LLAMA_LIKE)
 # a config.json that does not say `tie_word_embeddings` gets its config class's default
 DEFAULT_TIED = {"gpt2": True, "llama": False, "mistral": False, "qwen2": False}
 INIT_STD = 0.02
+# bounds on a config.json's sizes: beyond them a build would exhaust memory, not fail cleanly
+MAX_SIZE = 10_000_000  # any one size (vocabulary, positions, width, heads, blocks)
+MAX_PARAMETERS = 2_000_000_000  # 32 GB of float32 weights, gradients and Adam's two moments
+BYTES_PER_PARAMETER = 16
 # the tied pair: (layer, parameter) of the token embedding, then of the head's projection
 TIE_EMBEDDING, TIE_HEAD = "tokens.weight", "logits.weight"
 
@@ -113,11 +118,42 @@ def parse(name: str) -> HfShape:
             "config.json; nothing is downloaded: save the model's files (config.json) to a directory and pass hf:"
             f"{family}:DIR"
         )
-    shape = _from_config_json(family, json.loads((directory / "config.json").read_text()), name)
+    try:
+        cfg = read_json(directory / "config.json", what="a model's config.json", cap_bytes=MIB)
+    except InputFileError as exc:
+        raise ConfigError(f"model {name!r}: {exc}") from None
+    shape = _from_config_json(family, cfg, name)
     return shape if hf_weights.find(directory) is None else replace(shape, weights=str(directory))
 
 
-def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
+def _size(cfg: dict[str, Any], key: str, name: str, *, minimum: int = 1) -> int:
+    """A size from config.json: a whole number in [minimum, MAX_SIZE] (2.7 is not 2)."""
+    value = cfg[key]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SIZE:
+        raise ConfigError(
+            f"model {name!r}: config.json {key} must be a whole number in [{minimum}, {MAX_SIZE:,}], got {shown(value)}"
+        )
+    return value
+
+
+def parameters(shape: HfShape) -> int:
+    """About how many parameters `shape` builds: the embeddings and head, and per block the
+    attention's four projections (fewer with grouped-query heads) and the MLP."""
+    kv = shape.kv_heads or shape.heads
+    attention = 2 * shape.hidden * shape.hidden + 2 * shape.hidden * (shape.hidden * kv // shape.heads)
+    mlp = (3 if shape.family != "gpt2" else 2) * shape.hidden * (shape.intermediate or 4 * shape.hidden)
+    return (
+        shape.vocab * shape.hidden * (1 if shape.tied else 2)
+        + shape.seq_len * shape.hidden
+        + shape.blocks * (attention + mlp)
+    )
+
+
+def _from_config_json(family: str, cfg: Any, name: str) -> HfShape:
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"model {name!r}: config.json must hold a JSON object, got {type(cfg).__name__}")
     if family == "gpt2":
         keys: tuple[str, ...] = ("vocab_size", "n_positions", "n_embd", "n_head", "n_layer")
     else:
@@ -125,7 +161,15 @@ def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"model {name!r}: config.json lacks {', '.join(missing)} for a {family} model")
-    vocab, seq_len, hidden, heads, blocks = (int(cfg[k]) for k in keys)
+    vocab, seq_len, hidden, heads, blocks = (_size(cfg, k, name, minimum=2 if k == "vocab_size" else 1) for k in keys)
+    if hidden % heads:
+        raise ConfigError(f"model {name!r}: config.json's hidden size {hidden} is not a multiple of its {heads} heads")
+    kv_heads = _size(cfg, "num_key_value_heads", name) if cfg.get("num_key_value_heads") is not None else None
+    if kv_heads is not None and heads % kv_heads:
+        raise ConfigError(
+            f"model {name!r}: config.json's {heads} heads are not a multiple of its {kv_heads} key-value heads"
+        )
+    intermediate = _size(cfg, "intermediate_size", name) if cfg.get("intermediate_size") is not None else None
     tied = bool(cfg.get("tie_word_embeddings", DEFAULT_TIED[family]))
     window = cfg.get("sliding_window") if family == "mistral" or cfg.get("use_sliding_window") else None
     if window is not None and int(window) < seq_len:
@@ -134,11 +178,17 @@ def _from_config_json(family: str, cfg: dict[str, Any], name: str) -> HfShape:
             "set sliding_window to null or to the sequence length in config.json"
         )
     if family != "gpt2":
-        return HfShape(
-            family, vocab, seq_len, hidden, heads, blocks, cfg.get("num_key_value_heads"), cfg.get("intermediate_size"),
-            tied,
-        )  # fmt: skip
-    return HfShape(family, vocab, seq_len, hidden, heads, blocks, tied=tied)
+        shape = HfShape(family, vocab, seq_len, hidden, heads, blocks, kv_heads, intermediate, tied)
+    else:
+        shape = HfShape(family, vocab, seq_len, hidden, heads, blocks, tied=tied)
+    count = parameters(shape)
+    if count > MAX_PARAMETERS:
+        raise ConfigError(
+            f"model {name!r}: config.json describes about {count:,} parameters, past the {MAX_PARAMETERS:,} this "
+            f"backend trains (each worker holds its layers with their gradients and optimizer state, "
+            f"{BYTES_PER_PARAMETER} bytes a parameter in float32, on the CPU)"
+        )
+    return shape
 
 
 def _transformers():

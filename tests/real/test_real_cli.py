@@ -51,10 +51,14 @@ def test_bad_requests_exit_2_with_a_reason(args, message, capsys):
 
 @pytest.mark.timeout(120)
 def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
-    result = ooblab(["run", "--nodes", "2", "--f", "1", "--steps", "3", "--out", str(tmp_path)], 90)
+    # a crash an hour in: the 3-step run ends first, and says so rather than dropping it
+    args = ["run", "--nodes", "2", "--f", "1", "--steps", "3", "--inject", "3600s:node1:crash", "--out", str(tmp_path)]
+    result = ooblab(args, 90)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "status finished" in result.stdout and "samples/s" in result.stdout
+    assert "note: 1 --inject entry never happened: the run ended first (crash node1/0 3600 s)" in result.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["injections_not_fired"] == ["crash node1/0 3600 s"] and summary["failures_survived"] == 0
     assert summary["num_iterations"] == 3 and summary["committed_samples"] == 3 * 16
     assert len(summary["losses"]) == 3 and summary["final_loss"] == summary["losses"][-1]
     assert summary["avg_samples_per_s"] > 0
@@ -75,7 +79,14 @@ def test_run_writes_the_shared_record_and_a_readable_summary(tmp_path):
     assert [r.iterations_done for r in rows if r.state == "running"] == [0, 1, 2, 3]
     assert all(a.time_s <= b.time_s for a, b in zip(rows, rows[1:]))
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert kinds == ["coordinator_started", "workers_registered", "plan_published", "training_started", "finished"]
+    assert kinds == [
+        "coordinator_started",
+        "workers_registered",
+        "plan_published",
+        "training_started",
+        "finished",
+        "injections_not_fired",
+    ]
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["nodes"] == 2 and config["backend"] == "real"
 

@@ -301,6 +301,54 @@ def test_a_config_json_without_the_sizes_is_named(tmp_path: Path):
         hf.parse(f"hf:gpt2:{tmp_path}")
 
 
+GPT2_SIZES = {"vocab_size": 128, "n_positions": 16, "n_embd": 32, "n_head": 4, "n_layer": 2}
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("garbage{", "config.json:1: not JSON"),
+        ("", "config.json:1: not JSON"),
+        ('"a string"', "config.json must hold a JSON object, got str"),
+        (json.dumps({**GPT2_SIZES, "n_embd": "32"}), "n_embd must be a whole number in [1, 10,000,000], got '32'"),
+        (json.dumps({**GPT2_SIZES, "n_head": -4}), "n_head must be a whole number in [1, 10,000,000], got -4"),
+        (json.dumps({**GPT2_SIZES, "n_head": 5}), "hidden size 32 is not a multiple of its 5 heads"),
+        (json.dumps({**GPT2_SIZES, "n_layer": 0}), "n_layer must be a whole number in [1, 10,000,000], got 0"),
+        (json.dumps({**GPT2_SIZES, "n_layer": 2.7}), "n_layer must be a whole number in [1, 10,000,000], got 2.7"),
+        (json.dumps({**GPT2_SIZES, "vocab_size": 1}), "vocab_size must be a whole number in [2, 10,000,000]"),
+        (json.dumps({**GPT2_SIZES, "n_embd": 8192, "n_head": 64, "n_layer": 48}), "past the 2,000,000,000"),
+    ],
+    ids=[
+        "garbage",
+        "empty",
+        "string",
+        "size-as-string",
+        "negative",
+        "not-dividing",
+        "no-blocks",
+        "fraction",
+        "one-token",
+        "40-GB",
+    ],  # fmt: skip
+)
+def test_a_bad_config_json_is_named_before_anything_is_built(tmp_path: Path, text, words):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        hf.parse(f"hf:gpt2:{tmp_path}")
+    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_a_whole_number_written_as_a_float_is_taken(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps({**GPT2_SIZES, "n_layer": 2.0}))
+    assert hf.parse(f"hf:gpt2:{tmp_path}").blocks == 2
+    # 12 x 2048^2 = 50.3 M parameters a block: 39 blocks are under the bound, 40 past it
+    (tmp_path / "config.json").write_text(json.dumps({**GPT2_SIZES, "n_embd": 2048, "n_head": 16, "n_layer": 39}))
+    assert hf.parameters(hf.parse(f"hf:gpt2:{tmp_path}")) < hf.MAX_PARAMETERS
+    (tmp_path / "config.json").write_text(json.dumps({**GPT2_SIZES, "n_embd": 2048, "n_head": 16, "n_layer": 40}))
+    with pytest.raises(ConfigError, match="about 2,013,"):
+        hf.parse(f"hf:gpt2:{tmp_path}")
+
+
 def test_without_transformers_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import now fails
     with pytest.raises(ConfigError, match=r"need transformers: pip install -e '\.\[hf\]'"):
