@@ -18,6 +18,7 @@ holder. `None`: some needed layer has no live holder (the state is lost; restart
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Container, Sequence
 
 from planner.policies.grid import Grid, GridPlan, place
@@ -78,21 +79,42 @@ def copies(
 ) -> tuple[LayerCopy, ...] | None:
     """What `new`'s nodes must receive from `old`'s live holders; None if a layer is lost."""
     held = node_layers(old)
+    # the live holders of each layer as a heap of (bytes sent so far, name): the least-loaded
+    # holder, ties to the first name, in O(log holders); loads only grow, so an entry whose
+    # load is out of date is put back with the current one when it comes to the top. Layers
+    # with the same holders (a stage's, held by its replicas) share one heap.
     holders: dict[int, list[str]] = {}
     for node, got in held.items():
         if node in alive:
             for layer in got:
                 holders.setdefault(layer, []).append(node)
+    shared: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+    heaps: dict[int, list[tuple[int, str]]] = {}
+    for layer, names in holders.items():
+        key = tuple(names)
+        if key not in shared:
+            shared[key] = [(0, name) for name in names]
+            heapq.heapify(shared[key])
+        heaps[layer] = shared[key]
     out_load: dict[str, int] = {}
+
+    def least_loaded(heap: list[tuple[int, str]]) -> str:
+        while True:
+            load, name = heap[0]
+            now = out_load.get(name, 0)
+            if now == load:
+                return name
+            heapq.heapreplace(heap, (now, name))
+
     out: list[LayerCopy] = []
     for node, need in node_layers(new).items():
         missing = sorted(need - held.get(node, frozenset()))
         by_src: dict[str, list[int]] = {}
         for layer in missing:
-            sources = holders.get(layer)
+            sources = heaps.get(layer)
             if not sources:
                 return None
-            src = min(sources, key=lambda n: (out_load.get(n, 0), n))
+            src = least_loaded(sources)
             out_load[src] = out_load.get(src, 0) + layers[layer].copy_bytes
             by_src.setdefault(src, []).append(layer)
         for src, group in by_src.items():

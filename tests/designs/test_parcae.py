@@ -88,6 +88,50 @@ def test_inter_stage_migration_recuts_every_node():
     assert copies(old, shrink, LAYERS, set("abcd")) == ()  # dropping replicas moves nothing
 
 
+def _copies_by_scan(old, new, layers, alive):
+    """The transfers as first written: each missing layer from the live holder with the
+    least bytes sent so far (then the first name), found by scanning every holder."""
+    held = node_layers(old)
+    holders: dict[int, list[str]] = {}
+    for node, got in held.items():
+        if node in alive:
+            for layer in got:
+                holders.setdefault(layer, []).append(node)
+    load: dict[str, int] = {}
+    out = []
+    for node, need in node_layers(new).items():
+        by_src: dict[str, list[int]] = {}
+        for layer in sorted(need - held.get(node, frozenset())):
+            if not holders.get(layer):
+                return None
+            src = min(holders[layer], key=lambda n: (load.get(n, 0), n))
+            load[src] = load.get(src, 0) + layers[layer].copy_bytes
+            by_src.setdefault(src, []).append(layer)
+        out.extend((node, src, tuple(group)) for src, group in by_src.items())
+    return tuple(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    old_shape=st.sampled_from([(1, 4), (2, 2), (4, 1), (2, 3), (4, 2), (1, 6)]),
+    new_shape=st.sampled_from([(1, 4), (2, 2), (4, 1), (2, 3), (4, 2), (1, 6), (2, 4)]),
+    sizes=st.lists(st.integers(1, 500), min_size=4, max_size=4),
+    gpus=st.sampled_from([1, 2]),
+    data=st.data(),
+)
+def test_copies_take_the_least_loaded_holder_as_a_scan_of_every_holder_does(old_shape, new_shape, sizes, gpus, data):
+    layers = [_layer(b) for b in sizes]
+    pool = [f"n{i}" for i in range(12)]
+    old_nodes = data.draw(st.permutations(pool))[:12]
+    old = place(_config(*old_shape), old_nodes, gpus)
+    alive = set(data.draw(st.lists(st.sampled_from(pool), unique=True, min_size=1)))
+    new = arrange(_config(*new_shape), data.draw(st.permutations(pool)), node_layers(old), gpus)
+    assert new is not None
+    moved = copies(old, new, layers, alive)
+    expected = _copies_by_scan(old, new, layers, alive)
+    assert (None if moved is None else tuple((c.dst_node, c.src_node, c.layers) for c in moved)) == expected
+
+
 def test_a_lost_layer_cannot_be_migrated():
     old = place(_config(2, 1), ["a", "b"], 1)
     new = arrange(_config(2, 1), ["a", "c"], node_layers(old), 1)
