@@ -239,6 +239,8 @@ def _design_fields(args) -> dict:
     try:
         design_cli.load_modules(args)
         settings = design_cli.parse_settings(getattr(args, "design_settings", []))
+        # `design.X=V` as `simulate --set` takes it: the option X of the design
+        settings = {key.removeprefix("design."): value for key, value in settings.items()}
         names = {f.name for f in fields(RunConfig)} & {"fault_tolerance", "join_horizon_s"}
         into_fields, options = design_cli.split_settings(args.policy, settings, names)
     except DesignError as exc:

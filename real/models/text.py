@@ -14,6 +14,7 @@ chunk alone (a tokenizer that merges across a newline would differ there).
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import tempfile
 from pathlib import Path
@@ -34,6 +35,10 @@ def load_tokenizer(directory: str) -> Any:
             f"--tokenizer {directory}: no such directory; nothing is downloaded: save a tokenizer there "
             "(tokenizer.save_pretrained(DIR)) and pass DIR"
         )
+    if not any(Path(directory).iterdir()):
+        raise ConfigError(
+            f"--tokenizer {directory}: the directory is empty; save a tokenizer there (tokenizer.save_pretrained(DIR))"
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError:
@@ -45,9 +50,12 @@ def load_tokenizer(directory: str) -> Any:
         raise ConfigError(f"--tokenizer {directory}: cannot load a tokenizer from it ({first})") from None
 
 
-def tokenize(text_path: str, tokenizer: Any, out_path: Path, vocab: int | None = None) -> tuple[Path, str, int]:
+def tokenize(
+    text_path: str, tokenizer: Any, out_path: Path, vocab: int | None = None, *, checked: bool = False
+) -> tuple[Path, str, int]:
     """Write the ids of `text_path` to `out_path`; (path, dtype, token count). `vocab`: the
-    model's vocabulary, which must hold every id the tokenizer can give."""
+    model's vocabulary, which must hold every id the tokenizer can give; `checked`: the
+    text is known to be UTF-8 already (`check_utf8`)."""
     source = Path(text_path)
     if not source.is_file():
         raise ConfigError(f"--text {text_path}: no such file")
@@ -58,6 +66,8 @@ def tokenize(text_path: str, tokenizer: Any, out_path: Path, vocab: int | None =
             "holds it (hf:FAMILY:DIR with a config.json whose vocab_size is at least that)"
         )
     dtype = "uint16" if size <= 1 << 16 else "uint32"
+    if not checked:
+        check_utf8(source)
     count = 0
     with open(source, encoding="utf-8") as text, open(out_path, "wb") as out:
         chunk: list[str] = []
@@ -75,6 +85,25 @@ def tokenize(text_path: str, tokenizer: Any, out_path: Path, vocab: int | None =
     return out_path, dtype, count
 
 
+def check_utf8(source: Path, block_bytes: int = 1 << 20) -> None:
+    """Refuse a text that is not UTF-8, naming the line, before any token is written (a
+    refusal then leaves no partial token file behind)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with open(source, "rb") as raw:
+        while block := raw.read(block_bytes):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                line += block[: exc.start].count(b"\n")
+                raise ConfigError(f"--text {source}:{line}: not UTF-8 text") from None
+            line += block.count(b"\n")
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise ConfigError(f"--text {source}: ends inside a UTF-8 character (not UTF-8 text)") from None
+
+
 def _write(tokenizer: Any, text: str, out: Any, dtype: str) -> int:
     ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=dtype)
     ids.tofile(out)
@@ -88,7 +117,10 @@ def prepare(config: RunConfig, run_dir: str | Path | None, vocab: int | None) ->
         return config
     if config.tokenizer is None:
         raise ConfigError("--text needs --tokenizer DIR (a tokenizer saved in a local directory)")
+    tokenizer = load_tokenizer(config.tokenizer)  # the inputs first: a refusal makes no directory
+    if Path(config.text).is_file():
+        check_utf8(Path(config.text))
     directory = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="ooblab-tokens-"))
     directory.mkdir(parents=True, exist_ok=True)
-    path, dtype, _ = tokenize(config.text, load_tokenizer(config.tokenizer), directory / TOKENS_FILE, vocab)
+    path, dtype, _ = tokenize(config.text, tokenizer, directory / TOKENS_FILE, vocab, checked=True)
     return dataclasses.replace(config, data=str(path.resolve()), data_dtype=dtype)

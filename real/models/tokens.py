@@ -38,6 +38,8 @@ def _tokens(path: str, dtype: str) -> np.ndarray:
     if not file.is_file():
         raise ConfigError(f"token data {path}: no such file")
     size = np.dtype(TOKEN_DTYPES[dtype]).itemsize
+    if file.stat().st_size == 0:
+        raise ConfigError(f"token data {path}: the file is empty")
     if file.stat().st_size % size:
         raise ConfigError(f"token data {path}: {file.stat().st_size} bytes is not a whole number of {dtype} tokens")
     return np.memmap(file, dtype=TOKEN_DTYPES[dtype], mode="r")

@@ -104,3 +104,12 @@ def test_the_text_report_names_a_varuna_plans_microbatches(tmp_path, capsys):
     summary = {"status": "finished", "reason": "", "plan": plan, "losses": [], "avg_samples_per_s": 30.0}
     _report(summary, tmp_path, False)
     assert "plan: 1 nodes x 8 mb, 1 nodes x 8 mb" in capsys.readouterr().out
+
+
+def test_run_takes_a_design_option_in_the_dotted_form_simulate_takes():
+    from ooblab.cli import build_parser
+    from real.launch.cli_args import config_from_args
+
+    argv = ["run", "--nodes", "2", "--set", "design.join_horizon_s=100", "--set", "design.min_nodes=2"]
+    config = config_from_args(build_parser(argv).parse_args(argv))
+    assert config.join_horizon_s == 100 and config.design_options == {"min_nodes": 2}

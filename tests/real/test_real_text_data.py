@@ -76,8 +76,12 @@ def test_bad_text_settings_are_one_line(made, tmp_path):
     with pytest.raises(ConfigError, match="no such directory; nothing is downloaded"):
         text.load_tokenizer(str(tmp_path / "none"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match="cannot load a tokenizer from it"):
+    with pytest.raises(ConfigError, match="the directory is empty; save a tokenizer there"):
         text.load_tokenizer(str(tmp_path / "empty"))
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "notes.txt").write_text("not a tokenizer")
+    with pytest.raises(ConfigError, match="cannot load a tokenizer from it"):
+        text.load_tokenizer(str(tmp_path / "stray"))
     big = save_tokenizer(tmp_path / "big", [f"v{i}" for i in range(200)])
     with pytest.raises(ConfigError, match="vocabulary has 202 tokens, the model's 128"):
         text.tokenize(str(corpus), text.load_tokenizer(str(big)), tmp_path / "x.bin", vocab=128)
@@ -85,6 +89,23 @@ def test_bad_text_settings_are_one_line(made, tmp_path):
         text.tokenize(str(tmp_path / "none.txt"), text.load_tokenizer(str(directory)), tmp_path / "y.bin")
     with pytest.raises(ConfigError, match="--text and --tokenizer go together"):
         RunConfig(text=str(corpus))
+
+
+def test_a_text_not_in_utf8_is_refused_by_line_and_leaves_no_token_file(made, tmp_path, capsys):
+    corpus, directory = made
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"w1 w2 .\nw3 \xe9t\xe9 .\n")
+    run_dir = tmp_path / "run"
+    argv = ["run", "--model", "hf:gpt2:tiny", "--nodes", "2", "--steps", "1", "--compute", "real"]
+    code = main([*argv, "--text", str(latin), "--tokenizer", str(directory), "--out", str(run_dir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"ooblab run: error: --text {latin}:2: not UTF-8 text"], err
+    assert not run_dir.exists()  # no directory, no 0-byte tokens.bin
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    assert main([*argv, "--data", str(empty), "--out", str(run_dir)]) == 2
+    assert capsys.readouterr().err == f"ooblab run: error: token data {empty}: the file is empty\n"
+    assert not run_dir.exists()
 
 
 @pytest.mark.parametrize(
