@@ -74,7 +74,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# Writes that fail for reasons of the place written to, not of ooblab: one line, exit 2.
+# Files that fail for reasons of the place read or written, not of ooblab (a full disk, a
+# read-only directory, a name too long): one line naming the file, exit 2.
 _WRITE_ERRORS = {
     errno.ENOSPC: "no space left on the device",
     errno.EDQUOT: "over the disk quota",
@@ -97,8 +98,9 @@ def _on_sigterm(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command. Ctrl-C (exit 130) and SIGTERM (exit 143) end any command with
-    one line from its first instant, the sub-command's imports included; a write that the
-    file system refuses (a full disk, a read-only directory) is one line and exit 2."""
+    one line from the moment this function runs, the sub-command's imports included (spawned
+    children print their own); a file that the file system refuses (a full disk, a
+    read-only directory) is one line naming it and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else "command"
     main_thread = threading.current_thread() is threading.main_thread()
@@ -122,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if why is None:
             raise
         _quiet_stdout()
-        where = f": {exc.filename}" if exc.filename else " (standard output)"
-        print(f"ooblab {command}: error: cannot write{where}: {why}", file=sys.stderr)
+        print(f"ooblab {command}: error: {exc.filename or 'standard output'}: {why}", file=sys.stderr)
         return 2
     finally:
         if main_thread:

@@ -179,7 +179,7 @@ def test_a_full_disk_under_stdout_is_one_line_and_exit_2():
             timeout=120,
         )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr == "ooblab simulate: error: cannot write (standard output): no space left on the device\n"
+    assert done.stderr == "ooblab simulate: error: standard output: no space left on the device\n"
 
 
 def test_ctrl_c_while_the_subcommand_is_imported_is_one_line(monkeypatch, capsys):
