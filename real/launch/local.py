@@ -18,12 +18,14 @@ role without the fencing (`torchrun ... --max-restarts 0 -m ooblab.cli worker ..
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing as mp
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -116,7 +118,8 @@ class LocalProcesses:
             self.local_rank(node, gpu),
         )
         process = self._ctx.Process(target=_worker_entry, args=args, name=f"{node}/gpu{gpu}", daemon=True)
-        process.start()
+        with _children_ignore_sigint():
+            process.start()
         pid = process.pid
         assert pid is not None  # set by start()
         self.processes[pid] = process
@@ -188,6 +191,23 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.outcome.status == "finished"
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint():
+    """A worker started inside ignores Ctrl-C from its first instant (an ignored signal stays
+    ignored across the spawn's exec): a terminal sends Ctrl-C to the whole process group, and
+    the launcher, which owns the workers, ends them itself, in one line rather than a
+    traceback from each worker's imports. Only the main thread may change a handler;
+    elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def default_run_dir(root: str | Path = "results/real") -> Path:
