@@ -84,3 +84,20 @@ def shown(value: Any, limit: int = 60) -> str:
     a pasted file stays one readable line)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text):,} characters)"
+
+
+def exists(path: str | Path) -> bool:
+    """Whether `path` names something on disk; False for a string no file system could
+    hold (a 300-character spec or model name asked about as a path), rather than an error."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | Path) -> bool:
+    """`exists`, for a directory."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from planner.input_files import exists
+
 from .errors import TraceError
 from .load import FORMATS
 
@@ -52,7 +54,7 @@ def _read(args: argparse.Namespace):
     from .spec import from_spec
 
     rng = _seeded(args.seed)
-    if Path(args.source).exists():
+    if exists(args.source):
         trace, report = load_with_report(args.source, args.fmt, repair=args.repair, rng=rng)
         for line in report.describe()[1:]:
             print(line, file=sys.stderr)
@@ -91,8 +93,8 @@ def _guard(handler):
             print(f"ooblab traces {args.traces_command}: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except OSError as exc:  # written after the checks, yet refused (a full disk, a race)
-            print(f"ooblab traces {args.traces_command}: error: cannot write {args.output}: {exc.strerror or exc}",
-                  file=sys.stderr)  # fmt: skip
+            where = getattr(args, "output", None) or exc.filename or "standard output"
+            print(f"ooblab traces {args.traces_command}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
 
     return run

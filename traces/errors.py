@@ -21,7 +21,8 @@ class TraceError(ValueError):
         self.reason = message
         where = ""
         if source is not None:
-            where = f"{source}:{line}: " if line is not None else f"{source}: "
+            shown = source if source.isprintable() else repr(source)  # a \r or \n in it stays on one line
+            where = f"{shown}:{line}: " if line is not None else f"{shown}: "
         super().__init__(where + message)
 
 

@@ -40,10 +40,13 @@ def parse_duration_s(text: str) -> float:
     return float(Decimal(match.group(1)) * DURATION_UNITS_S[match.group(2)])
 
 
+MAX_HOUR_DECIMALS = 12  # past a nanosecond of an hour nothing rounds
+
+
 def round_interval_to_hours(interval_s: float, decimals: int) -> float:
     """``interval_s`` rounded to ``decimals`` decimals of an hour (half up), in seconds."""
-    if decimals < 0:
-        raise TraceError(f"hour_decimals must be >= 0, got {decimals}")
+    if not 0 <= decimals <= MAX_HOUR_DECIMALS:
+        raise TraceError(f"hour_decimals must be a whole number in [0, {MAX_HOUR_DECIMALS}], got {decimals}")
     hours = (Decimal(repr(float(interval_s))) / 3600).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
     return float(hours * 3600)
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from planner.input_files import exists
+
 from . import datacenter_spec
 from .errors import TraceError
 from .generators import fixed_interval, parse_duration_s, round_interval_to_hours
@@ -152,7 +154,7 @@ def from_spec(
     """
     if not isinstance(spec, (str, Path)) or not str(spec).strip():
         raise TraceError(f"empty trace spec {spec!r}")
-    if Path(spec).exists():
+    if exists(spec):
         return load(spec, fmt, repair=repair, rng=rng)
     if fmt is not None or repair:
         parse_spec(str(spec))  # say "no such file" / "unknown generator" first
