@@ -93,11 +93,3 @@ def exists(path: str | Path) -> bool:
         return Path(path).exists()
     except (OSError, ValueError):
         return False
-
-
-def is_dir(path: str | Path) -> bool:
-    """`exists`, for a directory."""
-    try:
-        return Path(path).is_dir()
-    except (OSError, ValueError):
-        return False

@@ -69,14 +69,13 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".eps", ".ps", ".jpg", ".jpeg", ".tif",
 def check_output(path: str, suffixes: tuple[str, ...] | None = None) -> None:
     """Refuse, before any work, an output file that cannot be written: a directory, a
     missing or unwritable parent directory, or (for figures) an unknown format."""
+    from planner.output_dirs import OutputError, check_output_file
+
+    try:
+        check_output_file(path, "-o")
+    except OutputError as exc:
+        raise TraceError(str(exc)) from None
     out = Path(path)
-    if out.is_dir():
-        raise TraceError(f"-o {path}: is a directory; name a file")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise TraceError(f"-o {path}: the directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TraceError(f"-o {path}: cannot write into {parent}")
     if suffixes is not None and out.suffix.lower() not in suffixes:
         raise TraceError(
             f"-o {path}: unknown figure format {out.suffix or '(none)'!r}; use one of {', '.join(suffixes)}"

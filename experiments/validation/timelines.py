@@ -71,25 +71,26 @@ def merge_overlapping(spans: Sequence[tuple[float, float]]) -> tuple[tuple[float
     return tuple(out)
 
 
-def sim_iteration_ends(rows: Sequence[TimelineRow]) -> list[float]:
-    """The time each committed iteration count was last reached."""
-    ends: list[float] = []
+def _at_last_reach(rows: Sequence[TimelineRow], field: str) -> list:
+    """`field` of the row where each committed iteration count was last reached (a
+    rollback's redone iterations count where they were committed again)."""
+    out: list = []
     for row in rows:
         n = row.iterations_done
-        del ends[n:]
-        while len(ends) < n:
-            ends.append(row.time_s)
-    return ends
+        del out[n:]
+        while len(out) < n:
+            out.append(getattr(row, field))
+    return out
+
+
+def sim_iteration_ends(rows: Sequence[TimelineRow]) -> list[float]:
+    """The time each committed iteration count was last reached."""
+    return _at_last_reach(rows, "time_s")
 
 
 def sim_iteration_samples(rows: Sequence[TimelineRow]) -> list[int]:
     """The samples of each committed iteration, as `sim_iteration_ends` orders them."""
-    done: list[int] = []  # committed samples when each count was last reached
-    for row in rows:
-        n = row.iterations_done
-        del done[n:]
-        while len(done) < n:
-            done.append(row.samples_done)
+    done = _at_last_reach(rows, "samples_done")
     return [b - a for a, b in zip([0, *done], done)]
 
 
